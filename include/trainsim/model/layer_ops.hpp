@@ -1,0 +1,85 @@
+#pragma once
+// The kernels of one transformer layer on one GPU, with their shapes after tensor, context and
+// expert parallelism: the unit of work that FLOP counting, the kernel model and lowering share.
+#include <cstdint>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "trainsim/spec/workload_spec.hpp"
+
+namespace trainsim::model {
+
+// C[m×n] = A[m×k]·B[k×n], `count` independent instances (the local experts of an MoE layer).
+struct Gemm {
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  std::int64_t count = 1;
+  friend bool operator==(const Gemm&, const Gemm&) = default;
+};
+
+// softmax(Q·Kᵀ)·V over `heads` local heads; kv_len ≥ q_len under context parallelism.
+struct AttentionCore {
+  std::int64_t batch = 0;
+  std::int64_t heads = 0;
+  std::int64_t q_len = 0;
+  std::int64_t kv_len = 0;
+  std::int64_t head_dim = 0;
+  bool causal = true;
+  friend bool operator==(const AttentionCore&, const AttentionCore&) = default;
+};
+
+// A memory-bound kernel (norm, activation, residual, dropout, rotary, loss): bytes through HBM.
+struct Elementwise {
+  double bytes = 0;
+  friend bool operator==(const Elementwise&, const Elementwise&) = default;
+};
+
+using OpShape = std::variant<Gemm, AttentionCore, Elementwise>;
+
+enum class OpClass { Gemm, Attention, Elementwise };
+OpClass op_class(const OpShape& shape);
+std::string_view op_class_name(OpClass cls);
+
+struct Op {
+  std::string_view name;
+  OpShape shape;
+  double fwd_flops = 0;         // forward pass
+  double bwd_data_flops = 0;    // backward, activation gradient ("B" of zero-bubble schedules)
+  double bwd_weight_flops = 0;  // backward, weight gradient ("W")
+  double fwd_bytes = 0;         // HBM traffic of memory-bound kernels
+  double bwd_bytes = 0;
+  bool attention_core = false;  // recomputed by selective recompute
+  friend bool operator==(const Op&, const Op&) = default;
+};
+
+// What one GPU runs for one micro-batch.
+struct LayerShape {
+  std::int64_t micro_batch = 1;  // sequences
+  std::int64_t seq_len = 0;      // full sequence; each cp rank holds seq_len / cp
+  int tp = 1;
+  int cp = 1;
+  int ep = 1;
+  bool sp = false;
+  int activation_bytes = 2;  // bytes per activation element (bf16/fp16: 2)
+};
+
+// The kernels of one transformer layer (dense MLP or MoE block).
+std::vector<Op> layer_ops(const spec::ModelSpec& model, const LayerShape& shape, bool moe);
+// Embedding lookup on the first pipeline stage.
+std::vector<Op> embedding_ops(const spec::ModelSpec& model, const LayerShape& shape);
+// Final norm, output projection and cross-entropy on the last pipeline stage.
+std::vector<Op> head_ops(const spec::ModelSpec& model, const LayerShape& shape);
+
+// FLOPs of a kernel list; GEMMs and attention only, as the Megatron-LM paper counts them.
+struct OpFlops {
+  double fwd = 0;
+  double bwd = 0;
+  double total() const { return fwd + bwd; }
+};
+OpFlops sum_flops(const std::vector<Op>& ops);
+// Forward FLOPs of the kernels selective recompute replays (the attention core).
+double attention_core_fwd_flops(const std::vector<Op>& ops);
+
+}  // namespace trainsim::model

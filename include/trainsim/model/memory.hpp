@@ -1,0 +1,74 @@
+#pragma once
+// Memory per GPU: model states (Rajbhandari et al. 2020, "ZeRO"), activations (Korthikanti et al.
+// 2022) held as the pipeline schedule dictates, and buffers. Analytic: the engine's memory
+// timeline refines the peak; these closed forms are what its accounting must reproduce.
+#include <cstdint>
+#include <vector>
+
+#include "trainsim/model/layer_ops.hpp"
+#include "trainsim/spec/job.hpp"
+#include "trainsim/util/units.hpp"
+
+namespace trainsim::model {
+
+// Bytes of model state per parameter (the seed's 16 bytes = 2 + 2 + 12 for mixed-precision Adam).
+struct StateBytesPerParam {
+  double weights = 0;  // the training copy (bf16/fp16, or fp32)
+  double grads = 0;
+  double optimizer = 0;  // K of the ZeRO paper: fp32 master weights and moments
+  double total() const { return weights + grads + optimizer; }
+};
+StateBytesPerParam state_bytes_per_param(spec::Dtype dtype, spec::Optimizer optimizer);
+
+struct ModelStateBytes {
+  double weights = 0;
+  double grads = 0;
+  double optimizer = 0;
+  double total() const { return weights + grads + optimizer; }
+};
+// ZeRO stage 1 shards the optimizer state over `shards` ranks, stage 2 also the gradients, stage 3
+// also the weights (ZeRO paper, Figure 1).
+ModelStateBytes model_state_bytes(double params, int zero_stage, std::int64_t shards, StateBytesPerParam per_param);
+
+// Bytes of activations one transformer layer keeps for the backward pass, for one micro-batch on
+// one GPU: Korthikanti et al. 2022, Table 2, generalised to GQA, SwiGLU, any FFN width, and CP.
+double layer_activation_bytes(const spec::ModelSpec& model, const LayerShape& shape, spec::Recompute recompute,
+                              bool moe);
+
+// Layer-micro-batches of activations stage `stage` holds at its peak: layers × micro-batches in
+// flight (GPipe: all m; 1F1B and ZB-H1: p − stage; interleaved: Megatron's warm-up + 1 chunks).
+double inflight_layer_microbatches(spec::Schedule schedule, int stage, int pp, int vpp, std::int64_t micro_batches,
+                                   int stage_layers);
+// Micro-batches in flight on a stage (for the embedding and loss buffers of the outer stages).
+double inflight_microbatches(spec::Schedule schedule, int stage, int pp, int vpp, std::int64_t micro_batches);
+
+// What the memory model assumes beyond the model: documented in README "Model and assumptions".
+struct MemoryAssumptions {
+  // CUDA context, NCCL communicator buffers, cuBLAS workspaces: resident before the first step.
+  Bytes runtime_reserved = gib(1);
+};
+
+struct MemoryBreakdown {
+  Bytes params;
+  Bytes grads;
+  Bytes optimizer;
+  Bytes activations;
+  Bytes buffers;
+  Bytes total() const { return params + grads + optimizer + activations + buffers; }
+};
+
+struct StageMemory {
+  int stage = 0;
+  double params = 0;  // parameters held before ZeRO sharding
+  MemoryBreakdown bytes;
+};
+
+struct MemoryEstimate {
+  std::vector<StageMemory> stages;
+  std::size_t peak_stage = 0;
+  const StageMemory& peak() const { return stages.at(peak_stage); }
+};
+
+MemoryEstimate estimate_memory(const spec::Job& job, const MemoryAssumptions& assumptions = {});
+
+}  // namespace trainsim::model

@@ -1,0 +1,53 @@
+#pragma once
+// Parameter counts of a transformer (GPT/Megatron or Llama style, dense or MoE) and the share a
+// GPU holds under tensor, pipeline and expert parallelism.
+#include <cstdint>
+#include <vector>
+
+#include "trainsim/spec/job.hpp"
+#include "trainsim/spec/workload_spec.hpp"
+
+namespace trainsim::model {
+
+// Parameters of one transformer layer, split by how they are sharded.
+struct LayerParams {
+  double attention = 0;  // Q, K, V, output projection (weights and biases)
+  double mlp = 0;        // dense MLP, or the shared experts of an MoE layer
+  double norms = 0;      // the two layer norms
+  double router = 0;     // MoE gate
+  double experts = 0;    // all routed experts
+  double total() const { return attention + mlp + norms + router + experts; }
+};
+
+struct ParamCounts {
+  double embedding = 0;  // word embeddings, V·h
+  double position = 0;   // learned position embeddings, s·h
+  double final_norm = 0;
+  double output = 0;  // the output layer when untied (a tied one shares the embedding)
+  LayerParams dense_layer;
+  LayerParams moe_layer;  // zero when the model has no experts
+  int dense_layers = 0;
+  int moe_layers = 0;
+  double active_expert_fraction = 0;  // top_k / experts
+  double total() const;
+  // Parameters a token passes through in one forward pass (MoE: top_k of the routed experts).
+  double active() const;
+};
+
+ParamCounts count_params(const spec::ModelSpec& model, std::int64_t seq_len);
+
+// Parameters one GPU of a pipeline stage holds, before ZeRO sharding. `dense` is sharded over the
+// data-parallel group (dp·cp) by ZeRO; `expert` over the expert-data-parallel group (dp·cp/ep).
+struct StageParams {
+  double dense = 0;
+  double expert = 0;
+  double largest_layer = 0;  // one layer's parameters on this GPU (ZeRO-3 gathers layer by layer)
+  double total() const { return dense + expert; }
+};
+
+// Whether a layer index (0-based over the whole model) holds an MoE block.
+bool is_moe_layer(const spec::ModelSpec& model, int layer);
+
+std::vector<StageParams> stage_params(const spec::Job& job);
+
+}  // namespace trainsim::model

@@ -1,0 +1,103 @@
+#pragma once
+// The cluster: one device type, nodes of devices joined by an intra-node fabric, and a network
+// between nodes (INTERFACE.md, topologies/*.json). Plain values, units resolved.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "trainsim/util/units.hpp"
+
+namespace trainsim::spec {
+
+enum class Dtype { Fp32, Tf32, Bf16, Fp16, Fp8 };
+std::string_view dtype_name(Dtype dtype);
+// Bytes per element as stored (fp8: 1, bf16/fp16: 2, fp32/tf32: 4).
+int dtype_bytes(Dtype dtype);
+
+struct DeviceSpec {
+  std::string name;
+  std::map<Dtype, FlopRate> peak_flops;  // dense tensor-core peak per dtype
+  Bytes memory;
+  Bandwidth memory_bandwidth;
+  int sms = 0;  // streaming multiprocessors (or cores): GEMM wave quantisation
+  friend bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
+};
+
+enum class FabricKind { None, NvSwitch, Pcie };
+
+struct FabricSpec {
+  FabricKind kind = FabricKind::None;
+  Bandwidth bandwidth;  // per device, per direction
+  Duration latency;
+  bool in_network_reduction = false;  // NVLink SHARP (NVLS)
+  friend bool operator==(const FabricSpec&, const FabricSpec&) = default;
+};
+
+struct NodeSpec {
+  int devices = 1;
+  FabricSpec fabric;
+  friend bool operator==(const NodeSpec&, const NodeSpec&) = default;
+};
+
+// A single node: no network.
+struct NoNetwork {
+  friend bool operator==(const NoNetwork&, const NoNetwork&) = default;
+};
+
+// Full bisection inside a pod of `devices`, `oversubscription`:1 on links between pods.
+struct PodSpec {
+  std::int64_t devices = 0;
+  double oversubscription = 1.0;
+  friend bool operator==(const PodSpec&, const PodSpec&) = default;
+};
+
+// Two- or three-tier fat tree (leaf/spine[/core]) of NICs.
+struct LeafSpineNetwork {
+  int nics_per_node = 1;
+  Bandwidth nic_bandwidth;  // per NIC, per direction
+  int leaf_radix = 0;       // ports per leaf switch (half down, half up at 1:1)
+  int spine_radix = 0;
+  int tiers = 2;
+  double oversubscription = 1.0;  // leaf downlink:uplink ratio
+  bool rail_optimized = true;
+  Duration latency;                   // one switch hop
+  bool in_network_reduction = false;  // SHARP
+  std::optional<PodSpec> pods;
+  friend bool operator==(const LeafSpineNetwork&, const LeafSpineNetwork&) = default;
+};
+
+// TPU-style torus (or mesh without wraparound) of chip-to-chip links.
+struct TorusNetwork {
+  std::vector<int> dims;
+  Bandwidth link_bandwidth;  // per link, per direction
+  bool wraparound = true;
+  Duration latency;  // per hop
+  friend bool operator==(const TorusNetwork&, const TorusNetwork&) = default;
+};
+
+using NetworkSpec = std::variant<NoNetwork, LeafSpineNetwork, TorusNetwork>;
+
+struct ClusterSpec {
+  std::string name;
+  DeviceSpec device;
+  std::int64_t nodes = 1;
+  NodeSpec node;
+  NetworkSpec network;
+  std::vector<std::string> warnings;  // defaults assumed for figures the file left out
+
+  std::int64_t num_devices() const { return nodes * node.devices; }
+  friend bool operator==(const ClusterSpec&, const ClusterSpec&) = default;
+};
+
+// Reads and validates a topology; throws SpecError naming `source` with every problem found.
+ClusterSpec read_cluster_spec(const nlohmann::json& json, const std::string& source);
+ClusterSpec load_cluster_spec(const std::string& path);
+
+inline constexpr std::int64_t kMaxDevices = std::int64_t{1} << 22;
+
+}  // namespace trainsim::spec

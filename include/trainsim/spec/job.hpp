@@ -1,0 +1,36 @@
+#pragma once
+// A job: cluster + workload + strategy, with the cross-field rules checked and the derived
+// quantities (dp, micro-batches, layers per stage) resolved. Everything downstream takes a Job.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainsim/spec/cluster_spec.hpp"
+#include "trainsim/spec/strategy_spec.hpp"
+#include "trainsim/spec/workload_spec.hpp"
+
+namespace trainsim::spec {
+
+struct Sources {
+  std::string topology;
+  std::string workload;
+  std::string strategy;
+};
+
+struct Job {
+  ClusterSpec cluster;
+  WorkloadSpec workload;
+  StrategySpec strategy;
+  Sources sources;
+  std::int64_t gpus = 0;           // tp·cp·pp·dp
+  std::int64_t dp = 0;             // data-parallel degree
+  std::int64_t micro_batches = 0;  // per pipeline and step: global_batch / (dp·mb)
+  std::vector<int> stage_layers;   // transformer layers on each pipeline stage
+  std::vector<std::string> warnings;
+};
+
+// Checks every rule that spans fields or files; throws one SpecError listing all violations,
+// each attributed to the file whose value it rejects.
+Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strategy, Sources sources);
+
+}  // namespace trainsim::spec

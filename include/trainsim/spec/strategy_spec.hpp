@@ -1,0 +1,49 @@
+#pragma once
+// How the job is parallelised (INTERFACE.md "Strategy"): a JSON file or an inline
+// "tp=8,pp=8,dp=16,zero=1,..." list, read by the same reader.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace trainsim::spec {
+
+enum class Schedule { GPipe, OneFOneB, Interleaved, ZbH1 };
+enum class Recompute { None, Selective, Full };
+// Process-group dimensions in rank order, innermost first (Megatron: tp, cp, dp, pp).
+enum class ParallelDim { Tp, Cp, Ep, Dp, Pp };
+
+struct StrategySpec {
+  int tp = 1;
+  bool sp = false;
+  int pp = 1;
+  int vpp = 1;
+  int cp = 1;
+  int ep = 1;
+  std::optional<std::int64_t> dp;  // derived from the device count when absent
+  int zero = 0;
+  std::int64_t mb = 1;
+  Schedule schedule = Schedule::OneFOneB;
+  Recompute recompute = Recompute::None;
+  std::optional<int> first_stage_layers;
+  std::optional<int> last_stage_layers;
+  std::optional<std::int64_t> gpus;
+  std::vector<ParallelDim> order{ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Dp, ParallelDim::Pp};
+  friend bool operator==(const StrategySpec&, const StrategySpec&) = default;
+};
+
+StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& source);
+// "tp=8,pp=2,sp=on" -> the JSON object {"tp": 8, "pp": 2, "sp": "on"}; malformed items are SpecErrors.
+nlohmann::json parse_inline_strategy(std::string_view text, const std::string& source);
+// A path to a JSON file, or an inline list when the argument contains '=' and is not a file.
+StrategySpec load_strategy_spec(const std::string& argument, std::string& source);
+
+std::string_view schedule_name(Schedule schedule);
+std::string_view recompute_name(Recompute recompute);
+std::string_view parallel_dim_name(ParallelDim dim);
+std::string order_text(const std::vector<ParallelDim>& order);
+
+}  // namespace trainsim::spec

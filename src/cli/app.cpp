@@ -1,0 +1,48 @@
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::cli {
+
+void add_format_option(CLI::App& command, std::string& format) {
+  command.add_option("--format", format, "output format: table, json or csv")
+      ->check(CLI::IsMember({"table", "json", "csv"}));
+}
+
+report::Format parse_format(const std::string& format) {
+  if (format == "json") return report::Format::Json;
+  if (format == "csv") return report::Format::Csv;
+  return report::Format::Table;
+}
+
+int run_app(int argc, char** argv) {
+  CLI::App app{"trainsim: a discrete-event cluster simulator for parallel LLM training"};
+  app.set_version_flag("--version", std::string("trainsim ") + TRAINSIM_VERSION);
+  app.require_subcommand(1);
+  Action action;
+  add_run_command(app, action);
+  // A first word that names no command deserves better than CLI11's "a subcommand is required".
+  if (argc > 1 && argv[1][0] != '-' &&
+      app.get_subcommands([&](const CLI::App* c) { return c->get_name() == argv[1]; }).empty()) {
+    std::string names;
+    for (const auto* c : app.get_subcommands([](const CLI::App*) { return true; }))
+      names += (names.empty() ? "" : ", ") + c->get_name();
+    throw SpecError("command line", "", fmt::format("unknown command \"{}\"; expected one of: {}", argv[1], names));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // CLI11's own messages are already sentences about the command line.
+    throw SpecError("command line", "", e.what());
+  }
+  return action();
+}
+
+}  // namespace trainsim::cli

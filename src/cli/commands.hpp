@@ -1,0 +1,25 @@
+#pragma once
+// Subcommands of the trainsim CLI. Each registers its options on the app and returns the action
+// to run once parsing succeeded; actions return the process exit code.
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+#include "trainsim/report/format.hpp"
+
+namespace trainsim::cli {
+
+using Action = std::function<int()>;
+
+enum ExitCode : int { kOk = 0, kDoesNotFit = 1, kBadInput = 2, kInternalError = 3 };
+
+void add_run_command(CLI::App& app, Action& action);
+
+// --format table|json|csv, shared by every command that prints a report.
+void add_format_option(CLI::App& command, std::string& format);
+report::Format parse_format(const std::string& format);
+
+// Parses argv and runs the chosen subcommand. Errors propagate as exceptions to main().
+int run_app(int argc, char** argv);
+
+}  // namespace trainsim::cli

@@ -1,0 +1,37 @@
+// The only place that catches: every failure becomes one message on stderr and an exit code
+// (INTERFACE.md: 2 bad input, 3 internal error).
+#include <cstdio>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "trainsim/util/error.hpp"
+
+int main(int argc, char** argv) {
+  using trainsim::cli::ExitCode;
+  try {
+    return trainsim::cli::run_app(argc, argv);
+  } catch (const trainsim::SpecError& e) {
+    const std::string text = e.what();
+    std::size_t start = 0;
+    while (start <= text.size()) {
+      const std::size_t end = std::min(text.find('\n', start), text.size());
+      fmt::print(stderr, "error: {}\n", text.substr(start, end - start));
+      start = end + 1;
+    }
+    return ExitCode::kBadInput;
+  } catch (const trainsim::IoError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return ExitCode::kBadInput;
+  } catch (const trainsim::InternalError& e) {
+    fmt::print(stderr, "internal error (a bug in trainsim, please report it): {}\n", e.what());
+    return ExitCode::kInternalError;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "error: out of memory\n");
+    return ExitCode::kInternalError;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "internal error (a bug in trainsim, please report it): {}\n", e.what());
+    return ExitCode::kInternalError;
+  }
+}

@@ -1,0 +1,47 @@
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "trainsim/report/format.hpp"
+#include "trainsim/report/report.hpp"
+#include "trainsim/spec/job.hpp"
+
+namespace trainsim::cli {
+namespace {
+
+struct RunOptions {
+  std::string topology;
+  std::string workload;
+  std::string strategy;
+  std::string format = "table";
+};
+
+int run(const RunOptions& o) {
+  spec::Sources sources{.topology = o.topology, .workload = o.workload, .strategy = {}};
+  auto cluster = spec::load_cluster_spec(o.topology);
+  auto workload = spec::load_workload_spec(o.workload);
+  auto strategy = spec::load_strategy_spec(o.strategy, sources.strategy);
+  const spec::Job job = spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources);
+  const auto report = report::build_run_report(job);
+  fmt::print("{}", report::render(report, parse_format(o.format)));
+  if (!report.fits) {
+    fmt::print(stderr, "does not fit: peak {} per GPU exceeds the device's {}\n",
+               report::human_bytes(report.memory.peak().bytes.total()), report::human_bytes(report.device_memory));
+    return kDoesNotFit;
+  }
+  return kOk;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, Action& action) {
+  auto options = std::make_shared<RunOptions>();
+  auto* cmd = app.add_subcommand("run", "simulate one training step of a workload on a cluster");
+  cmd->add_option("-t,--topology", options->topology, "topology JSON file")->required();
+  cmd->add_option("-w,--workload", options->workload, "workload JSON file")->required();
+  cmd->add_option("-s,--strategy", options->strategy, "strategy JSON file or inline list such as tp=8,pp=2,dp=4")
+      ->required();
+  add_format_option(*cmd, options->format);
+  cmd->callback([options, &action] { action = [options] { return run(*options); }; });
+}
+
+}  // namespace trainsim::cli

@@ -1,0 +1,59 @@
+#include "trainsim/model/flops.hpp"
+
+#include "trainsim/model/params.hpp"
+
+namespace trainsim::model {
+
+LayerShape gpu_layer_shape(const spec::Job& job) {
+  const auto& s = job.strategy;
+  return LayerShape{.micro_batch = s.mb,
+                    .seq_len = job.workload.training.seq_len,
+                    .tp = s.tp,
+                    .cp = s.cp,
+                    .ep = s.ep,
+                    .sp = s.sp && s.tp > 1,
+                    .activation_bytes = job.workload.training.dtype == spec::Dtype::Fp32 ? 4 : 2};
+}
+
+StepFlops step_flops(const spec::Job& job) {
+  // Count the whole batch on one unsharded "GPU": sharding changes who computes, not how much.
+  spec::ModelSpec model = job.workload.model;
+  if (model.moe) model.moe->capacity_factor = 1.0;  // padding slots are not model work
+  const LayerShape whole{.micro_batch = job.workload.training.global_batch,
+                         .seq_len = job.workload.training.seq_len,
+                         .activation_bytes = 2};
+  StepFlops f;
+  double recompute = 0;
+  for (int layer = 0; layer < model.layers; ++layer) {
+    const auto ops = layer_ops(model, whole, is_moe_layer(model, layer));
+    const auto flops = sum_flops(ops);
+    f.model += flops.total();
+    switch (job.strategy.recompute) {
+      case spec::Recompute::Full:
+        recompute += flops.fwd;
+        break;
+      case spec::Recompute::Selective:
+        recompute += attention_core_fwd_flops(ops);
+        break;
+      case spec::Recompute::None:
+        break;
+    }
+  }
+  f.model += sum_flops(head_ops(model, whole)).total();
+  f.hardware = f.model + recompute;
+  f.per_token = f.model / (static_cast<double>(job.workload.training.global_batch) *
+                           static_cast<double>(job.workload.training.seq_len));
+  return f;
+}
+
+double megatron_formula_flops(const spec::WorkloadSpec& workload, bool full_recompute) {
+  const double B = static_cast<double>(workload.training.global_batch);
+  const double s = static_cast<double>(workload.training.seq_len);
+  const double l = workload.model.layers;
+  const double h = static_cast<double>(workload.model.hidden);
+  const double V = static_cast<double>(workload.model.vocab);
+  if (full_recompute) return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+}
+
+}  // namespace trainsim::model

@@ -1,0 +1,198 @@
+#include "trainsim/model/layer_ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::model {
+namespace {
+
+using spec::MlpKind;
+using spec::ModelSpec;
+
+// GEMM: 2mnk FLOPs forward; the backward computes dX = dY·Wᵀ and dW = Xᵀ·dY, 2mnk each.
+Op gemm(std::string_view name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count = 1) {
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(count);
+  return Op{.name = name,
+            .shape = Gemm{.m = m, .n = n, .k = k, .count = count},
+            .fwd_flops = flops,
+            .bwd_data_flops = flops,
+            .bwd_weight_flops = flops};
+}
+
+Op elementwise(std::string_view name, double fwd_bytes, double bwd_bytes) {
+  return Op{.name = name, .shape = Elementwise{.bytes = fwd_bytes}, .fwd_bytes = fwd_bytes, .bwd_bytes = bwd_bytes};
+}
+
+// Attention core: Q·Kᵀ and P·V are 2·b·a·q·kv·d FLOPs each forward (Megatron-LM counts the full
+// square, not the causal half); the backward has four such products (dQ, dK, dV, dP).
+Op attention(AttentionCore core) {
+  const double fwd = 4.0 * static_cast<double>(core.batch) * static_cast<double>(core.heads) *
+                     static_cast<double>(core.q_len) * static_cast<double>(core.kv_len) *
+                     static_cast<double>(core.head_dim);
+  return Op{.name = "attention", .shape = core, .fwd_flops = fwd, .bwd_data_flops = 2 * fwd, .attention_core = true};
+}
+
+struct Dims {
+  double e;             // bytes per activation element
+  std::int64_t tokens;  // tokens of the micro-batch on this cp rank
+  double tokens_sp;     // tokens an element-wise kernel touches (divided by tp under SP)
+  double h;
+};
+
+Dims dims(const ModelSpec& m, const LayerShape& s) {
+  const std::int64_t tokens = s.micro_batch * (s.seq_len / s.cp);
+  return {static_cast<double>(s.activation_bytes), tokens, static_cast<double>(tokens) / (s.sp ? s.tp : 1),
+          static_cast<double>(m.hidden)};
+}
+
+double mlp_in(const ModelSpec& m, std::int64_t ffn) {
+  return m.mlp == MlpKind::Swiglu ? 2.0 * ffn : 1.0 * ffn;
+}
+
+// Activation function over `width` columns: GeLU reads and writes one tensor; SwiGLU reads the
+// gate and up halves and writes one (backward reads three, writes two).
+Op activation(std::string_view name, const ModelSpec& m, double tokens, double width, double e) {
+  if (m.mlp == MlpKind::Swiglu) return elementwise(name, 3 * e * tokens * width, 5 * e * tokens * width);
+  return elementwise(name, 2 * e * tokens * width, 3 * e * tokens * width);
+}
+
+void add_attention_block(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, const Dims& d) {
+  const std::int64_t q_heads = m.heads / s.tp;
+  const std::int64_t kv_heads = std::max<std::int64_t>(1, m.kv_heads / s.tp);
+  const std::int64_t dh = m.head_dim;
+  // norm: read x, write y; backward reads x and dy, writes dx
+  ops.push_back(elementwise("norm1", 2 * d.e * d.tokens_sp * d.h, 3 * d.e * d.tokens_sp * d.h));
+  ops.push_back(gemm("qkv", d.tokens, (q_heads + 2 * kv_heads) * dh, m.hidden));
+  if (m.position == spec::PositionKind::Rope) {
+    const double rotated = static_cast<double>(d.tokens) * static_cast<double>((q_heads + kv_heads) * dh);
+    ops.push_back(elementwise("rope", 2 * d.e * rotated, 2 * d.e * rotated));
+  }
+  ops.push_back(attention({.batch = s.micro_batch,
+                           .heads = q_heads,
+                           .q_len = s.seq_len / s.cp,
+                           .kv_len = s.seq_len,
+                           .head_dim = dh,
+                           .causal = true}));
+  ops.push_back(gemm("out_proj", d.tokens, m.hidden, q_heads * dh));
+  // dropout + residual add: read two tensors, write one (and a 1-byte mask)
+  const double mask = m.dropout ? 1 : 0;
+  ops.push_back(elementwise("residual1", (3 * d.e + mask) * d.tokens_sp * d.h, (2 * d.e + mask) * d.tokens_sp * d.h));
+  ops.push_back(elementwise("norm2", 2 * d.e * d.tokens_sp * d.h, 3 * d.e * d.tokens_sp * d.h));
+}
+
+void add_dense_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, const Dims& d) {
+  const std::int64_t in = static_cast<std::int64_t>(mlp_in(m, m.ffn_hidden)) / s.tp;
+  ops.push_back(gemm("fc1", d.tokens, in, m.hidden));
+  ops.push_back(activation("act", m, static_cast<double>(d.tokens), static_cast<double>(m.ffn_hidden / s.tp), d.e));
+  ops.push_back(gemm("fc2", d.tokens, m.hidden, m.ffn_hidden / s.tp));
+}
+
+// Routed experts: each GPU holds experts/ep experts (each split over tp). Its T tokens pick top_k
+// experts; with the group balanced, a local expert sees T·top_k·ep/experts tokens, padded by the
+// capacity factor.
+void add_moe_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, const Dims& d) {
+  const auto& e = *m.moe;
+  const std::int64_t local_experts = e.experts / s.ep;
+  const double routed = static_cast<double>(d.tokens) * e.top_k * e.capacity_factor;
+  const auto per_expert = static_cast<std::int64_t>(std::ceil(routed * s.ep / e.experts));
+  const std::int64_t in = static_cast<std::int64_t>(mlp_in(m, e.expert_ffn_hidden)) / s.tp;
+  const std::int64_t ffn = e.expert_ffn_hidden / s.tp;
+  ops.push_back(gemm("router", static_cast<std::int64_t>(d.tokens_sp), e.experts, m.hidden));
+  // token permutation before dispatch and after combine: read and write every routed copy
+  const double permute = 2 * d.e * routed * d.h;
+  ops.push_back(elementwise("permute", permute, permute));
+  ops.push_back(gemm("expert_fc1", per_expert, in, m.hidden, local_experts));
+  ops.push_back(
+      activation("expert_act", m, static_cast<double>(per_expert * local_experts), static_cast<double>(ffn), d.e));
+  ops.push_back(gemm("expert_fc2", per_expert, m.hidden, ffn, local_experts));
+  ops.push_back(elementwise("unpermute", permute, permute));
+  if (e.shared_experts > 0) {
+    ops.push_back(gemm("shared_fc1", d.tokens, e.shared_experts * in, m.hidden));
+    ops.push_back(
+        activation("shared_act", m, static_cast<double>(d.tokens), static_cast<double>(e.shared_experts * ffn), d.e));
+    ops.push_back(gemm("shared_fc2", d.tokens, m.hidden, e.shared_experts * ffn));
+  }
+}
+
+}  // namespace
+
+OpClass op_class(const OpShape& shape) {
+  return std::visit(
+      [](const auto& s) {
+        using T = std::decay_t<decltype(s)>;
+        if constexpr (std::is_same_v<T, Gemm>)
+          return OpClass::Gemm;
+        else if constexpr (std::is_same_v<T, AttentionCore>)
+          return OpClass::Attention;
+        else
+          return OpClass::Elementwise;
+      },
+      shape);
+}
+
+std::string_view op_class_name(OpClass cls) {
+  switch (cls) {
+    case OpClass::Gemm:
+      return "gemm";
+    case OpClass::Attention:
+      return "attention";
+    case OpClass::Elementwise:
+      return "elementwise";
+  }
+  return "?";
+}
+
+std::vector<Op> layer_ops(const ModelSpec& model, const LayerShape& shape, bool moe) {
+  SIM_ASSERT(shape.tp >= 1 && shape.cp >= 1 && shape.ep >= 1, "parallel degrees must be positive");
+  SIM_ASSERT(!moe || model.moe, "an MoE layer needs a model with experts");
+  const Dims d = dims(model, shape);
+  std::vector<Op> ops;
+  add_attention_block(ops, model, shape, d);
+  if (moe)
+    add_moe_mlp(ops, model, shape, d);
+  else
+    add_dense_mlp(ops, model, shape, d);
+  const double mask = model.dropout ? 1 : 0;
+  ops.push_back(elementwise("residual2", (3 * d.e + mask) * d.tokens_sp * d.h, (2 * d.e + mask) * d.tokens_sp * d.h));
+  return ops;
+}
+
+std::vector<Op> embedding_ops(const ModelSpec& model, const LayerShape& shape) {
+  const Dims d = dims(model, shape);
+  // lookup writes T·h; the backward scatters the gradient into the embedding table
+  return {elementwise("embedding", d.e * static_cast<double>(d.tokens) * d.h,
+                      2 * d.e * static_cast<double>(d.tokens) * d.h)};
+}
+
+std::vector<Op> head_ops(const ModelSpec& model, const LayerShape& shape) {
+  const Dims d = dims(model, shape);
+  const std::int64_t vocab_shard = (model.vocab + shape.tp - 1) / shape.tp;
+  const double logits = static_cast<double>(d.tokens) * static_cast<double>(vocab_shard);
+  return {
+      elementwise("final_norm", 2 * d.e * d.tokens_sp * d.h, 3 * d.e * d.tokens_sp * d.h),
+      gemm("logits", d.tokens, vocab_shard, model.hidden),
+      // vocab-parallel cross-entropy keeps fp32 softmax (4 bytes per logit)
+      elementwise("loss", (d.e + 4) * logits, (4 + d.e) * logits),
+  };
+}
+
+OpFlops sum_flops(const std::vector<Op>& ops) {
+  OpFlops f;
+  for (const auto& op : ops) {
+    f.fwd += op.fwd_flops;
+    f.bwd += op.bwd_data_flops + op.bwd_weight_flops;
+  }
+  return f;
+}
+
+double attention_core_fwd_flops(const std::vector<Op>& ops) {
+  double f = 0;
+  for (const auto& op : ops)
+    if (op.attention_core) f += op.fwd_flops;
+  return f;
+}
+
+}  // namespace trainsim::model

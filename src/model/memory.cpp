@@ -1,0 +1,186 @@
+#include "trainsim/model/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "trainsim/model/flops.hpp"
+#include "trainsim/model/params.hpp"
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::model {
+
+using spec::Recompute;
+using spec::Schedule;
+
+StateBytesPerParam state_bytes_per_param(spec::Dtype dtype, spec::Optimizer optimizer) {
+  // fp32 training keeps no separate master copy; mixed precision keeps fp32 master weights.
+  const bool fp32 = dtype == spec::Dtype::Fp32;
+  const double copy = fp32 ? 4 : 2;
+  const double master = fp32 ? 0 : 4;
+  const double moments = optimizer == spec::Optimizer::Adam ? 8 : 4;  // Adam m and v; SGD momentum
+  return {.weights = copy, .grads = copy, .optimizer = master + moments};
+}
+
+ModelStateBytes model_state_bytes(double params, int zero_stage, std::int64_t shards, StateBytesPerParam per_param) {
+  SIM_ASSERT(shards >= 1 && zero_stage >= 0 && zero_stage <= 3, "bad ZeRO sharding {} over {}", zero_stage, shards);
+  const double n = static_cast<double>(shards);
+  return {.weights = per_param.weights * params / (zero_stage >= 3 ? n : 1),
+          .grads = per_param.grads * params / (zero_stage >= 2 ? n : 1),
+          .optimizer = per_param.optimizer * params / (zero_stage >= 1 ? n : 1)};
+}
+
+double layer_activation_bytes(const spec::ModelSpec& m, const LayerShape& s, Recompute recompute, bool moe) {
+  const double e = s.activation_bytes;
+  const double mask = m.dropout ? 1 : 0;
+  const double t = s.tp;
+  const double seq_local = static_cast<double>(s.seq_len / s.cp);
+  const double b = static_cast<double>(s.micro_batch);
+  const double T = b * seq_local;
+  const double h = static_cast<double>(m.hidden);
+  const double sp_div = s.sp ? t : 1;
+  // Full recomputation keeps only the layer input (Korthikanti Table 2: 2sbh; sharded under SP).
+  if (recompute == Recompute::Full) return e * T * h / sp_div;
+
+  // Replicated across tp unless SP shards them along the sequence: the inputs of both norms, of
+  // the QKV and first MLP GEMMs, and two dropout masks — Korthikanti's "10sbh".
+  const double replicated = (4 * e + 2 * mask) * T * h / sp_div;
+
+  const double d = static_cast<double>(m.head_dim);
+  const double q_width = static_cast<double>(m.heads) / t * d;
+  const double kv_width = std::max(1.0, static_cast<double>(m.kv_heads) / t) * d;
+  // Q and K for Q·Kᵀ, V for P·V, and the input of the output projection.
+  double sharded = e * T * (2 * q_width + 2 * kv_width);
+  // Softmax output, its dropout mask and dropout output: Korthikanti's 5as²b (over kv_len under CP).
+  // Selective recomputation (and flash attention) does not keep them.
+  if (recompute == Recompute::None)
+    sharded += (2 * e + mask) * b * (static_cast<double>(m.heads) / t) * seq_local * static_cast<double>(s.seq_len);
+
+  const bool swiglu = m.mlp == spec::MlpKind::Swiglu;
+  const auto mlp = [&](double tokens, double ffn) {
+    // activation input (GeLU: f, SwiGLU: gate and up, 2f) and second GEMM input (f), split over tp
+    return e * tokens * ((swiglu ? 2 : 1) * ffn + ffn) / t;
+  };
+  if (!moe) return replicated + sharded + mlp(T, static_cast<double>(m.ffn_hidden));
+
+  const auto& x = *m.moe;
+  const double routed = T * x.top_k * x.capacity_factor;
+  const double ffn = static_cast<double>(x.expert_ffn_hidden);
+  const double router_probs = 4 * T * x.experts / sp_div;  // fp32 gate scores
+  const double dispatched = e * routed * h;                // permuted expert inputs
+  return replicated + sharded + router_probs + dispatched + mlp(routed, ffn) + mlp(T, x.shared_experts * ffn);
+}
+
+namespace {
+
+double interleaved_chunks_in_flight(int stage, int pp, int vpp, std::int64_t micro_batches) {
+  // Megatron-LM's interleaved schedule runs (p − stage − 1)·2 + (v − 1)·p warm-up forwards, then one
+  // more forward before its first backward.
+  const double warmup = 2.0 * (pp - stage - 1) + static_cast<double>(vpp - 1) * pp;
+  return std::min(warmup + 1, static_cast<double>(micro_batches) * vpp);
+}
+
+}  // namespace
+
+double inflight_microbatches(Schedule schedule, int stage, int pp, int vpp, std::int64_t micro_batches) {
+  const double m = static_cast<double>(micro_batches);
+  switch (schedule) {
+    case Schedule::GPipe:
+      return m;
+    case Schedule::OneFOneB:
+    case Schedule::ZbH1:
+      return std::min(m, static_cast<double>(pp - stage));
+    case Schedule::Interleaved:
+      return std::ceil(interleaved_chunks_in_flight(stage, pp, vpp, micro_batches) / vpp);
+  }
+  return m;
+}
+
+double inflight_layer_microbatches(Schedule schedule, int stage, int pp, int vpp, std::int64_t micro_batches,
+                                   int stage_layers) {
+  if (schedule == Schedule::Interleaved)
+    return interleaved_chunks_in_flight(stage, pp, vpp, micro_batches) * stage_layers / vpp;
+  return inflight_microbatches(schedule, stage, pp, vpp, micro_batches) * stage_layers;
+}
+
+namespace {
+
+// Activations of the embedding (first stage: its dropout mask) and of the head (last stage: final
+// norm and output-layer inputs, fp32 softmax of the vocab-parallel cross-entropy), Korthikanti §4.3.
+double embedding_activation_bytes(const spec::ModelSpec& m, const LayerShape& s) {
+  const double T = static_cast<double>(s.micro_batch * (s.seq_len / s.cp));
+  return (m.dropout ? 1.0 : 0.0) * T * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1);
+}
+
+double head_activation_bytes(const spec::ModelSpec& m, const LayerShape& s) {
+  const double T = static_cast<double>(s.micro_batch * (s.seq_len / s.cp));
+  const double vocab_shard = static_cast<double>((m.vocab + s.tp - 1) / s.tp);
+  return 2.0 * s.activation_bytes * T * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1) + 4.0 * T * vocab_shard;
+}
+
+double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first_layer) {
+  const auto& m = job.workload.model;
+  const auto& st = job.strategy;
+  const LayerShape shape = gpu_layer_shape(job);
+  const int pp = st.pp;
+  const int layers = job.stage_layers[stage];
+  const auto s = static_cast<int>(stage);
+  // Average bytes per layer of this stage (dense and MoE layers may mix).
+  double per_layer_sum = 0;
+  double working_set = 0;  // full recompute rebuilds one layer's activations during its backward
+  for (int i = 0; i < layers; ++i) {
+    const bool moe = is_moe_layer(m, first_layer + i);
+    per_layer_sum += layer_activation_bytes(m, shape, st.recompute, moe);
+    if (st.recompute == Recompute::Full)
+      working_set = std::max(working_set, layer_activation_bytes(m, shape, Recompute::None, moe));
+  }
+  const double per_layer = layers > 0 ? per_layer_sum / layers : 0;
+  double bytes = per_layer * inflight_layer_microbatches(st.schedule, s, pp, st.vpp, job.micro_batches, layers);
+  bytes += working_set;
+  if (stage == 0)
+    bytes +=
+        embedding_activation_bytes(m, shape) * inflight_microbatches(st.schedule, 0, pp, st.vpp, job.micro_batches);
+  if (stage + 1 == job.stage_layers.size()) {
+    // The last virtual stage runs each micro-batch's backward right after its forward, except in GPipe.
+    const double held = st.schedule == Schedule::GPipe ? static_cast<double>(job.micro_batches) : 1.0;
+    bytes += head_activation_bytes(m, shape) * held;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const spec::Job& job, const MemoryAssumptions& assumptions) {
+  const auto& st = job.strategy;
+  const auto per_param = state_bytes_per_param(job.workload.training.dtype, job.workload.training.optimizer);
+  const std::int64_t dense_shards = job.dp * st.cp;
+  const std::int64_t expert_shards = std::max<std::int64_t>(1, dense_shards / st.ep);
+  const auto params = stage_params(job);
+
+  MemoryEstimate estimate;
+  int first_layer = 0;
+  for (std::size_t stage = 0; stage < params.size(); ++stage) {
+    const auto& p = params[stage];
+    const auto dense = model_state_bytes(p.dense, st.zero, dense_shards, per_param);
+    const auto expert = model_state_bytes(p.expert, st.zero, expert_shards, per_param);
+    double buffers = assumptions.runtime_reserved.as_double();
+    // ZeRO-3 gathers the current and the prefetched layer and holds one layer's full gradient
+    // before its reduce-scatter; ZeRO-2 reduces one layer's gradient bucket at a time.
+    if (st.zero == 3) buffers += (2 * per_param.weights + per_param.grads) * p.largest_layer;
+    if (st.zero == 2) buffers += per_param.grads * p.largest_layer;
+    StageMemory sm{
+        .stage = static_cast<int>(stage),
+        .params = p.total(),
+        .bytes = {.params = Bytes::saturating_from_double(dense.weights + expert.weights),
+                  .grads = Bytes::saturating_from_double(dense.grads + expert.grads),
+                  .optimizer = Bytes::saturating_from_double(dense.optimizer + expert.optimizer),
+                  .activations = Bytes::saturating_from_double(stage_activation_bytes(job, stage, first_layer)),
+                  .buffers = Bytes::saturating_from_double(buffers)}};
+    estimate.stages.push_back(sm);
+    first_layer += job.stage_layers[stage];
+  }
+  for (std::size_t i = 1; i < estimate.stages.size(); ++i)
+    if (estimate.stages[i].bytes.total() > estimate.stages[estimate.peak_stage].bytes.total()) estimate.peak_stage = i;
+  return estimate;
+}
+
+}  // namespace trainsim::model

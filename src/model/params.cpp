@@ -1,0 +1,145 @@
+#include "trainsim/model/params.hpp"
+
+#include <algorithm>
+
+namespace trainsim::model {
+namespace {
+
+using spec::MlpKind;
+using spec::ModelSpec;
+
+// Width of the first MLP matrix: GeLU has one up-projection, SwiGLU a gate and an up projection.
+double mlp_in_width(const ModelSpec& m, double ffn) {
+  return m.mlp == MlpKind::Swiglu ? 2 * ffn : ffn;
+}
+
+// One MLP of inner width `ffn`: up (h × in) and down (ffn × h) projections with optional biases.
+double mlp_params(const ModelSpec& m, double ffn) {
+  const double h = static_cast<double>(m.hidden);
+  const double in = mlp_in_width(m, ffn);
+  return h * in + ffn * h + (m.bias ? in + h : 0);
+}
+
+// Per-GPU share of one MLP under tensor parallelism: the weights and the column-parallel bias
+// are split, the row-parallel output bias is replicated (Megatron ColumnParallel/RowParallelLinear).
+double mlp_params_tp(const ModelSpec& m, double ffn, int tp) {
+  const double h = static_cast<double>(m.hidden);
+  const double in = mlp_in_width(m, ffn);
+  return (h * in + ffn * h + (m.bias ? in : 0)) / tp + (m.bias ? h : 0);
+}
+
+double norm_params(const ModelSpec& m) {
+  const double h = static_cast<double>(m.hidden);
+  return m.norm == spec::NormKind::LayerNorm ? 2 * h : h;
+}
+
+// Q (h × a·d), K and V (h × kv·d each), output projection (a·d × h), with biases.
+double attention_params(const ModelSpec& m, double kv_heads_held, double q_heads_held, bool replicate_out_bias,
+                        int tp) {
+  const double h = static_cast<double>(m.hidden);
+  const double d = static_cast<double>(m.head_dim);
+  const double q = q_heads_held * d;
+  const double kv = 2 * kv_heads_held * d;
+  const double weights = h * (q + kv) + q * h;
+  const double biases = m.bias ? q + kv : 0;
+  const double out_bias = m.bias ? (replicate_out_bias ? h : h / tp) : 0;
+  return weights + biases + out_bias;
+}
+
+LayerParams layer_params(const ModelSpec& m, bool moe) {
+  LayerParams p;
+  p.attention = attention_params(m, m.kv_heads, m.heads, true, 1);
+  p.norms = 2 * norm_params(m);
+  if (!moe) {
+    p.mlp = mlp_params(m, static_cast<double>(m.ffn_hidden));
+    return p;
+  }
+  const auto& e = *m.moe;
+  const double expert = mlp_params(m, static_cast<double>(e.expert_ffn_hidden));
+  p.mlp = e.shared_experts * expert;
+  p.router = static_cast<double>(m.hidden) * e.experts;
+  p.experts = e.experts * expert;
+  return p;
+}
+
+// The layer's share on one GPU of a tp group; experts are split over ep, then over tp.
+StageParams layer_params_on_gpu(const ModelSpec& m, bool moe, int tp, int ep) {
+  const double kv_held = std::max(1.0, static_cast<double>(m.kv_heads) / tp);
+  const double q_held = static_cast<double>(m.heads) / tp;
+  StageParams s;
+  s.dense = attention_params(m, kv_held, q_held, true, tp) + 2 * norm_params(m);
+  if (!moe) {
+    s.dense += mlp_params_tp(m, static_cast<double>(m.ffn_hidden), tp);
+  } else {
+    const auto& e = *m.moe;
+    const double ffn = static_cast<double>(e.expert_ffn_hidden);
+    s.dense += e.shared_experts * mlp_params_tp(m, ffn, tp) + static_cast<double>(m.hidden) * e.experts;
+    s.expert = static_cast<double>(e.experts) / ep * mlp_params_tp(m, ffn, tp);
+  }
+  s.largest_layer = s.dense + s.expert;
+  return s;
+}
+
+}  // namespace
+
+bool is_moe_layer(const ModelSpec& model, int layer) {
+  return model.moe && layer >= model.moe->dense_layers;
+}
+
+double ParamCounts::total() const {
+  return embedding + position + final_norm + output + dense_layers * dense_layer.total() +
+         moe_layers * moe_layer.total();
+}
+
+double ParamCounts::active() const {
+  return total() - moe_layers * moe_layer.experts + moe_layers * moe_layer.experts * active_expert_fraction;
+}
+
+ParamCounts count_params(const ModelSpec& model, std::int64_t seq_len) {
+  ParamCounts c;
+  const double h = static_cast<double>(model.hidden);
+  c.embedding = static_cast<double>(model.vocab) * h;
+  c.position = model.position == spec::PositionKind::Learned ? static_cast<double>(seq_len) * h : 0;
+  c.final_norm = norm_params(model);
+  c.output = model.tied_embeddings ? 0 : static_cast<double>(model.vocab) * h;
+  c.moe_layers = model.moe ? model.layers - model.moe->dense_layers : 0;
+  c.dense_layers = model.layers - c.moe_layers;
+  c.dense_layer = layer_params(model, false);
+  if (model.moe) {
+    c.moe_layer = layer_params(model, true);
+    c.active_expert_fraction = static_cast<double>(model.moe->top_k) / model.moe->experts;
+  }
+  return c;
+}
+
+std::vector<StageParams> stage_params(const spec::Job& job) {
+  const auto& m = job.workload.model;
+  const auto& s = job.strategy;
+  const double h = static_cast<double>(m.hidden);
+  // Vocab-parallel embedding and output layer: the vocabulary is padded to a multiple of tp.
+  const double vocab_shard = static_cast<double>((m.vocab + s.tp - 1) / s.tp);
+  std::vector<StageParams> stages;
+  int layer = 0;
+  for (std::size_t stage = 0; stage < job.stage_layers.size(); ++stage) {
+    StageParams sp;
+    for (int i = 0; i < job.stage_layers[stage]; ++i, ++layer) {
+      const auto l = layer_params_on_gpu(m, is_moe_layer(m, layer), s.tp, s.ep);
+      sp.dense += l.dense;
+      sp.expert += l.expert;
+      sp.largest_layer = std::max(sp.largest_layer, l.largest_layer);
+    }
+    if (stage == 0) {
+      sp.dense += vocab_shard * h;
+      if (m.position == spec::PositionKind::Learned) sp.dense += static_cast<double>(job.workload.training.seq_len) * h;
+    }
+    if (stage + 1 == job.stage_layers.size()) {
+      sp.dense += norm_params(m);
+      // An untied output layer, or (pp > 1) the copy of the tied embedding Megatron keeps on the last stage.
+      if (!m.tied_embeddings || job.stage_layers.size() > 1) sp.dense += vocab_shard * h;
+    }
+    stages.push_back(sp);
+  }
+  return stages;
+}
+
+}  // namespace trainsim::model

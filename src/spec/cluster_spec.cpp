@@ -1,0 +1,233 @@
+#include "trainsim/spec/cluster_spec.hpp"
+
+#include <array>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "trainsim/spec/reader.hpp"
+
+namespace trainsim::spec {
+namespace {
+
+constexpr std::array<Choice<Dtype>, 5> kDtypes{{
+    {"fp32", Dtype::Fp32},
+    {"tf32", Dtype::Tf32},
+    {"bf16", Dtype::Bf16},
+    {"fp16", Dtype::Fp16},
+    {"fp8", Dtype::Fp8},
+}};
+constexpr std::array<Choice<FabricKind>, 2> kFabricKinds{
+    {{"nvswitch", FabricKind::NvSwitch}, {"pcie", FabricKind::Pcie}}};
+enum class NetworkKind { LeafSpine, Torus, None };
+constexpr std::array<Choice<NetworkKind>, 3> kNetworkKinds{
+    {{"leaf_spine", NetworkKind::LeafSpine}, {"torus", NetworkKind::Torus}, {"none", NetworkKind::None}}};
+
+constexpr NumberRange kPositiveBandwidth{0, 1e15, true};     // up to 1 PB/s
+constexpr NumberRange kLatency{0, 1.0};                      // up to a second
+constexpr NumberRange kPositiveFlops{0, 1e18, true};         // up to 1 EFLOP/s per device
+constexpr NumberRange kDeviceMemory{1 << 20, 1.7592186e13};  // 1 MiB .. 16 TiB
+constexpr int kDefaultSms = 108;                             // A100, as INTERFACE.md's example warns
+
+DeviceSpec read_device(Reader r, std::vector<std::string>& warnings) {
+  DeviceSpec d;
+  d.name = r.string("name");
+  if (r.has("peak_flops")) {
+    Reader flops = r.object("peak_flops");
+    const auto keys = flops.keys();
+    for (const auto& key : keys) {
+      const auto it = std::find_if(kDtypes.begin(), kDtypes.end(), [&](const auto& c) { return c.name == key; });
+      if (it == kDtypes.end()) {
+        std::vector<std::string> names;
+        for (const auto& c : kDtypes) names.emplace_back(c.name);
+        const auto hint = closest_match(key, names);
+        flops.error_at(key, fmt::format("unknown dtype \"{}\"; expected one of: fp32, tf32, bf16, fp16, fp8{}", key,
+                                        hint.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", hint)));
+        continue;
+      }
+      d.peak_flops[it->value] = flops.flop_rate(key, kPositiveFlops);
+    }
+    if (keys.empty()) r.error_at("peak_flops", "expected at least one dtype, such as {\"bf16\": \"312 TFLOP/s\"}");
+  } else {
+    r.error_at("peak_flops", "missing; expected an object such as {\"bf16\": \"312 TFLOP/s\"}");
+  }
+  d.memory = r.bytes("memory", kDeviceMemory);
+  d.memory_bandwidth = r.bandwidth("memory_bandwidth", kPositiveBandwidth);
+  const auto sms = r.optional_integer("sms", {1, 100000});
+  if (!r.has("sms")) warnings.push_back(fmt::format("device.sms not given: assumed {}", kDefaultSms));
+  d.sms = static_cast<int>(sms.value_or(kDefaultSms));
+  r.finish();
+  return d;
+}
+
+FabricSpec read_fabric(Reader r) {
+  FabricSpec f;
+  f.kind = r.choice<FabricKind>("kind", kFabricKinds);
+  f.bandwidth = r.bandwidth("bandwidth", kPositiveBandwidth);
+  f.latency = r.duration("latency", kLatency);
+  f.in_network_reduction = r.boolean_or("in_network_reduction", false);
+  r.finish();
+  return f;
+}
+
+NodeSpec read_node(Reader r) {
+  NodeSpec n;
+  n.devices = static_cast<int>(r.integer("devices", {1, 64}));
+  if (auto fabric = r.optional_object("fabric")) {
+    n.fabric = read_fabric(*fabric);
+  } else if (n.devices > 1) {
+    r.error_at("fabric",
+               "missing; a node of several devices needs a fabric such as "
+               "{\"kind\": \"nvswitch\", \"bandwidth\": \"300 GB/s\", \"latency\": \"3 us\"}");
+  }
+  r.finish();
+  return n;
+}
+
+// Endpoints a fat tree of `tiers` levels of radix-k switches connects at full bisection (k^2/2, k^3/4),
+// scaled by the leaf's oversubscription (more ports down than up).
+double fat_tree_capacity(int radix, int tiers, double oversubscription) {
+  const double k = radix;
+  const double leaf_down = k * oversubscription / (1.0 + oversubscription);
+  return tiers == 2 ? leaf_down * k : leaf_down * k * k / 2.0;
+}
+
+LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, std::vector<std::string>& /*warnings*/) {
+  LeafSpineNetwork n;
+  n.nics_per_node = static_cast<int>(r.integer("nics_per_node", {1, 64}));
+  n.nic_bandwidth = r.bandwidth("nic_bandwidth", kPositiveBandwidth);
+  n.leaf_radix = static_cast<int>(r.integer("leaf_radix", {2, 4096}));
+  n.spine_radix = static_cast<int>(r.integer_or("spine_radix", n.leaf_radix, {2, 4096}));
+  n.oversubscription = r.number_or("oversubscription", 1.0, {1.0, 64.0});
+  n.rail_optimized = r.boolean_or("rail_optimized", false);
+  n.latency = r.duration("latency", kLatency);
+  n.in_network_reduction = r.boolean_or("in_network_reduction", false);
+  const double endpoints = static_cast<double>(nodes) * n.nics_per_node;
+  if (const auto tiers = r.optional_integer("tiers", {2, 3})) {
+    n.tiers = static_cast<int>(*tiers);
+    const double capacity = fat_tree_capacity(n.leaf_radix, n.tiers, n.oversubscription);
+    if (capacity < endpoints)
+      r.error_at("tiers",
+                 fmt::format("{} tiers of radix-{} switches connect at most {:.0f} NICs; the cluster has {:.0f}",
+                             n.tiers, n.leaf_radix, capacity, endpoints));
+  } else {
+    n.tiers = fat_tree_capacity(n.leaf_radix, 2, n.oversubscription) >= endpoints ? 2 : 3;
+    if (fat_tree_capacity(n.leaf_radix, 3, n.oversubscription) < endpoints)
+      r.error_at("leaf_radix",
+                 fmt::format("three tiers of radix-{} switches cannot connect {:.0f} NICs", n.leaf_radix, endpoints));
+  }
+  if (auto pods = r.optional_object("pods")) {
+    PodSpec p;
+    p.devices = pods->integer("devices", {1, kMaxDevices});
+    p.oversubscription = pods->number_or("oversubscription", 1.0, {1.0, 1024.0});
+    pods->finish();
+    n.pods = p;
+  }
+  r.finish();
+  return n;
+}
+
+TorusNetwork read_torus(Reader r) {
+  TorusNetwork t;
+  for (const auto d : r.integer_list("dims", {1, 4096}, 1, 3)) t.dims.push_back(static_cast<int>(d));
+  t.link_bandwidth = r.bandwidth("link_bandwidth", kPositiveBandwidth);
+  t.wraparound = r.boolean_or("wraparound", true);
+  t.latency = r.duration("latency", kLatency);
+  r.finish();
+  return t;
+}
+
+void check_cross_fields(ClusterSpec& c, Reader& root, Diagnostics& diagnostics) {
+  if (!diagnostics.empty()) return;
+  if (c.num_devices() > kMaxDevices) {
+    root.error_at("nodes", fmt::format("{} nodes of {} devices exceed the supported maximum of {} devices", c.nodes,
+                                       c.node.devices, kMaxDevices));
+    return;
+  }
+  if (const auto* ls = std::get_if<LeafSpineNetwork>(&c.network)) {
+    const int d = c.node.devices;
+    const int nics = ls->nics_per_node;
+    if (d % nics != 0 && nics % d != 0)
+      root.error_at("network/nics_per_node",
+                    fmt::format("{} NICs cannot be shared evenly by {} devices per node", nics, d));
+    if (ls->pods && (ls->pods->devices % d != 0 || ls->pods->devices > c.num_devices()))
+      diagnostics.add("/network/pods/devices",
+                      fmt::format("{} must be a multiple of node.devices ({}) and at most the cluster's {} devices",
+                                  ls->pods->devices, d, c.num_devices()));
+  }
+}
+
+}  // namespace
+
+std::string_view dtype_name(Dtype dtype) {
+  return choice_name<Dtype>(kDtypes, dtype);
+}
+
+int dtype_bytes(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::Fp8:
+      return 1;
+    case Dtype::Bf16:
+    case Dtype::Fp16:
+      return 2;
+    case Dtype::Fp32:
+    case Dtype::Tf32:
+      return 4;
+  }
+  return 4;
+}
+
+ClusterSpec read_cluster_spec(const nlohmann::json& json, const std::string& source) {
+  if (!json.is_object()) throw SpecError(source, "", fmt::format("expected a JSON object, got {}", describe(json)));
+  Diagnostics diagnostics;
+  Reader root(json, "", diagnostics);
+  ClusterSpec c;
+  c.name = root.string("name");
+  root.sources();
+  if (auto device = root.optional_object("device"))
+    c.device = read_device(*device, c.warnings);
+  else
+    root.error_at("device", "missing; expected an object with name, peak_flops, memory, memory_bandwidth");
+
+  Reader network = root.object("network");
+  std::optional<NetworkKind> kind;
+  if (root.has("network") && json.at("network").is_object()) {
+    if (!network.has("kind")) network.error_at("kind", "missing; expected one of: leaf_spine, torus, none");
+    kind = network.optional_choice<NetworkKind>("kind", kNetworkKinds);
+  }
+  if (!kind) {
+    for (const auto* key : {"nodes", "node"}) root.value(key);  // known, but unread without a network kind
+    root.finish();
+    diagnostics.throw_if_any(source);
+  }
+  if (kind == NetworkKind::Torus) {
+    for (const auto* key : {"nodes", "node"})
+      if (root.has(key)) root.error_at(key, "not used with a torus network: its dims give the devices");
+    c.network = read_torus(network);
+    c.nodes = 1;
+    for (const int d : std::get<TorusNetwork>(c.network).dims) c.nodes *= d;
+    c.node = NodeSpec{.devices = 1, .fabric = {}};
+  } else {
+    c.nodes = kind == NetworkKind::None ? root.integer_or("nodes", 1, {1, 1}) : root.integer("nodes", {1, kMaxDevices});
+    if (auto node = root.optional_object("node"))
+      c.node = read_node(*node);
+    else
+      root.error_at("node", "missing; expected an object such as {\"devices\": 8, \"fabric\": {...}}");
+    if (kind == NetworkKind::LeafSpine) {
+      c.network = read_leaf_spine(network, c.nodes, c.warnings);
+    } else {
+      c.network = NoNetwork{};
+      network.finish();
+    }
+  }
+  root.finish();
+  check_cross_fields(c, root, diagnostics);
+  diagnostics.throw_if_any(source);
+  return c;
+}
+
+ClusterSpec load_cluster_spec(const std::string& path) {
+  return read_cluster_spec(load_json_file(path), path);
+}
+
+}  // namespace trainsim::spec

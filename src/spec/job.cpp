@@ -1,0 +1,186 @@
+#include "trainsim/spec/job.hpp"
+
+#include <fmt/format.h>
+
+#include "trainsim/spec/reader.hpp"
+
+namespace trainsim::spec {
+namespace {
+
+// Collects violations for one job; each names the input it belongs to.
+class Rules {
+ public:
+  explicit Rules(const Sources& sources) : sources_(sources) {}
+  void strategy(std::string pointer, std::string message) {
+    diagnostics_.add(std::move(pointer), std::move(message), sources_.strategy);
+  }
+  void workload(std::string pointer, std::string message) {
+    diagnostics_.add(std::move(pointer), std::move(message), sources_.workload);
+  }
+  bool ok() const { return diagnostics_.empty(); }
+  void throw_if_any() const { diagnostics_.throw_if_any(sources_.strategy); }
+
+ private:
+  const Sources& sources_;
+  Diagnostics diagnostics_;
+};
+
+void check_degrees(Job& job, Rules& rules) {
+  const auto& s = job.strategy;
+  const auto& c = job.cluster;
+  const std::int64_t model_parallel = std::int64_t{s.tp} * s.cp * s.pp;
+  const std::int64_t devices = c.num_devices();
+  if (model_parallel > devices) {
+    rules.strategy("/tp", fmt::format("tp·cp·pp = {}·{}·{} = {} exceeds the {} devices of topology \"{}\"", s.tp, s.cp,
+                                      s.pp, model_parallel, devices, c.name));
+    return;
+  }
+  job.gpus = s.gpus.value_or(s.dp ? *s.dp * model_parallel : devices);
+  if (job.gpus > devices) {
+    rules.strategy(s.gpus ? "/gpus" : "/dp",
+                   fmt::format("{} GPUs requested but topology \"{}\" has {} devices", job.gpus, c.name, devices));
+    return;
+  }
+  if (job.gpus % model_parallel != 0) {
+    rules.strategy("/gpus", fmt::format("{} GPUs are not divisible by tp·cp·pp = {}·{}·{} = {}", job.gpus, s.tp, s.cp,
+                                        s.pp, model_parallel));
+    return;
+  }
+  job.dp = job.gpus / model_parallel;
+  if (s.dp && *s.dp != job.dp)
+    rules.strategy("/dp", fmt::format("tp·cp·pp·dp = {}·{}·{}·{} = {} but gpus = {}", s.tp, s.cp, s.pp, *s.dp,
+                                      model_parallel * *s.dp, job.gpus));
+  if (s.tp > c.node.devices && c.nodes > 1 && !std::holds_alternative<TorusNetwork>(c.network))
+    job.warnings.push_back(fmt::format("tp={} spans nodes of {} devices: tensor-parallel traffic crosses the network",
+                                       s.tp, c.node.devices));
+}
+
+void check_model_split(Job& job, Rules& rules) {
+  const auto& s = job.strategy;
+  const auto& m = job.workload.model;
+  if (m.heads % s.tp != 0)
+    rules.strategy("/tp",
+                   fmt::format("{} does not divide heads ({}) of workload \"{}\"", s.tp, m.heads, job.workload.name));
+  if (m.kv_heads % s.tp != 0 && s.tp % m.kv_heads != 0)
+    rules.strategy("/tp", fmt::format("{} and kv_heads ({}) must divide one another", s.tp, m.kv_heads));
+  if (m.ffn_hidden % s.tp != 0)
+    rules.strategy("/tp", fmt::format("{} does not divide ffn_hidden ({})", s.tp, m.ffn_hidden));
+  if (m.moe && m.moe->expert_ffn_hidden % s.tp != 0)
+    rules.strategy("/tp", fmt::format("{} does not divide expert_ffn_hidden ({})", s.tp, m.moe->expert_ffn_hidden));
+  if (m.vocab % s.tp != 0)
+    job.warnings.push_back(
+        fmt::format("vocab {} is padded to a multiple of tp={} for the vocab-parallel embedding", m.vocab, s.tp));
+  if (s.sp && s.tp == 1) job.warnings.push_back("sp=on has no effect with tp=1");
+  const auto& t = job.workload.training;
+  if (s.cp > 1 && t.seq_len % (2 * s.cp) != 0)
+    rules.strategy("/cp", fmt::format("seq_len {} is not divisible by 2·cp = {} (causal load-balanced chunks)",
+                                      t.seq_len, 2 * s.cp));
+  if (s.sp && s.tp > 1 && (t.seq_len / s.cp) % s.tp != 0)
+    rules.strategy(
+        "/sp", fmt::format("the sequence slice seq_len/cp = {} is not divisible by tp = {}", t.seq_len / s.cp, s.tp));
+  if (!m.moe) {
+    if (s.ep > 1)
+      rules.strategy(
+          "/ep", fmt::format("{} needs a mixture-of-experts model; workload \"{}\" has none", s.ep, job.workload.name));
+  } else {
+    if (m.moe->experts % s.ep != 0)
+      rules.strategy("/ep", fmt::format("{} does not divide experts ({})", s.ep, m.moe->experts));
+    if (job.dp > 0 && (job.dp * s.cp) % s.ep != 0)
+      rules.strategy(
+          "/ep", fmt::format("{} does not divide dp·cp = {}: experts are sharded within the data-parallel ranks", s.ep,
+                             job.dp * s.cp));
+  }
+}
+
+void check_stages(Job& job, Rules& rules) {
+  const auto& s = job.strategy;
+  const int layers = job.workload.model.layers;
+  const int chunks = s.pp * s.vpp;
+  if (!s.first_stage_layers && !s.last_stage_layers) {
+    if (layers % chunks != 0) {
+      rules.strategy(s.vpp > 1 ? "/vpp" : "/pp",
+                     fmt::format("pp·vpp = {}·{} = {} does not divide layers ({})", s.pp, s.vpp, chunks, layers));
+      return;
+    }
+    job.stage_layers.assign(static_cast<std::size_t>(s.pp), layers / s.pp);
+    return;
+  }
+  if (s.pp < 2) {
+    rules.strategy(s.first_stage_layers ? "/first_stage_layers" : "/last_stage_layers",
+                   "uneven stages need pp of at least 2");
+    return;
+  }
+  const int first = s.first_stage_layers.value_or(0);
+  const int last = s.last_stage_layers.value_or(0);
+  const int outer = (s.first_stage_layers ? 1 : 0) + (s.last_stage_layers ? 1 : 0);
+  const int inner_stages = s.pp - outer;
+  const int inner_layers = layers - first - last;
+  if (inner_layers < 0 || (inner_stages == 0 && inner_layers != 0) ||
+      (inner_stages > 0 && (inner_layers <= 0 || inner_layers % inner_stages != 0))) {
+    rules.strategy(s.first_stage_layers ? "/first_stage_layers" : "/last_stage_layers",
+                   fmt::format("first {} + last {} layers leave {} layers for the other {} stages, which is not an "
+                               "even positive split",
+                               first, last, inner_layers, inner_stages));
+    return;
+  }
+  const int inner = inner_stages > 0 ? inner_layers / inner_stages : 0;
+  job.stage_layers.assign(static_cast<std::size_t>(s.pp), inner);
+  if (s.first_stage_layers) job.stage_layers.front() = first;
+  if (s.last_stage_layers) job.stage_layers.back() = last;
+  for (std::size_t i = 0; i < job.stage_layers.size(); ++i) {
+    if (job.stage_layers[i] % s.vpp != 0) {
+      rules.strategy("/vpp", fmt::format("stage {} has {} layers, not divisible into vpp = {} chunks", i,
+                                         job.stage_layers[i], s.vpp));
+      return;
+    }
+  }
+}
+
+void check_batch_and_schedule(Job& job, Rules& rules) {
+  const auto& s = job.strategy;
+  const auto global_batch = job.workload.training.global_batch;
+  if (global_batch % (job.dp * s.mb) != 0) {
+    rules.strategy("/mb", fmt::format("global batch {} is not divisible by dp·mb = {}·{} = {}", global_batch, job.dp,
+                                      s.mb, job.dp * s.mb));
+    return;
+  }
+  job.micro_batches = global_batch / (job.dp * s.mb);
+  if (s.schedule == Schedule::Interleaved) {
+    if (s.pp < 2) rules.strategy("/schedule", "interleaved needs pp of at least 2");
+    if (s.vpp < 2) rules.strategy("/vpp", "the interleaved schedule needs vpp of at least 2");
+    if (job.micro_batches % s.pp != 0)
+      rules.strategy("/schedule",
+                     fmt::format("interleaved needs micro-batches ({}) divisible by pp ({}), as Megatron-LM "
+                                 "does",
+                                 job.micro_batches, s.pp));
+  } else if (s.vpp > 1) {
+    rules.strategy("/vpp", fmt::format("vpp = {} needs schedule=interleaved", s.vpp));
+  }
+}
+
+void check_dtype(Job& job, Rules& rules) {
+  const auto dtype = job.workload.training.dtype;
+  if (!job.cluster.device.peak_flops.contains(dtype))
+    rules.workload("/training/dtype", fmt::format("{} has no peak_flops entry for device \"{}\" in {}",
+                                                  dtype_name(dtype), job.cluster.device.name, job.sources.topology));
+}
+
+}  // namespace
+
+Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strategy, Sources sources) {
+  Job job{.cluster = std::move(cluster),
+          .workload = std::move(workload),
+          .strategy = std::move(strategy),
+          .sources = std::move(sources)};
+  Rules rules(job.sources);
+  check_dtype(job, rules);
+  check_degrees(job, rules);
+  check_model_split(job, rules);
+  check_stages(job, rules);
+  if (job.dp > 0) check_batch_and_schedule(job, rules);
+  rules.throw_if_any();
+  job.warnings.insert(job.warnings.begin(), job.cluster.warnings.begin(), job.cluster.warnings.end());
+  return job;
+}
+
+}  // namespace trainsim::spec

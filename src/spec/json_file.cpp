@@ -1,0 +1,121 @@
+// Loading JSON specs: size and depth limits, duplicate keys and syntax errors are bad input.
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "trainsim/spec/reader.hpp"
+
+namespace trainsim::spec {
+namespace {
+
+constexpr std::size_t kMaxSpecBytes = 64u << 20;
+constexpr std::size_t kMaxDepth = 64;
+
+// Tracks where the parser is, so that a duplicate key can be reported with its JSON pointer.
+// nlohmann::json silently keeps the last of two equal keys; a spec must not.
+class StructureCheck {
+ public:
+  explicit StructureCheck(std::string source) : source_(std::move(source)) {}
+
+  bool operator()(int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        if (frames_.size() >= kMaxDepth)
+          throw SpecError(source_, current_pointer(),
+                          fmt::format("invalid JSON: nested deeper than {} levels", kMaxDepth));
+        frames_.push_back({event == Event::array_start, current_pointer_for_child(), {}, {}, 0});
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        frames_.pop_back();
+        advance_index();
+        break;
+      case Event::key: {
+        auto& top = frames_.back();
+        top.key = parsed.get<std::string>();
+        if (!top.keys.insert(top.key).second)
+          throw SpecError(source_, pointer_join(top.pointer, top.key), "duplicate key");
+        break;
+      }
+      case Event::value:
+        advance_index();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool is_array;
+    std::string pointer;
+    std::string key;
+    std::set<std::string> keys;
+    std::size_t index;
+  };
+
+  std::string current_pointer() const { return frames_.empty() ? "" : frames_.back().pointer; }
+  std::string current_pointer_for_child() const {
+    if (frames_.empty()) return "";
+    const auto& top = frames_.back();
+    return pointer_join(top.pointer, top.is_array ? std::to_string(top.index) : top.key);
+  }
+  void advance_index() {
+    if (!frames_.empty() && frames_.back().is_array) ++frames_.back().index;
+  }
+
+  std::string source_;
+  std::vector<Frame> frames_;
+};
+
+std::string strip_exception_prefix(std::string what) {
+  // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> "line 1, column 2: ..."
+  if (const auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+  if (what.rfind("parse error at ", 0) == 0) what = what.substr(15);
+  if (what.rfind("parse error: ", 0) == 0) what = what.substr(13);
+  return what;
+}
+
+}  // namespace
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    throw SpecError(source, "", "file is empty; expected a JSON object");
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+    throw SpecError(source, "", fmt::format("not a JSON text: NUL byte at offset {}", nul));
+  StructureCheck check(source);
+  try {
+    return nlohmann::json::parse(text.begin(), text.end(), std::ref(check));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw SpecError(source, "", fmt::format("invalid JSON at {}", strip_exception_prefix(e.what())));
+  } catch (const nlohmann::json::exception& e) {
+    throw SpecError(source, "", fmt::format("invalid JSON: {}", strip_exception_prefix(e.what())));
+  }
+}
+
+nlohmann::json load_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw IoError(fmt::format("{}: cannot read: not a regular file", path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  in.seekg(0, std::ios::end);
+  const auto size = in.tellg();
+  if (size < 0) throw IoError(fmt::format("{}: cannot read: not a regular file", path));
+  if (static_cast<std::size_t>(size) > kMaxSpecBytes)
+    throw SpecError(path, "",
+                    fmt::format("file is {} bytes; a spec may be at most {} MiB", static_cast<long long>(size),
+                                kMaxSpecBytes >> 20));
+  in.seekg(0);
+  std::string text(static_cast<std::size_t>(size), '\0');
+  if (!in.read(text.data(), size)) throw IoError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
+  return parse_json_text(text, path);
+}
+
+}  // namespace trainsim::spec

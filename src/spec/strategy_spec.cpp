@@ -1,0 +1,171 @@
+#include "trainsim/spec/strategy_spec.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "trainsim/spec/reader.hpp"
+
+namespace trainsim::spec {
+namespace {
+
+constexpr std::array<Choice<Schedule>, 4> kSchedules{{{"gpipe", Schedule::GPipe},
+                                                      {"1f1b", Schedule::OneFOneB},
+                                                      {"interleaved", Schedule::Interleaved},
+                                                      {"zb-h1", Schedule::ZbH1}}};
+constexpr std::array<Choice<Recompute>, 3> kRecompute{
+    {{"none", Recompute::None}, {"selective", Recompute::Selective}, {"full", Recompute::Full}}};
+constexpr std::array<Choice<bool>, 4> kSwitch{{{"on", true}, {"off", false}, {"true", true}, {"false", false}}};
+constexpr std::array<Choice<ParallelDim>, 5> kDims{{{"tp", ParallelDim::Tp},
+                                                    {"cp", ParallelDim::Cp},
+                                                    {"ep", ParallelDim::Ep},
+                                                    {"dp", ParallelDim::Dp},
+                                                    {"pp", ParallelDim::Pp}}};
+
+constexpr IntRange kDegree{1, 1 << 20};
+
+bool read_switch(Reader& r, std::string_view key, bool fallback) {
+  const auto* value = r.value(key);
+  if (!value) return fallback;
+  // Accept JSON booleans as well as the inline spelling "on"/"off".
+  if (value->is_boolean()) return value->get<bool>();
+  const auto parsed = r.optional_choice<bool>(key, kSwitch);
+  return parsed.value_or(fallback);
+}
+
+std::vector<ParallelDim> read_order(Reader& r, std::vector<ParallelDim> fallback) {
+  if (!r.has("order")) return fallback;
+  const std::string text = r.string("order");
+  std::vector<ParallelDim> order;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('-', start), text.size());
+    const std::string_view token(text.data() + start, end - start);
+    const auto it = std::find_if(kDims.begin(), kDims.end(), [&](const auto& c) { return c.name == token; });
+    if (it == kDims.end()) {
+      r.error_at("order", fmt::format("\"{}\" is not a parallel dimension; expected a permutation such as "
+                                      "\"tp-cp-dp-pp\" (ep may be added)",
+                                      token));
+      return fallback;
+    }
+    if (std::find(order.begin(), order.end(), it->value) != order.end()) {
+      r.error_at("order", fmt::format("\"{}\" appears twice in \"{}\"", token, text));
+      return fallback;
+    }
+    order.push_back(it->value);
+    start = end + 1;
+  }
+  for (const auto dim : {ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Dp, ParallelDim::Pp}) {
+    if (std::find(order.begin(), order.end(), dim) == order.end()) {
+      r.error_at("order", fmt::format("\"{}\" lacks {}; expected a permutation of tp, cp, dp, pp (and optionally ep)",
+                                      text, parallel_dim_name(dim)));
+      return fallback;
+    }
+  }
+  return order;
+}
+
+// The JSON value an inline "key=value" item stands for: an integer when it is one, else a string.
+nlohmann::json inline_value(std::string_view text) {
+  std::int64_t integer = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), integer);
+  if (ec == std::errc() && end == text.data() + text.size()) return integer;
+  if (ec == std::errc::result_out_of_range) {
+    // Keep the magnitude so that the range check can report it.
+    double value = 0;
+    const auto [dend, dec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (dec == std::errc() && dend == text.data() + text.size()) return value;
+  }
+  return std::string(text);
+}
+
+}  // namespace
+
+std::string_view schedule_name(Schedule schedule) {
+  return choice_name<Schedule>(kSchedules, schedule);
+}
+std::string_view recompute_name(Recompute recompute) {
+  return choice_name<Recompute>(kRecompute, recompute);
+}
+std::string_view parallel_dim_name(ParallelDim dim) {
+  return choice_name<ParallelDim>(kDims, dim);
+}
+
+std::string order_text(const std::vector<ParallelDim>& order) {
+  std::string out;
+  for (const auto d : order) {
+    if (!out.empty()) out += '-';
+    out += parallel_dim_name(d);
+  }
+  return out;
+}
+
+StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& source) {
+  if (!json.is_object()) throw SpecError(source, "", fmt::format("expected a JSON object, got {}", describe(json)));
+  Diagnostics diagnostics;
+  Reader r(json, "", diagnostics);
+  StrategySpec s;
+  s.tp = static_cast<int>(r.integer_or("tp", 1, kDegree));
+  s.sp = read_switch(r, "sp", false);
+  s.pp = static_cast<int>(r.integer_or("pp", 1, kDegree));
+  s.vpp = static_cast<int>(r.integer_or("vpp", 1, {1, 1024}));
+  s.cp = static_cast<int>(r.integer_or("cp", 1, kDegree));
+  s.ep = static_cast<int>(r.integer_or("ep", 1, kDegree));
+  s.dp = r.optional_integer("dp", {1, std::int64_t{1} << 22});
+  s.zero = static_cast<int>(r.integer_or("zero", 0, {0, 3}));
+  s.mb = r.integer_or("mb", 1, {1, 1 << 30});
+  s.schedule = r.choice_or<Schedule>("schedule", Schedule::OneFOneB, kSchedules);
+  s.recompute = r.choice_or<Recompute>("recompute", Recompute::None, kRecompute);
+  if (const auto f = r.optional_integer("first_stage_layers", {1, 10000})) s.first_stage_layers = static_cast<int>(*f);
+  if (const auto l = r.optional_integer("last_stage_layers", {1, 10000})) s.last_stage_layers = static_cast<int>(*l);
+  s.gpus = r.optional_integer("gpus", {1, std::int64_t{1} << 22});
+  s.order = read_order(r, s.order);
+  r.sources();
+  r.finish();
+  diagnostics.throw_if_any(source);
+  return s;
+}
+
+nlohmann::json parse_inline_strategy(std::string_view text, const std::string& source) {
+  nlohmann::json out = nlohmann::json::object();
+  std::vector<Diagnostic> problems;
+  std::size_t start = 0;
+  std::size_t index = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, end - start);
+    const std::size_t eq = item.find('=');
+    if (item.empty()) {
+      problems.push_back(
+          {"", fmt::format("item {} is empty; expected key=value pairs separated by commas", index + 1)});
+    } else if (eq == std::string_view::npos || eq == 0) {
+      problems.push_back({"", fmt::format("\"{}\" is not of the form key=value", item.substr(0, 40))});
+    } else {
+      const std::string key(item.substr(0, eq));
+      if (out.contains(key))
+        problems.push_back({pointer_join("", key), "duplicate key"});
+      else
+        out[key] = inline_value(item.substr(eq + 1));
+    }
+    start = end + 1;
+    ++index;
+  }
+  if (!problems.empty()) throw SpecError(source, problems);
+  return out;
+}
+
+StrategySpec load_strategy_spec(const std::string& argument, std::string& source) {
+  std::error_code ec;
+  const bool is_file = std::filesystem::exists(argument, ec);
+  if (!is_file && argument.find('=') != std::string::npos) {
+    source = fmt::format("strategy \"{}\"", argument.size() > 60 ? argument.substr(0, 57) + "..." : argument);
+    return read_strategy_spec(parse_inline_strategy(argument, source), source);
+  }
+  source = argument;
+  return read_strategy_spec(load_json_file(argument), argument);
+}
+
+}  // namespace trainsim::spec

@@ -1,0 +1,70 @@
+#include <doctest/doctest.h>
+
+#include "common/jobs.hpp"
+#include "trainsim/model/flops.hpp"
+#include "trainsim/model/layer_ops.hpp"
+
+using namespace trainsim;
+using namespace trainsim::model;
+
+namespace {
+const Op& find(const std::vector<Op>& ops, std::string_view name) {
+  for (const auto& op : ops)
+    if (op.name == name) return op;
+  FAIL("no op named " << name);
+  return ops.front();
+}
+}  // namespace
+
+TEST_CASE("Megatron tensor parallelism splits the GEMMs' columns and rows") {
+  const auto job = test::make_job("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=8,gpus=64,mb=2");
+  const auto ops = layer_ops(job.workload.model, gpu_layer_shape(job), false);
+  const std::int64_t tokens = 2 * 2048;
+  CHECK(std::get<Gemm>(find(ops, "qkv").shape) == Gemm{.m = tokens, .n = 3 * 12288 / 8, .k = 12288});
+  CHECK(std::get<Gemm>(find(ops, "out_proj").shape) == Gemm{.m = tokens, .n = 12288, .k = 12288 / 8});
+  CHECK(std::get<Gemm>(find(ops, "fc1").shape) == Gemm{.m = tokens, .n = 4 * 12288 / 8, .k = 12288});
+  CHECK(std::get<Gemm>(find(ops, "fc2").shape) == Gemm{.m = tokens, .n = 12288, .k = 4 * 12288 / 8});
+  const auto core = std::get<AttentionCore>(find(ops, "attention").shape);
+  CHECK(core.heads == 12);
+  CHECK(core.q_len == 2048);
+}
+
+TEST_CASE("a layer's FLOPs on one GPU are the whole layer's divided by tp") {
+  const auto job = test::make_job("dgx-a100-superpod", "gpt3-175b", "tp=8,gpus=8");
+  auto whole_shape = gpu_layer_shape(job);
+  whole_shape.tp = 1;
+  const auto part = sum_flops(layer_ops(job.workload.model, gpu_layer_shape(job), false)).total();
+  const auto whole = sum_flops(layer_ops(job.workload.model, whole_shape, false)).total();
+  CHECK(part * 8 == doctest::Approx(whole).epsilon(1e-12));
+}
+
+TEST_CASE("the backward splits into activation (B) and weight (W) gradients of equal size for GEMMs") {
+  const auto job = test::make_job("dgx-a100-superpod", "gpt3-175b", "gpus=1");
+  for (const auto& op : layer_ops(job.workload.model, gpu_layer_shape(job), false)) {
+    if (op_class(op.shape) != OpClass::Gemm) continue;
+    CHECK(op.bwd_data_flops == op.fwd_flops);
+    CHECK(op.bwd_weight_flops == op.fwd_flops);
+  }
+  const auto ops = layer_ops(job.workload.model, gpu_layer_shape(job), false);
+  const auto& attn = find(ops, "attention");
+  CHECK(attn.bwd_data_flops == 2 * attn.fwd_flops);
+  CHECK(attn.bwd_weight_flops == 0);
+}
+
+TEST_CASE("sequence parallelism divides the element-wise work by tp") {
+  const auto off = test::make_job("dgx-a100-superpod", "gpt3-175b", "tp=8,gpus=8");
+  const auto on = test::make_job("dgx-a100-superpod", "gpt3-175b", "tp=8,gpus=8,sp=on");
+  const auto a = find(layer_ops(off.workload.model, gpu_layer_shape(off), false), "norm1");
+  const auto b = find(layer_ops(on.workload.model, gpu_layer_shape(on), false), "norm1");
+  CHECK(a.fwd_bytes == doctest::Approx(8 * b.fwd_bytes));
+}
+
+TEST_CASE("context parallelism gives each rank a slice of queries against all keys") {
+  const auto job = test::make_job("h100-roce-llama3", "llama3-405b-128k",
+                                  "tp=8,cp=16,pp=16,gpus=16384,mb=1,first_stage_layers=7,last_stage_layers=7");
+  const auto ops = layer_ops(job.workload.model, gpu_layer_shape(job), false);
+  const auto core = std::get<AttentionCore>(find(ops, "attention").shape);
+  CHECK(core.q_len == 131072 / 16);
+  CHECK(core.kv_len == 131072);
+  CHECK(core.heads == 16);
+}

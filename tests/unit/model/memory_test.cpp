@@ -1,0 +1,152 @@
+#include <doctest/doctest.h>
+
+#include "common/jobs.hpp"
+#include "trainsim/model/memory.hpp"
+#include "trainsim/model/params.hpp"
+
+using namespace trainsim;
+using namespace trainsim::model;
+using spec::Recompute;
+using spec::Schedule;
+
+TEST_CASE("mixed-precision Adam costs 16 bytes per parameter (the seed's 2 + 2 + 4 + 4 + 4)") {
+  const auto b = state_bytes_per_param(spec::Dtype::Bf16, spec::Optimizer::Adam);
+  CHECK(b.weights == 2);
+  CHECK(b.grads == 2);
+  CHECK(b.optimizer == 12);
+  CHECK(b.total() == 16);
+  CHECK(state_bytes_per_param(spec::Dtype::Fp32, spec::Optimizer::Adam).total() == 16);  // 4 + 4 + 8, no master copy
+}
+
+TEST_CASE("the ZeRO paper's Table 1, every cell") {
+  // reference/zero2020.json: model-state GB per device for 7.5B, 128B and 1T at each dp and stage
+  const auto ref = test::load_reference("zero2020.json");
+  const auto per_param = state_bytes_per_param(spec::Dtype::Bf16, spec::Optimizer::Adam);
+  const double psi[] = {7.5e9, 128e9, 1e12};
+  for (const auto& row : ref["table1_gb_per_device"]["rows"]) {
+    const auto dp = row[0].get<std::int64_t>();
+    for (int model = 0; model < 3; ++model) {
+      for (int stage = 1; stage <= 3; ++stage) {
+        const double expected = row[static_cast<std::size_t>(1 + model * 3 + stage - 1)].get<double>();
+        const double gb = model_state_bytes(psi[model], stage, dp, per_param).total() / 1e9;
+        CAPTURE(dp);
+        CAPTURE(model);
+        CAPTURE(stage);
+        // the table rounds to at most three significant figures or two decimals
+        CHECK(std::abs(gb - expected) <= std::max(0.005 * expected, 0.05));
+      }
+    }
+  }
+}
+
+TEST_CASE("7.5B on 64 GPUs: 120 / 31.4 / 16.6 / 1.9 GB (the seed and ZeRO Figure 1)") {
+  const auto ref = test::load_reference("zero2020.json")["figure1_7p5b_64gpus_gb"];
+  const auto per_param = state_bytes_per_param(spec::Dtype::Bf16, spec::Optimizer::Adam);
+  CHECK(model_state_bytes(7.5e9, 0, 64, per_param).total() / 1e9 == doctest::Approx(ref["baseline"].get<double>()));
+  CHECK(model_state_bytes(7.5e9, 1, 64, per_param).total() / 1e9 ==
+        doctest::Approx(ref["zero1"].get<double>()).epsilon(0.005));
+  CHECK(model_state_bytes(7.5e9, 2, 64, per_param).total() / 1e9 ==
+        doctest::Approx(ref["zero2"].get<double>()).epsilon(0.005));
+  CHECK(model_state_bytes(7.5e9, 3, 64, per_param).total() / 1e9 ==
+        doctest::Approx(ref["zero3"].get<double>()).epsilon(0.02));
+}
+
+namespace {
+
+struct Dims {
+  double s, b, h, a;
+};
+
+LayerShape shape_of(const Dims& d, int tp, bool sp) {
+  return LayerShape{
+      .micro_batch = static_cast<std::int64_t>(d.b), .seq_len = static_cast<std::int64_t>(d.s), .tp = tp, .sp = sp};
+}
+
+spec::ModelSpec gpt_layer(const Dims& d) {
+  spec::ModelSpec m;
+  m.layers = 1;
+  m.hidden = static_cast<std::int64_t>(d.h);
+  m.heads = static_cast<int>(d.a);
+  m.kv_heads = m.heads;
+  m.head_dim = m.hidden / m.heads;
+  m.ffn_hidden = 4 * m.hidden;
+  m.vocab = 51200;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("activation memory per layer: every formula of Korthikanti Table 2") {
+  // reference/korthikanti2022.json, activation_bytes_per_layer_table2, on the configurations of Table 3
+  const auto ref = test::load_reference("korthikanti2022.json");
+  for (const auto& cfg : ref["configs_table3"]) {
+    const Dims d{2048, cfg["micro_batch"].get<double>(), cfg["hidden"].get<double>(), cfg["heads"].get<double>()};
+    const double t = cfg["tp"].get<double>();
+    const int tp = static_cast<int>(t);
+    const auto m = gpt_layer(d);
+    const double sbh = d.s * d.b * d.h;
+    CAPTURE(cfg["model"].get<std::string>());
+    // s·b·h·(34 + 5as/h) with no parallelism
+    CHECK(layer_activation_bytes(m, shape_of(d, 1, false), Recompute::None, false) ==
+          doctest::Approx(sbh * (34 + 5 * d.a * d.s / d.h)).epsilon(1e-12));
+    // tensor parallel: sbh(10 + 24/t + 5as/(ht))
+    CHECK(layer_activation_bytes(m, shape_of(d, tp, false), Recompute::None, false) ==
+          doctest::Approx(sbh * (10 + 24 / t + 5 * d.a * d.s / (d.h * t))).epsilon(1e-12));
+    // tensor + sequence parallel: sbh/t·(34 + 5as/h)
+    CHECK(layer_activation_bytes(m, shape_of(d, tp, true), Recompute::None, false) ==
+          doctest::Approx(sbh / t * (34 + 5 * d.a * d.s / d.h)).epsilon(1e-12));
+    // tensor + sequence parallel + selective recompute: 34·sbh/t
+    CHECK(layer_activation_bytes(m, shape_of(d, tp, true), Recompute::Selective, false) ==
+          doctest::Approx(34 * sbh / t).epsilon(1e-12));
+    // full recompute keeps the layer input: 2sbh
+    CHECK(layer_activation_bytes(m, shape_of(d, tp, false), Recompute::Full, false) ==
+          doctest::Approx(2 * sbh).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("the pipeline holds p micro-batches on the first 1F1B stage and m under GPipe") {
+  // Korthikanti §4.2.3: L/p layers × p micro-batches = L layers' worth on the first stage
+  CHECK(inflight_layer_microbatches(Schedule::OneFOneB, 0, 8, 1, 64, 12) == 8 * 12);
+  CHECK(inflight_layer_microbatches(Schedule::OneFOneB, 7, 8, 1, 64, 12) == 1 * 12);
+  CHECK(inflight_layer_microbatches(Schedule::OneFOneB, 0, 8, 1, 3, 12) == 3 * 12);  // fewer micro-batches than stages
+  CHECK(inflight_layer_microbatches(Schedule::GPipe, 0, 8, 1, 64, 12) == 64 * 12);
+}
+
+TEST_CASE("interleaving multiplies the first stage's activations by 1 + (p−1)/(p·v)") {
+  // Korthikanti §4.2.3: the first stage holds L·(1 + (p−1)/(p·m)) layers' worth, m the interleaving stages
+  for (const int p : {2, 4, 8, 35}) {
+    for (const int v : {2, 3, 4}) {
+      const int stage_layers = 4 * v;
+      const double layers = p * stage_layers;
+      CAPTURE(p);
+      CAPTURE(v);
+      CHECK(inflight_layer_microbatches(Schedule::Interleaved, 0, p, v, 1000, stage_layers) ==
+            doctest::Approx(layers * (1.0 + (p - 1.0) / (p * v))).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("ZeRO stages shrink memory monotonically and recompute shrinks activations") {
+  const auto w = spec::load_workload_spec(test::workload("megatron2021-7.5b"));
+  Bytes last{std::numeric_limits<std::int64_t>::max()};
+  for (const int zero : {0, 1, 2, 3}) {
+    const auto job = test::make_job("dgx-a100-superpod", w, fmt::format("zero={},gpus=64,mb=8", zero));
+    const auto m = estimate_memory(job).peak().bytes;
+    CHECK(m.params + m.grads + m.optimizer < last);
+    last = m.params + m.grads + m.optimizer;
+  }
+  Bytes prev{std::numeric_limits<std::int64_t>::max()};
+  for (const auto* recompute : {"none", "selective", "full"}) {
+    const auto job = test::make_job("dgx-a100-superpod", w, fmt::format("tp=4,gpus=64,mb=8,recompute={}", recompute));
+    const auto a = estimate_memory(job).peak().bytes.activations;
+    CHECK(a < prev);
+    prev = a;
+  }
+}
+
+TEST_CASE("the peak stage of a 1F1B pipeline is the first one for a uniform model") {
+  const auto job = test::make_job("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=8,gpus=1024,recompute=selective,sp=on");
+  const auto estimate = estimate_memory(job);
+  CHECK(estimate.peak_stage == 0);
+  CHECK(estimate.stages[0].bytes.activations > estimate.stages[7].bytes.activations);
+}

@@ -1,0 +1,79 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "common/jobs.hpp"
+#include "trainsim/model/params.hpp"
+
+using namespace trainsim;
+using namespace trainsim::model;
+
+namespace {
+double total_params(const std::string& workload_name) {
+  const auto w = spec::load_workload_spec(test::workload(workload_name));
+  return count_params(w.model, w.training.seq_len).total();
+}
+}  // namespace
+
+TEST_CASE("GPT-3 175B has 174.6B parameters (Megatron-LM's 12lh²(1 + 13/12h + (V+s)/12lh))") {
+  const double p = total_params("gpt3-175b");
+  CHECK(p == doctest::Approx(174.6e9).epsilon(0.005));
+  // the closed form, term by term
+  const double l = 96, h = 12288, V = 51200, s = 2048;
+  CHECK(p == doctest::Approx(12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h)) + 2 * h).epsilon(1e-12));
+}
+
+TEST_CASE("Llama 3 405B has 405B parameters") {
+  CHECK(total_params("llama3-405b") == doctest::Approx(405e9).epsilon(0.005));
+  CHECK(total_params("llama3-70b") == doctest::Approx(70.6e9).epsilon(0.005));
+  CHECK(total_params("llama3-8b") == doctest::Approx(8.03e9).epsilon(0.005));
+}
+
+TEST_CASE("Mixtral 8x7B has 46.7B parameters, 12.9B active") {
+  const auto w = spec::load_workload_spec(test::workload("mixtral-8x7b"));
+  const auto c = count_params(w.model, w.training.seq_len);
+  // Jiang et al. 2024: 47B total ("46.7B"), 13B active per token ("12.9B")
+  CHECK(c.total() == doctest::Approx(46.7e9).epsilon(0.005));
+  CHECK(c.active() == doctest::Approx(12.9e9).epsilon(0.01));
+}
+
+TEST_CASE("published parameter counts of the reference configurations") {
+  // reference/megatron2021_table1.json lists params_b rounded to one decimal
+  const auto table1 = test::load_reference("megatron2021_table1.json");
+  for (const auto& row : table1["rows"]) {
+    const double params_b = row["params_b"].get<double>();
+    const auto name = fmt::format("megatron2021-{}b", row["params_b"].get<double>());
+    CAPTURE(name);
+    CHECK(std::round(total_params(name) / 1e8) / 10 == doctest::Approx(params_b));
+  }
+  // reference/megatron2020_tp_scaling.json lists params_b to two decimals
+  const auto tp = test::load_reference("megatron2020_tp_scaling.json");
+  for (const auto& [model, spec] : tp["models"].items()) {
+    const auto name = "megatron2020-" + std::string(1, static_cast<char>(std::tolower(model[0])));
+    CAPTURE(model);
+    CHECK(std::round(total_params(name + "b") / 1e7) / 100 == doctest::Approx(spec["params_b"].get<double>()));
+  }
+}
+
+TEST_CASE("per-GPU parameters under tp and pp add up to the model") {
+  const auto job = test::make_job("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=8,gpus=1024");
+  const auto stages = stage_params(job);
+  REQUIRE(stages.size() == 8);
+  double sum = 0;
+  for (const auto& s : stages) sum += s.total() * 8;  // eight tp ranks per stage
+  const double total = count_params(job.workload.model, 2048).total();
+  // replicated norms and row-parallel biases are held by every tp rank, and the last stage keeps
+  // a copy of the tied embedding: the sum exceeds the model by exactly those
+  const double h = 12288;
+  const double replicated_per_layer = 7 * (2 * h + 2 * h + h + h);  // 2 norms + 2 row-parallel biases, 7 extra copies
+  const double extra = 96 * replicated_per_layer + 2048 * h * 7 + 51200 * h + 2 * h * 7;
+  CHECK(sum == doctest::Approx(total + extra).epsilon(1e-9));
+  CHECK(stages[1].total() == doctest::Approx(12 * (12 * h * h / 8 + 7 * h / 8 + 6 * h)).epsilon(1e-9));
+}
+
+TEST_CASE("experts are split over ep, then tp") {
+  const auto job = test::make_job("dgx-h100-superpod", "mixtral-8x7b", "tp=2,ep=4,gpus=64");
+  const auto s = stage_params(job).at(0);
+  const double expert = 3.0 * 4096 * 14336;  // SwiGLU: gate, up, down
+  CHECK(s.expert == doctest::Approx(32 * (8.0 / 4) * expert / 2).epsilon(1e-12));
+}

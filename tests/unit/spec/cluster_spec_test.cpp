@@ -1,0 +1,126 @@
+#include <doctest/doctest.h>
+
+#include "common/paths.hpp"
+#include "trainsim/spec/cluster_spec.hpp"
+#include "trainsim/spec/reader.hpp"
+
+using namespace trainsim;
+using namespace trainsim::spec;
+using nlohmann::json;
+
+namespace {
+
+json a100_cluster() {
+  return json::parse(R"({
+    "name": "t",
+    "device": {"name": "A100", "peak_flops": {"bf16": "312 TFLOP/s"}, "memory": "80 GiB",
+               "memory_bandwidth": "2039 GB/s", "sms": 108},
+    "nodes": 4,
+    "node": {"devices": 8, "fabric": {"kind": "nvswitch", "bandwidth": "300 GB/s", "latency": "3 us"}},
+    "network": {"kind": "leaf_spine", "nics_per_node": 8, "nic_bandwidth": "200 Gb/s", "leaf_radix": 40,
+                "latency": "5 us"}
+  })");
+}
+
+std::string error_of(const json& j) {
+  try {
+    read_cluster_spec(j, "t.json");
+  } catch (const SpecError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("a leaf-spine cluster resolves its units") {
+  const auto c = read_cluster_spec(a100_cluster(), "t.json");
+  CHECK(c.num_devices() == 32);
+  CHECK(c.device.peak_flops.at(Dtype::Bf16).flop_per_s == 312e12);
+  CHECK(c.device.memory.count == 80LL << 30);
+  CHECK(c.node.fabric.bandwidth.bytes_per_s == 300e9);
+  CHECK(c.node.fabric.latency == microseconds(3));
+  const auto& net = std::get<LeafSpineNetwork>(c.network);
+  CHECK(net.nic_bandwidth.bytes_per_s == 25e9);
+  CHECK(net.tiers == 2);  // 32 NICs fit under radix-40 leaves
+  CHECK(!net.rail_optimized);
+  CHECK(c.warnings.empty());
+}
+
+TEST_CASE("a missing SM count is assumed and said") {
+  auto j = a100_cluster();
+  j["device"].erase("sms");
+  const auto c = read_cluster_spec(j, "t.json");
+  CHECK(c.device.sms == 108);
+  REQUIRE(c.warnings.size() == 1);
+  CHECK(c.warnings[0] == "device.sms not given: assumed 108");
+}
+
+TEST_CASE("every error of a topology is reported together, sorted by pointer") {
+  auto j = a100_cluster();
+  j["device"]["memory"] = "80 GiBs";
+  j["nodes"] = -3;
+  j["network"]["nic_bandwith"] = "200 Gb/s";
+  CHECK(error_of(j) ==
+        "t.json: /device/memory: unknown unit \"GiBs\" in \"80 GiBs\"; expected one of: B, KB, MB, GB, TB, PB, KiB, "
+        "MiB, GiB, TiB, PiB\n"
+        "t.json: /network/nic_bandwith: unknown key \"nic_bandwith\" (did you mean \"nic_bandwidth\"?)\n"
+        "t.json: /nodes: -3 is out of range; expected an integer in [1, 4194304]");
+}
+
+TEST_CASE("absurd sizes are bad input") {
+  auto j = a100_cluster();
+  j["nodes"] = 1e30;
+  CHECK(error_of(j) == "t.json: /nodes: 1e+30 is out of range; expected an integer in [1, 4194304]");
+  j["nodes"] = 4194304;
+  j["network"]["leaf_radix"] = 4096;
+  CHECK(error_of(j) == "t.json: /nodes: 4194304 nodes of 8 devices exceed the supported maximum of 4194304 devices");
+}
+
+TEST_CASE("zero bandwidth is rejected, not divided by") {
+  auto j = a100_cluster();
+  j["node"]["fabric"]["bandwidth"] = 0;
+  CHECK(error_of(j) ==
+        "t.json: /node/fabric/bandwidth: 0 is out of range; expected a positive value of at most 1e+15 "
+        "bytes/s");
+}
+
+TEST_CASE("a fat tree too small for the cluster is rejected") {
+  auto j = a100_cluster();
+  j["nodes"] = 200;
+  j["network"]["tiers"] = 2;
+  CHECK(error_of(j) ==
+        "t.json: /network/tiers: 2 tiers of radix-40 switches connect at most 800 NICs; the cluster "
+        "has 1600");
+}
+
+TEST_CASE("an unknown network kind stops before reading its fields") {
+  auto j = a100_cluster();
+  j["network"]["kind"] = "fat_tree";
+  CHECK(error_of(j) == "t.json: /network/kind: \"fat_tree\" is not valid; expected one of: leaf_spine, torus, none");
+}
+
+TEST_CASE("a torus takes its devices from dims") {
+  const auto c = read_cluster_spec(json::parse(R"({
+    "name": "pod",
+    "device": {"name": "TPU", "peak_flops": {"bf16": 275e12}, "memory": "32 GiB", "memory_bandwidth": "1200 GB/s",
+               "sms": 8},
+    "network": {"kind": "torus", "dims": [4, 4, 8], "link_bandwidth": "50 GB/s", "latency": "2 us"}
+  })"),
+                                   "pod.json");
+  CHECK(c.num_devices() == 128);
+  CHECK(std::get<TorusNetwork>(c.network).wraparound);
+}
+
+TEST_CASE("every shipped topology reads without error") {
+  for (const auto* name :
+       {"dgx-a100-superpod", "dgx-h100-superpod", "h100-roce-llama3", "h200-node", "tpu-v4-pod", "tpu-v5p-pod"}) {
+    CAPTURE(name);
+    const auto c = load_cluster_spec(test::topology(name));
+    CHECK(c.warnings.empty());
+    CHECK(c.num_devices() >= 8);
+  }
+  CHECK(load_cluster_spec(test::topology("dgx-a100-superpod")).num_devices() == 4480);
+  CHECK(load_cluster_spec(test::topology("h100-roce-llama3")).num_devices() == 24576);
+  CHECK(load_cluster_spec(test::topology("tpu-v4-pod")).num_devices() == 4096);
+}

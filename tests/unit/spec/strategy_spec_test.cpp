@@ -1,0 +1,73 @@
+#include <doctest/doctest.h>
+
+#include "trainsim/spec/reader.hpp"
+#include "trainsim/spec/strategy_spec.hpp"
+
+using namespace trainsim;
+using namespace trainsim::spec;
+using nlohmann::json;
+
+namespace {
+StrategySpec inline_strategy(const std::string& text) {
+  return read_strategy_spec(parse_inline_strategy(text, "s"), "s");
+}
+std::string error_of(const std::string& text) {
+  try {
+    inline_strategy(text);
+  } catch (const SpecError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST_CASE("the INTERFACE.md inline strategy parses") {
+  const auto s = inline_strategy("tp=8,pp=8,dp=16,zero=1,mb=1,schedule=1f1b,vpp=1,sp=on,recompute=selective");
+  CHECK(s.tp == 8);
+  CHECK(s.pp == 8);
+  CHECK(s.dp == 16);
+  CHECK(s.zero == 1);
+  CHECK(s.sp);
+  CHECK(s.schedule == Schedule::OneFOneB);
+  CHECK(s.recompute == Recompute::Selective);
+}
+
+TEST_CASE("defaults are those of INTERFACE.md") {
+  const auto s = read_strategy_spec(json::object(), "s.json");
+  CHECK(s.tp == 1);
+  CHECK(!s.sp);
+  CHECK(s.pp == 1);
+  CHECK(!s.dp);
+  CHECK(s.zero == 0);
+  CHECK(s.schedule == Schedule::OneFOneB);
+  CHECK(order_text(s.order) == "tp-cp-dp-pp");
+}
+
+TEST_CASE("a JSON strategy file accepts booleans for sp") {
+  CHECK(read_strategy_spec(json::parse(R"({"tp": 2, "sp": true})"), "s.json").sp);
+}
+
+TEST_CASE("inline strategies report malformed items") {
+  CHECK(error_of("tp=8,,pp=2") == "s: item 2 is empty; expected key=value pairs separated by commas");
+  CHECK(error_of("tp8") == "s: \"tp8\" is not of the form key=value");
+  CHECK(error_of("tp=8,tp=4") == "s: /tp: duplicate key");
+  CHECK(error_of("tp=x") == "s: /tp: expected an integer in [1, 1048576], got \"x\"");
+  CHECK(error_of("zero=4") == "s: /zero: 4 is out of range; expected an integer in [0, 3]");
+  CHECK(error_of("tq=8") == "s: /tq: unknown key \"tq\" (did you mean \"tp\"?)");
+  CHECK(
+      error_of("schedule=1fb1") ==
+      "s: /schedule: \"1fb1\" is not valid; expected one of: gpipe, 1f1b, interleaved, zb-h1 (did you mean \"1f1b\"?)");
+  CHECK(error_of("tp=100000000000000000000000000000") ==
+        "s: /tp: 1e+29 is out of range; expected an integer in [1, 1048576]");
+}
+
+TEST_CASE("rank order is a permutation of the parallel dimensions") {
+  CHECK(order_text(inline_strategy("order=tp-dp-cp-pp").order) == "tp-dp-cp-pp");
+  CHECK(order_text(inline_strategy("order=tp-cp-ep-dp-pp").order) == "tp-cp-ep-dp-pp");
+  CHECK(error_of("order=tp-dp-pp") ==
+        "s: /order: \"tp-dp-pp\" lacks cp; expected a permutation of tp, cp, dp, pp (and optionally ep)");
+  CHECK(error_of("order=tp-tp-cp-dp-pp") == "s: /order: \"tp\" appears twice in \"tp-tp-cp-dp-pp\"");
+  CHECK(error_of("order=tp-xx-dp-pp") ==
+        "s: /order: \"xx\" is not a parallel dimension; expected a permutation such as \"tp-cp-dp-pp\" (ep may be "
+        "added)");
+}
