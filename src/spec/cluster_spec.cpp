@@ -28,6 +28,18 @@ constexpr NumberRange kLatency{0, 1.0};                      // up to a second
 constexpr NumberRange kPositiveFlops{0, 1e18, true};         // up to 1 EFLOP/s per device
 constexpr NumberRange kDeviceMemory{1 << 20, 1.7592186e13};  // 1 MiB .. 16 TiB
 constexpr int kDefaultSms = 108;                             // A100, as INTERFACE.md's example warns
+constexpr NumberRange kEfficiency{0, 1.0, true};
+// Defaults for figures a topology may leave out; each assumption is reported as a warning.
+constexpr double kDefaultEfficiency = 0.8;
+constexpr double kDefaultSwitchLatencyS = 300e-9;  // an InfiniBand/Ethernet switch crossing
+
+double efficiency_or_default(Reader& r, std::string_view where, std::vector<std::string>& warnings) {
+  if (!r.has("efficiency")) {
+    warnings.push_back(fmt::format("{}.efficiency not given: assumed {}", where, kDefaultEfficiency));
+    return kDefaultEfficiency;
+  }
+  return r.number("efficiency", kEfficiency);
+}
 
 DeviceSpec read_device(Reader r, std::vector<std::string>& warnings) {
   DeviceSpec d;
@@ -60,21 +72,22 @@ DeviceSpec read_device(Reader r, std::vector<std::string>& warnings) {
   return d;
 }
 
-FabricSpec read_fabric(Reader r) {
+FabricSpec read_fabric(Reader r, std::vector<std::string>& warnings) {
   FabricSpec f;
   f.kind = r.choice<FabricKind>("kind", kFabricKinds);
   f.bandwidth = r.bandwidth("bandwidth", kPositiveBandwidth);
   f.latency = r.duration("latency", kLatency);
+  f.efficiency = efficiency_or_default(r, "node.fabric", warnings);
   f.in_network_reduction = r.boolean_or("in_network_reduction", false);
   r.finish();
   return f;
 }
 
-NodeSpec read_node(Reader r) {
+NodeSpec read_node(Reader r, std::vector<std::string>& warnings) {
   NodeSpec n;
   n.devices = static_cast<int>(r.integer("devices", {1, 64}));
   if (auto fabric = r.optional_object("fabric")) {
-    n.fabric = read_fabric(*fabric);
+    n.fabric = read_fabric(*fabric, warnings);
   } else if (n.devices > 1) {
     r.error_at("fabric",
                "missing; a node of several devices needs a fabric such as "
@@ -92,7 +105,7 @@ double fat_tree_capacity(int radix, int tiers, double oversubscription) {
   return tiers == 2 ? leaf_down * k : leaf_down * k * k / 2.0;
 }
 
-LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, std::vector<std::string>& /*warnings*/) {
+LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, std::vector<std::string>& warnings) {
   LeafSpineNetwork n;
   n.nics_per_node = static_cast<int>(r.integer("nics_per_node", {1, 64}));
   n.nic_bandwidth = r.bandwidth("nic_bandwidth", kPositiveBandwidth);
@@ -101,6 +114,11 @@ LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, std::vector<std::
   n.oversubscription = r.number_or("oversubscription", 1.0, {1.0, 64.0});
   n.rail_optimized = r.boolean_or("rail_optimized", false);
   n.latency = r.duration("latency", kLatency);
+  if (!r.has("switch_latency"))
+    warnings.push_back(fmt::format("network.switch_latency not given: assumed {} ns", kDefaultSwitchLatencyS * 1e9));
+  n.switch_latency = Duration::from_seconds(
+      r.optional_quantity("switch_latency", QuantityKind::Duration, kLatency).value_or(kDefaultSwitchLatencyS));
+  n.efficiency = efficiency_or_default(r, "network", warnings);
   n.in_network_reduction = r.boolean_or("in_network_reduction", false);
   const double endpoints = static_cast<double>(nodes) * n.nics_per_node;
   if (const auto tiers = r.optional_integer("tiers", {2, 3})) {
@@ -127,12 +145,13 @@ LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, std::vector<std::
   return n;
 }
 
-TorusNetwork read_torus(Reader r) {
+TorusNetwork read_torus(Reader r, std::vector<std::string>& warnings) {
   TorusNetwork t;
   for (const auto d : r.integer_list("dims", {1, 4096}, 1, 3)) t.dims.push_back(static_cast<int>(d));
   t.link_bandwidth = r.bandwidth("link_bandwidth", kPositiveBandwidth);
   t.wraparound = r.boolean_or("wraparound", true);
   t.latency = r.duration("latency", kLatency);
+  t.efficiency = efficiency_or_default(r, "network", warnings);
   r.finish();
   return t;
 }
@@ -203,14 +222,14 @@ ClusterSpec read_cluster_spec(const nlohmann::json& json, const std::string& sou
   if (kind == NetworkKind::Torus) {
     for (const auto* key : {"nodes", "node"})
       if (root.has(key)) root.error_at(key, "not used with a torus network: its dims give the devices");
-    c.network = read_torus(network);
+    c.network = read_torus(network, c.warnings);
     c.nodes = 1;
     for (const int d : std::get<TorusNetwork>(c.network).dims) c.nodes *= d;
     c.node = NodeSpec{.devices = 1, .fabric = {}};
   } else {
     c.nodes = kind == NetworkKind::None ? root.integer_or("nodes", 1, {1, 1}) : root.integer("nodes", {1, kMaxDevices});
     if (auto node = root.optional_object("node"))
-      c.node = read_node(*node);
+      c.node = read_node(*node, c.warnings);
     else
       root.error_at("node", "missing; expected an object such as {\"devices\": 8, \"fabric\": {...}}");
     if (kind == NetworkKind::LeafSpine) {

@@ -32,8 +32,9 @@ enum class FabricKind { None, NvSwitch, Pcie };
 
 struct FabricSpec {
   FabricKind kind = FabricKind::None;
-  Bandwidth bandwidth;  // per device, per direction
-  Duration latency;
+  Bandwidth bandwidth;                // per device, per direction
+  Duration latency;                   // one device-to-device message step
+  double efficiency = 1.0;            // usable share of the line rate (nccl-tests busbw plateau / line rate)
   bool in_network_reduction = false;  // NVLink SHARP (NVLS)
   friend bool operator==(const FabricSpec&, const FabricSpec&) = default;
 };
@@ -65,7 +66,9 @@ struct LeafSpineNetwork {
   int tiers = 2;
   double oversubscription = 1.0;  // leaf downlink:uplink ratio
   bool rail_optimized = true;
-  Duration latency;                   // one switch hop
+  Duration latency;                   // NIC to NIC through one leaf, software included
+  Duration switch_latency;            // each further switch crossed
+  double efficiency = 1.0;            // usable share of the NIC line rate
   bool in_network_reduction = false;  // SHARP
   std::optional<PodSpec> pods;
   friend bool operator==(const LeafSpineNetwork&, const LeafSpineNetwork&) = default;
@@ -77,6 +80,7 @@ struct TorusNetwork {
   Bandwidth link_bandwidth;  // per link, per direction
   bool wraparound = true;
   Duration latency;  // per hop
+  double efficiency = 1.0;
   friend bool operator==(const TorusNetwork&, const TorusNetwork&) = default;
 };
 

@@ -16,9 +16,10 @@ json a100_cluster() {
     "device": {"name": "A100", "peak_flops": {"bf16": "312 TFLOP/s"}, "memory": "80 GiB",
                "memory_bandwidth": "2039 GB/s", "sms": 108},
     "nodes": 4,
-    "node": {"devices": 8, "fabric": {"kind": "nvswitch", "bandwidth": "300 GB/s", "latency": "3 us"}},
+    "node": {"devices": 8, "fabric": {"kind": "nvswitch", "bandwidth": "300 GB/s", "latency": "3 us",
+                                     "efficiency": 0.8}},
     "network": {"kind": "leaf_spine", "nics_per_node": 8, "nic_bandwidth": "200 Gb/s", "leaf_radix": 40,
-                "latency": "5 us"}
+                "latency": "5 us", "switch_latency": "130 ns", "efficiency": 0.96}
   })");
 }
 
@@ -110,6 +111,7 @@ TEST_CASE("a torus takes its devices from dims") {
                                    "pod.json");
   CHECK(c.num_devices() == 128);
   CHECK(std::get<TorusNetwork>(c.network).wraparound);
+  CHECK(c.warnings == std::vector<std::string>{"network.efficiency not given: assumed 0.8"});
 }
 
 TEST_CASE("every shipped topology reads without error") {

@@ -1,0 +1,53 @@
+#pragma once
+// The collective cost model the engine and the CLI call: plans cached per (operation, group,
+// algorithm), evaluated per size in constant time; `auto` takes the fastest algorithm and protocol
+// for the size, as NCCL's tuner does.
+#include <map>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "trainsim/cost/algorithm.hpp"
+
+namespace trainsim::cost {
+
+using GroupId = std::uint32_t;
+
+class CostModel {
+ public:
+  CostModel(const topo::Topology& topo, const AlgorithmRegistry& registry, CollectiveTuning tuning = {});
+
+  // Interns a group (sorted, distinct devices) so repeated queries skip comparing device lists.
+  GroupId intern(const Group& group);
+  const Group& group(GroupId id) const { return groups_.at(id); }
+
+  // `algorithm` is "auto" or a registered name. A named algorithm that cannot run the collective on
+  // the group is a SpecError naming `source`.
+  CollectiveCost cost(const Collective& collective, GroupId group, std::string_view algorithm = "auto",
+                      const std::string& source = "--algo");
+  CollectiveCost cost(const Collective& collective, const Group& group, std::string_view algorithm = "auto") {
+    return cost(collective, intern(group), algorithm);
+  }
+  // The plan `cost` used (the fastest for the size under "auto").
+  const CollectivePlan* plan(CollectiveKind kind, GroupId group, std::string_view algorithm);
+
+  const topo::Topology& topology() const { return *topo_; }
+  const CollectiveTuning& tuning() const { return tuning_; }
+
+ private:
+  const std::optional<CollectivePlan>& cached_plan(std::size_t algorithm, CollectiveKind kind, GroupId group);
+
+  const topo::Topology* topo_;
+  const AlgorithmRegistry* registry_;
+  CollectiveTuning tuning_;
+  std::map<Group, GroupId> group_ids_;
+  std::vector<Group> groups_;
+  // [group][kind][algorithm]; empty slots are not computed yet
+  struct Slot {
+    bool computed = false;
+    std::optional<CollectivePlan> plan;
+  };
+  std::vector<std::vector<Slot>> plans_;
+};
+
+}  // namespace trainsim::cost

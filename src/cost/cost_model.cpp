@@ -1,0 +1,81 @@
+#include "trainsim/cost/cost_model.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::cost {
+namespace {
+constexpr std::size_t kKinds = 7;
+}
+
+CostModel::CostModel(const topo::Topology& topo, const AlgorithmRegistry& registry, CollectiveTuning tuning)
+    : topo_(&topo), registry_(&registry), tuning_(tuning) {}
+
+GroupId CostModel::intern(const Group& group) {
+  SIM_ASSERT(!group.devices.empty(), "empty group");
+  SIM_ASSERT(std::is_sorted(group.devices.begin(), group.devices.end()) &&
+                 std::adjacent_find(group.devices.begin(), group.devices.end()) == group.devices.end(),
+             "group devices must be sorted and distinct");
+  SIM_ASSERT(group.devices.back().value < topo_->num_devices(), "group device {} outside the topology",
+             group.devices.back().value);
+  const auto [it, inserted] = group_ids_.try_emplace(group, static_cast<GroupId>(groups_.size()));
+  if (inserted) {
+    groups_.push_back(group);
+    plans_.emplace_back(kKinds * registry_->all().size());
+  }
+  return it->second;
+}
+
+const std::optional<CollectivePlan>& CostModel::cached_plan(std::size_t algorithm, CollectiveKind kind, GroupId group) {
+  auto& slot = plans_.at(group)[static_cast<std::size_t>(kind) * registry_->all().size() + algorithm];
+  if (!slot.computed) {
+    slot.plan = registry_->all()[algorithm]->plan(kind, groups_[group], *topo_, tuning_);
+    slot.computed = true;
+  }
+  return slot.plan;
+}
+
+const CollectivePlan* CostModel::plan(CollectiveKind kind, GroupId group, std::string_view algorithm) {
+  const auto& algorithms = registry_->all();
+  for (std::size_t a = 0; a < algorithms.size(); ++a) {
+    if (algorithms[a]->name() != algorithm) continue;
+    const auto& p = cached_plan(a, kind, group);
+    return p ? &*p : nullptr;
+  }
+  return nullptr;
+}
+
+CollectiveCost CostModel::cost(const Collective& collective, GroupId group, std::string_view algorithm,
+                               const std::string& source) {
+  const auto kind = kind_of(collective);
+  const auto bytes = bytes_of(collective);
+  if (groups_.at(group).size() < 2) return CollectiveCost{.algorithm = "none"};
+  const auto& algorithms = registry_->all();
+  if (algorithm != "auto") {
+    registry_->get(algorithm, source);  // unknown names fail here, listing the known ones
+    const auto* p = plan(kind, group, algorithm);
+    if (!p)
+      throw SpecError(source, "",
+                      fmt::format("algorithm \"{}\" cannot run {} on this group of {} devices", algorithm,
+                                  collective_name(kind), groups_[group].size()));
+    return evaluate(*p, bytes, tuning_);
+  }
+  std::optional<CollectiveCost> best;
+  for (std::size_t a = 0; a < algorithms.size(); ++a) {
+    const auto& p = cached_plan(a, kind, group);
+    if (!p) continue;
+    auto c = evaluate(*p, bytes, tuning_);
+    if (!best || c.time < best->time) best = std::move(c);
+  }
+  if (!best)
+    throw SpecError(
+        source, "",
+        fmt::format("no algorithm models {} on a group of {} devices{}", collective_name(kind), groups_[group].size(),
+                    kind == CollectiveKind::AllToAll ? " (all-to-all is laid out for at most 1024)" : ""));
+  return *best;
+}
+
+}  // namespace trainsim::cost

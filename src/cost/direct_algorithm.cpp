@@ -1,0 +1,50 @@
+// Point-to-point patterns. All-to-all: every rank sends S/n to every other rank at once, each
+// over its own route (a GPU's inter-node traffic leaves through its own NIC: NCCL cannot stripe
+// one GPU's all-to-all over several NICs); time = max over links of load / B + one message
+// latency. Send/recv: one flow.
+#include <fmt/format.h>
+
+#include "cost/group_layout.hpp"
+#include "trainsim/cost/algorithm.hpp"
+
+namespace trainsim::cost {
+namespace {
+
+// Pairwise flows grow as n²; beyond this an all-to-all is outside what the model lays out (expert
+// parallel groups are tens to hundreds of ranks).
+constexpr int kMaxAllToAllRanks = 1024;
+
+class DirectAlgorithm final : public CollectiveAlgorithm {
+ public:
+  std::string_view name() const override { return "direct"; }
+  std::string_view description() const override { return "direct sends between every pair (all-to-all, send/recv)"; }
+
+  std::optional<CollectivePlan> plan(CollectiveKind kind, const Group& group, const topo::Topology& topo,
+                                     const CollectiveTuning& /*tuning*/) const override {
+    const int n = group.size();
+    if (kind == CollectiveKind::SendRecv && n != 2) return std::nullopt;
+    if (kind != CollectiveKind::SendRecv && (kind != CollectiveKind::AllToAll || n > kMaxAllToAllRanks))
+      return std::nullopt;
+    LoadAccumulator acc(topo);
+    Duration latency = Duration::zero();
+    const double per_pair = kind == CollectiveKind::SendRecv ? 1.0 : 1.0 / n;
+    for (const auto a : group.devices)
+      for (const auto b : group.devices)
+        if (a != b && (kind != CollectiveKind::SendRecv || a == group.devices.front()))
+          latency = std::max(latency, acc.add_flow(a, b, per_pair));
+    Phase phase{.description = kind == CollectiveKind::SendRecv ? std::string("one flow")
+                                                                : fmt::format("{} × {} direct flows", n, n - 1),
+                .bus_bytes_per_byte = bus_factor(kind, n),
+                .latency = latency};
+    finish_phase(phase, acc, topo);
+    return CollectivePlan{.algorithm = "direct", .kind = kind, .ranks = n, .channels = 1, .phases = {phase}};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveAlgorithm> make_direct_algorithm() {
+  return std::make_unique<DirectAlgorithm>();
+}
+
+}  // namespace trainsim::cost

@@ -1,0 +1,68 @@
+#pragma once
+// Structural routing tables of a Topology, one kind per network. Private to topo/.
+#include <cstdint>
+#include <variant>
+#include <vector>
+
+#include "trainsim/topo/topology.hpp"
+
+namespace trainsim::topo {
+
+// Device <-> node switch (NVSwitch or PCIe switch); empty when nodes hold one device.
+struct NodeFabricIndex {
+  std::vector<LinkId> up;    // per device: device -> switch
+  std::vector<LinkId> down;  // per device: switch -> device
+};
+
+// Leaf/spine(/core) fat tree. Spines are grouped in pods (all spines form one pod with two tiers);
+// every leaf of a pod has one link to each of the pod's `spines_per_pod` spines, and spine j of
+// every pod has one aggregated link to core plane j.
+struct FatTreeIndex {
+  int devices_per_node = 0;
+  int nics_per_node = 0;
+  int nics_per_device = 1;  // > 1 when a device drives several NICs
+  int devices_per_nic = 1;  // > 1 when devices share a NIC
+  int spines_per_pod = 0;
+  std::vector<LinkId> host_up;    // per (device, its k-th NIC): device -> NIC
+  std::vector<LinkId> host_down;  // per (device, its k-th NIC): NIC -> device
+  std::vector<LinkId> nic_up;     // per NIC: NIC -> leaf
+  std::vector<LinkId> nic_down;   // per NIC: leaf -> NIC
+  std::vector<std::uint32_t> nic_leaf;
+  std::vector<std::uint32_t> leaf_pod;
+  std::vector<LinkId> leaf_spine_up;    // [leaf * spines_per_pod + j]
+  std::vector<LinkId> leaf_spine_down;  // [leaf * spines_per_pod + j]
+  std::vector<LinkId> spine_core_up;    // [pod * spines_per_pod + j]
+  std::vector<LinkId> spine_core_down;  // [pod * spines_per_pod + j]
+  Duration nic_latency;                 // half of the NIC-to-NIC latency, on each NIC link
+  Duration switch_latency;              // each switch-to-switch link
+
+  // The NICs device `d` sends through: [first, first + count).
+  std::uint32_t first_nic(DeviceId d) const;
+  void add_route(const Topology& topo, DeviceId src, DeviceId dst, Route& route) const;
+};
+
+// Torus or mesh of chips: one link per chip, dimension and direction.
+struct TorusIndex {
+  std::vector<int> dims;
+  bool wraparound = true;
+  std::vector<LinkId> links;  // [(device * dims + dim) * 2 + (0: +1, 1: -1)]; kNoLink where absent
+  static constexpr LinkId kNoLink{0xffffffffu};
+
+  std::vector<int> coordinates(DeviceId d) const;
+  DeviceId device_at(const std::vector<int>& coords) const;
+  void add_route(const Topology& topo, DeviceId src, DeviceId dst, Route& route) const;
+};
+
+class TopologyIndex {
+ public:
+  NodeFabricIndex fabric;
+  std::variant<std::monostate, FatTreeIndex, TorusIndex> network;
+};
+
+// Builders, one per network kind; each adds vertices and links to `topo` and fills `index`.
+void build_node_fabrics(Topology& topo, const spec::ClusterSpec& cluster, TopologyIndex& index);
+void build_fat_tree(Topology& topo, const spec::ClusterSpec& cluster, const spec::LeafSpineNetwork& net,
+                    TopologyIndex& index);
+void build_torus(Topology& topo, const spec::ClusterSpec& cluster, const spec::TorusNetwork& net, TopologyIndex& index);
+
+}  // namespace trainsim::topo

@@ -1,0 +1,88 @@
+#include <doctest/doctest.h>
+
+#include "cost/common.hpp"
+#include "trainsim/util/error.hpp"
+
+using namespace trainsim;
+using namespace trainsim::cost;
+
+TEST_CASE("auto picks NVLS for large single-node all-reduce on H100 and says so") {
+  test::CostFixture f(spec::load_cluster_spec(test::topology("dgx-h100-superpod")));
+  const auto big = f.model.cost(AllReduce{gib(1)}, test::devices(0, 8));
+  CHECK(big.algorithm == "nvls");
+  const auto small = f.model.cost(AllReduce{kib(4)}, test::devices(0, 8));
+  CHECK(small.algorithm == "ring");
+  CHECK(small.protocol == Protocol::LL);
+}
+
+TEST_CASE("on two nodes the tree beats the NIC line rate, from three nodes on rings win for large sizes") {
+  test::CostFixture f(spec::load_cluster_spec(test::topology("dgx-a100-superpod")));
+  const auto two = f.model.cost(AllReduce{gib(8)}, test::devices(0, 16));
+  CHECK(two.algorithm == "tree");
+  CHECK(two.busbw_Bps > 200e9);  // eight 25 GB/s NICs per node
+  const auto four = f.model.cost(AllReduce{gib(8)}, test::devices(0, 32));
+  CHECK(four.algorithm == "ring");
+}
+
+TEST_CASE("all-to-all cannot stripe one GPU's traffic over several NICs") {
+  test::CostFixture f(spec::load_cluster_spec(test::topology("dgx-a100-superpod")));
+  // 16 GPUs on 2 nodes: each GPU sends 8/16 of its buffer to the other node through its own NIC
+  const double S = 1 << 30;
+  const auto c = f.model.cost(AllToAll{gib(1)}, test::devices(0, 16));
+  const double nic = 25e9 * 0.96;
+  CHECK(c.time.seconds() == doctest::Approx(41e-6 + 5e-6 + 0.5 * S / nic).epsilon(1e-3));
+}
+
+TEST_CASE("SHARP halves inter-node traffic against a ring when the network reduces") {
+  auto cluster = spec::load_cluster_spec(test::topology("dgx-h100-superpod"));
+  std::get<spec::LeafSpineNetwork>(cluster.network).in_network_reduction = true;
+  test::CostFixture f(cluster);
+  const auto g = test::devices(0, 64);
+  const auto sharp = f.model.cost(AllReduce{gib(8)}, g, "sharp");
+  const auto hier = f.model.cost(AllReduce{gib(8)}, g, "hier");
+  CHECK(sharp.time < hier.time);
+}
+
+TEST_CASE("a torus all-reduce over a 16×16×16 pod beats a single ring of the same size") {
+  test::CostFixture f(spec::load_cluster_spec(test::topology("tpu-v4-pod")));
+  const auto all = test::devices(0, 4096);
+  const auto torus = f.model.cost(AllReduce{gib(1)}, all, "torus");
+  const auto ring = f.model.cost(AllReduce{gib(1)}, all, "ring");
+  CHECK(torus.time.seconds() * 2 < ring.time.seconds());
+  CHECK(f.model.cost(AllReduce{gib(1)}, all).algorithm == "torus");
+}
+
+TEST_CASE("a torus ring along one dimension uses both directions") {
+  test::CostFixture f(test::torus_cluster({8, 2}, true));
+  const auto* plan = f.model.plan(CollectiveKind::AllReduce, f.model.intern(test::devices(0, 8)), "torus");
+  REQUIRE(plan);
+  CHECK(plan->phases.size() == 2);  // reduce-scatter then all-gather along the one dimension
+  // 2(n−1)/n · S over 2 directions of 50 GB/s at 0.9
+  const double expected = 2.0 * 7 / 8 / 2 / (50e9 * 0.9);
+  CHECK(plan->phases[0].seconds_per_byte + plan->phases[1].seconds_per_byte == doctest::Approx(expected));
+}
+
+TEST_CASE("hierarchical all-reduce puts 1/ppn of the data on each rail") {
+  test::CostFixture f(spec::load_cluster_spec(test::topology("dgx-a100-superpod")));
+  const auto* plan = f.model.plan(CollectiveKind::AllReduce, f.model.intern(test::devices(0, 32)), "hier");
+  REQUIRE(plan);
+  REQUIRE(plan->phases.size() == 3);
+  for (const auto& l : plan->phases[1].loads)
+    if (f.topo.link(l.link).cls == topo::LinkClass::Network)
+      CHECK(l.bytes_per_byte == doctest::Approx(2.0 * 3 / 4 / 8));
+}
+
+TEST_CASE("algorithm names are checked and each algorithm says when it cannot run") {
+  test::CostFixture f(spec::load_cluster_spec(test::topology("dgx-a100-superpod")));
+  CHECK_THROWS_WITH_AS(f.model.cost(AllReduce{gib(1)}, test::devices(0, 8), "rign"),
+                       "--algo: unknown algorithm \"rign\"; expected one of: auto, ring, tree, hier, nvls, sharp, "
+                       "torus, direct",
+                       SpecError);
+  CHECK_THROWS_WITH_AS(f.model.cost(AllReduce{gib(1)}, test::devices(0, 8), "nvls"),
+                       "--algo: algorithm \"nvls\" cannot run all_reduce on this group of 8 devices", SpecError);
+}
+
+TEST_CASE("a group of one costs nothing") {
+  test::CostFixture f(test::fat_tree_cluster(1, 40, true, 2));
+  CHECK(f.model.cost(AllReduce{gib(1)}, test::devices(3, 1)).time == Duration::zero());
+}

@@ -1,0 +1,126 @@
+#include <doctest/doctest.h>
+
+#include <map>
+
+#include "common/clusters.hpp"
+#include "common/paths.hpp"
+#include "trainsim/topo/topology.hpp"
+
+using namespace trainsim;
+using namespace trainsim::topo;
+
+namespace {
+
+std::map<std::uint32_t, double> by_link(const Route& r) {
+  std::map<std::uint32_t, double> out;
+  for (const auto& h : r.hops) out[h.link.value] += h.fraction;
+  return out;
+}
+
+void check_same_routes(const Topology& topo, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& pairs) {
+  for (const auto& [a, b] : pairs) {
+    CAPTURE(a);
+    CAPTURE(b);
+    const auto fast = topo.route(DeviceId{a}, DeviceId{b});
+    const auto reference = topo.route_shortest_paths(DeviceId{a}, DeviceId{b});
+    const auto f = by_link(fast);
+    const auto r = by_link(reference);
+    REQUIRE(f.size() == r.size());
+    for (const auto& [link, share] : r) CHECK(f.at(link) == doctest::Approx(share));
+    CHECK(fast.latency == reference.latency);
+    CHECK(fast.switches == reference.switches);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a four-node rail-optimised fat tree has the switches and links it should") {
+  const auto topo = Topology::build(test::fat_tree_cluster(4, 40, true, 2));
+  // 32 GPUs, 4 NVSwitches, 8 rail leaves, 32 NICs, 20 spines (a radix-40 leaf has 20 ports up)
+  CHECK(topo.num_vertices() == 32 + 4 + 8 + 32 + 20);
+  // per direction: 32 NVLink, 32 NIC-leaf, 32 GPU-NIC, 8 × 20 leaf-spine
+  CHECK(topo.num_links() == 2 * (32 + 32 + 32 + 8 * 20));
+}
+
+TEST_CASE("structural routes equal shortest paths with ECMP on the graph") {
+  SUBCASE("two tiers, rail-optimised") {
+    check_same_routes(Topology::build(test::fat_tree_cluster(6, 16, true, 2)),
+                      {{0, 1}, {0, 8}, {0, 11}, {3, 45}, {47, 2}, {9, 9 + 16}});
+  }
+  SUBCASE("two tiers, NICs filling leaves in order") {
+    check_same_routes(Topology::build(test::fat_tree_cluster(6, 16, false, 2)), {{0, 8}, {0, 40}, {7, 33}, {12, 13}});
+  }
+  SUBCASE("three tiers, oversubscribed leaves") {
+    check_same_routes(Topology::build(test::fat_tree_cluster(12, 8, true, 3, {{"oversubscription", 3.0}})),
+                      {{0, 8}, {0, 95}, {17, 60}, {5, 88}});
+  }
+  SUBCASE("three tiers with pods") {
+    check_same_routes(Topology::build(test::fat_tree_cluster(16, 8, false, 3,
+                                                             {{"pods", {{"devices", 32}, {"oversubscription", 7}}}})),
+                      {{0, 31}, {0, 32}, {3, 127}, {64, 65}});
+  }
+}
+
+TEST_CASE("a group inside one node never touches a NIC") {
+  const auto topo = Topology::build(test::fat_tree_cluster(2, 40, true, 2));
+  for (std::uint32_t a = 0; a < 8; ++a)
+    for (std::uint32_t b = 0; b < 8; ++b)
+      for (const auto& hop : topo.route(DeviceId{a}, DeviceId{b}).hops)
+        CHECK(topo.link(hop.link).cls == LinkClass::Fabric);
+}
+
+TEST_CASE("rail-optimised traffic between equal GPUs stays under one leaf") {
+  const auto topo = Topology::build(test::fat_tree_cluster(4, 40, true, 2));
+  const auto same_rail = topo.route(DeviceId{3}, DeviceId{8 + 3});
+  CHECK(same_rail.switches == 1);
+  CHECK(same_rail.latency == microseconds(5));
+  const auto cross_rail = topo.route(DeviceId{3}, DeviceId{8 + 4});
+  CHECK(cross_rail.switches == 3);
+  CHECK(cross_rail.latency == microseconds(5) + nanoseconds(260));
+}
+
+TEST_CASE("leaf oversubscription leaves fewer uplinks") {
+  // radix 64 at 3:1 → 48 ports down, 16 up: 16 spines
+  const auto topo = Topology::build(test::fat_tree_cluster(8, 64, false, 2, {{"oversubscription", 3.0}}));
+  std::size_t spines = 0;
+  for (std::size_t v = 0; v < topo.num_vertices(); ++v)
+    spines += topo.vertex_kind(VertexId{static_cast<std::uint32_t>(v)}) == VertexKind::Spine;
+  CHECK(spines == 16);
+}
+
+TEST_CASE("torus routes are shortest and split ties between both ways") {
+  const auto topo = Topology::build(test::torus_cluster({4, 4, 4}, true));
+  CHECK(topo.num_links() == 64 * 6);
+  for (const auto& [a, b] :
+       std::vector<std::pair<std::uint32_t, std::uint32_t>>{{0, 1}, {0, 3}, {0, 2}, {0, 63}, {5, 42}}) {
+    CAPTURE(a);
+    CAPTURE(b);
+    const auto fast = topo.route(DeviceId{a}, DeviceId{b});
+    const auto reference = topo.route_shortest_paths(DeviceId{a}, DeviceId{b});
+    CHECK(fast.latency == reference.latency);  // as many hops as the shortest path
+    double out_of_source = 0;
+    for (const auto& h : fast.hops)
+      if (topo.link(h.link).from == topo.vertex_of(DeviceId{a})) out_of_source += h.fraction;
+    CHECK(out_of_source == doctest::Approx(1.0));
+  }
+  // two hops either way around a ring of four: half the flow each way
+  const auto tie = topo.route(DeviceId{0}, DeviceId{2});
+  CHECK(tie.hops.size() == 4);
+  CHECK(tie.hops.front().fraction == 0.5);
+}
+
+TEST_CASE("a mesh without wraparound routes the long way round") {
+  const auto topo = Topology::build(test::torus_cluster({4}, false));
+  CHECK(topo.num_links() == 6);
+  CHECK(topo.route(DeviceId{0}, DeviceId{3}).hops.size() == 3);
+  CHECK(topo.route(DeviceId{3}, DeviceId{0}).latency == microseconds(6));
+}
+
+TEST_CASE("every shipped topology builds, the largest with hundreds of thousands of links") {
+  for (const auto* name :
+       {"dgx-a100-superpod", "dgx-h100-superpod", "h100-roce-llama3", "h200-node", "tpu-v4-pod", "tpu-v5p-pod"}) {
+    CAPTURE(name);
+    const auto topo = Topology::build(spec::load_cluster_spec(test::topology(name)));
+    CHECK(topo.num_devices() == topo.spec().num_devices());
+  }
+}
