@@ -3,6 +3,7 @@
 #include "cli/commands.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/report/report.hpp"
+#include "trainsim/report/simulation.hpp"
 #include "trainsim/spec/job.hpp"
 
 namespace trainsim::cli {
@@ -13,6 +14,10 @@ struct RunOptions {
   std::string workload;
   std::string strategy;
   std::string format = "table";
+  std::string timeline;
+  std::string calibration;
+  bool full = false;
+  bool analytic = false;
 };
 
 int run(const RunOptions& o) {
@@ -21,11 +26,17 @@ int run(const RunOptions& o) {
   auto workload = spec::load_workload_spec(o.workload);
   auto strategy = spec::load_strategy_spec(o.strategy, sources.strategy);
   const spec::Job job = spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources);
-  const auto report = report::build_run_report(job);
+  report::RunOptions options;
+  options.simulate = !o.analytic;
+  options.lowering.full = o.full;
+  if (!o.calibration.empty()) report::apply_calibration(spec::load_calibration_spec(o.calibration), options);
+  const auto report = report::build_run_report(job, options);
+  if (!o.timeline.empty() && report.step)
+    report::write_perfetto(report.step->lowered, report.step->timeline, o.timeline);
   fmt::print("{}", report::render(report, parse_format(o.format)));
   if (!report.fits) {
     fmt::print(stderr, "does not fit: peak {} per GPU exceeds the device's {}\n",
-               report::human_bytes(report.memory.peak().bytes.total()), report::human_bytes(report.device_memory));
+               report::human_bytes(Bytes{report.peak_memory}), report::human_bytes(report.device_memory));
     return kDoesNotFit;
   }
   return kOk;
@@ -41,6 +52,10 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("-s,--strategy", options->strategy, "strategy JSON file or inline list such as tp=8,pp=2,dp=4")
       ->required();
   add_format_option(*cmd, options->format);
+  cmd->add_option("--timeline", options->timeline, "write the simulated step as Chrome/Perfetto trace events");
+  cmd->add_option("--calibration", options->calibration, "calibration JSON overriding the model's defaults");
+  cmd->add_flag("--full", options->full, "simulate every rank instead of one per pipeline stage");
+  cmd->add_flag("--analytic", options->analytic, "skip the simulation: parameters, FLOPs and analytic memory only");
   cmd->callback([options, &action] { action = [options] { return run(*options); }; });
 }
 

@@ -48,6 +48,25 @@ const CollectivePlan* CostModel::plan(CollectiveKind kind, GroupId group, std::s
   return nullptr;
 }
 
+CollectiveCost CostModel::p2p(topo::DeviceId src, topo::DeviceId dst, Bytes bytes) {
+  if (src == dst) return CollectiveCost{.algorithm = "none"};
+  auto it = p2p_plans_.find({src.value, dst.value});
+  if (it == p2p_plans_.end()) {
+    // one flow from src to dst: the direct algorithm's send/recv plan, in this direction
+    CollectivePlan plan{.algorithm = "p2p", .kind = CollectiveKind::SendRecv, .ranks = 2, .channels = 1};
+    Phase phase{.description = "one flow", .bus_bytes_per_byte = 1.0};
+    const auto route = topo_->route(src, dst);
+    std::map<std::uint32_t, double> loads;
+    for (const auto& hop : route.hops) loads[hop.link.value] += hop.fraction;
+    for (const auto& [link, load] : loads) phase.loads.push_back({topo::LinkId{link}, load});
+    phase.latency = route.latency;
+    phase.seconds_per_byte = bottleneck_seconds_per_byte(phase.loads, *topo_);
+    plan.phases.push_back(std::move(phase));
+    it = p2p_plans_.emplace(std::make_pair(src.value, dst.value), std::move(plan)).first;
+  }
+  return evaluate(it->second, bytes, tuning_);
+}
+
 CollectiveCost CostModel::cost(const Collective& collective, GroupId group, std::string_view algorithm,
                                const std::string& source) {
   const auto kind = kind_of(collective);

@@ -42,9 +42,11 @@ double bottleneck_seconds_per_byte(const std::vector<LinkLoad>& loads, const top
 
 namespace {
 
-// Seconds one phase takes for `bytes` of payload under protocol `p`.
-double phase_seconds(const Phase& ph, double bytes, int channels, const CollectiveTuning& t, Protocol p) {
+// Seconds one phase takes for `bytes` of payload under protocol `p`; `latency` gets its latency part.
+double phase_seconds(const Phase& ph, double bytes, int channels, const CollectiveTuning& t, Protocol p,
+                     double& latency) {
   const auto& proto = t.protocol(p);
+  latency += ph.latency.seconds() * proto.latency_factor;
   double seconds = ph.latency.seconds() * proto.latency_factor;
   double transfer = bytes * ph.seconds_per_byte / proto.bandwidth_factor;
   if (p == Protocol::LL128 && ph.bus_bytes_per_byte > 0)
@@ -68,11 +70,14 @@ bool allowed(const CollectivePlan& plan, Protocol p) {
 }  // namespace
 
 CollectiveCost evaluate(const CollectivePlan& plan, Bytes bytes, const CollectiveTuning& tuning, Protocol protocol) {
-  CollectiveCost c{.algorithm = plan.algorithm, .protocol = protocol};
+  CollectiveCost c{.algorithm = plan.algorithm, .protocol = protocol, .plan = &plan};
   if (plan.phases.empty() || bytes.count <= 0) return c;
   double seconds = tuning.launch.seconds();
-  for (const auto& ph : plan.phases) seconds += phase_seconds(ph, bytes.as_double(), plan.channels, tuning, protocol);
+  double latency = seconds;
+  for (const auto& ph : plan.phases)
+    seconds += phase_seconds(ph, bytes.as_double(), plan.channels, tuning, protocol, latency);
   c.time = Duration::from_seconds(seconds);
+  c.latency = std::min(c.time, Duration::from_seconds(latency));
   c.algbw_Bps = bytes.as_double() / seconds;
   c.busbw_Bps = c.algbw_Bps * bus_factor(plan.kind, plan.ranks);
   return c;

@@ -75,7 +75,8 @@ void add_attention_block(std::vector<Op>& ops, const ModelSpec& m, const LayerSh
                            .q_len = s.seq_len / s.cp,
                            .kv_len = s.seq_len,
                            .head_dim = dh,
-                           .causal = true}));
+                           .causal = true,
+                           .dropout = m.dropout}));
   ops.push_back(gemm("out_proj", d.tokens, m.hidden, q_heads * dh));
   // dropout + residual add: read two tensors, write one (and a 1-byte mask)
   const double mask = m.dropout ? 1 : 0;

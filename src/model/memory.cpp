@@ -102,10 +102,6 @@ double inflight_layer_microbatches(Schedule schedule, int stage, int pp, int vpp
   return inflight_microbatches(schedule, stage, pp, vpp, micro_batches) * stage_layers;
 }
 
-namespace {
-
-// Activations of the embedding (first stage: its dropout mask) and of the head (last stage: final
-// norm and output-layer inputs, fp32 softmax of the vocab-parallel cross-entropy), Korthikanti §4.3.
 double embedding_activation_bytes(const spec::ModelSpec& m, const LayerShape& s) {
   const double T = static_cast<double>(s.micro_batch * (s.seq_len / s.cp));
   return (m.dropout ? 1.0 : 0.0) * T * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1);
@@ -117,6 +113,8 @@ double head_activation_bytes(const spec::ModelSpec& m, const LayerShape& s) {
   return 2.0 * s.activation_bytes * T * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1) + 4.0 * T * vocab_shard;
 }
 
+namespace {
+
 double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first_layer) {
   const auto& m = job.workload.model;
   const auto& st = job.strategy;
@@ -127,11 +125,15 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   // Average bytes per layer of this stage (dense and MoE layers may mix).
   double per_layer_sum = 0;
   double working_set = 0;  // full recompute rebuilds one layer's activations during its backward
+  // Flash attention never stores the attention scores: it keeps what selective recomputation keeps.
+  const bool flash = st.attention == spec::AttentionImpl::Flash;
+  const auto stored = st.recompute == Recompute::None && flash ? Recompute::Selective : st.recompute;
   for (int i = 0; i < layers; ++i) {
     const bool moe = is_moe_layer(m, first_layer + i);
-    per_layer_sum += layer_activation_bytes(m, shape, st.recompute, moe);
+    per_layer_sum += layer_activation_bytes(m, shape, stored, moe);
     if (st.recompute == Recompute::Full)
-      working_set = std::max(working_set, layer_activation_bytes(m, shape, Recompute::None, moe));
+      working_set =
+          std::max(working_set, layer_activation_bytes(m, shape, flash ? Recompute::Selective : Recompute::None, moe));
   }
   const double per_layer = layers > 0 ? per_layer_sum / layers : 0;
   double bytes = per_layer * inflight_layer_microbatches(st.schedule, s, pp, st.vpp, job.micro_batches, layers);

@@ -63,7 +63,7 @@ LayerParams layer_params(const ModelSpec& m, bool moe) {
 }
 
 // The layer's share on one GPU of a tp group; experts are split over ep, then over tp.
-StageParams layer_params_on_gpu(const ModelSpec& m, bool moe, int tp, int ep) {
+StageParams layer_share(const ModelSpec& m, bool moe, int tp, int ep) {
   const double kv_held = std::max(1.0, static_cast<double>(m.kv_heads) / tp);
   const double q_held = static_cast<double>(m.heads) / tp;
   StageParams s;
@@ -115,31 +115,44 @@ ParamCounts count_params(const ModelSpec& model, std::int64_t seq_len) {
 std::vector<StageParams> stage_params(const spec::Job& job) {
   const auto& m = job.workload.model;
   const auto& s = job.strategy;
-  const double h = static_cast<double>(m.hidden);
-  // Vocab-parallel embedding and output layer: the vocabulary is padded to a multiple of tp.
-  const double vocab_shard = static_cast<double>((m.vocab + s.tp - 1) / s.tp);
   std::vector<StageParams> stages;
   int layer = 0;
   for (std::size_t stage = 0; stage < job.stage_layers.size(); ++stage) {
     StageParams sp;
     for (int i = 0; i < job.stage_layers[stage]; ++i, ++layer) {
-      const auto l = layer_params_on_gpu(m, is_moe_layer(m, layer), s.tp, s.ep);
+      const auto l = layer_share(m, is_moe_layer(m, layer), s.tp, s.ep);
       sp.dense += l.dense;
       sp.expert += l.expert;
       sp.largest_layer = std::max(sp.largest_layer, l.largest_layer);
     }
-    if (stage == 0) {
-      sp.dense += vocab_shard * h;
-      if (m.position == spec::PositionKind::Learned) sp.dense += static_cast<double>(job.workload.training.seq_len) * h;
-    }
-    if (stage + 1 == job.stage_layers.size()) {
-      sp.dense += norm_params(m);
-      // An untied output layer, or (pp > 1) the copy of the tied embedding Megatron keeps on the last stage.
-      if (!m.tied_embeddings || job.stage_layers.size() > 1) sp.dense += vocab_shard * h;
-    }
+    if (stage == 0) sp.dense += embedding_params_on_gpu(job);
+    if (stage + 1 == job.stage_layers.size()) sp.dense += head_params_on_gpu(job);
     stages.push_back(sp);
   }
   return stages;
+}
+
+StageParams layer_params_on_gpu(const ModelSpec& model, bool moe, int tp, int ep) {
+  return layer_share(model, moe, tp, ep);
+}
+
+// Vocab-parallel embedding and output layer: the vocabulary is padded to a multiple of tp.
+double embedding_params_on_gpu(const spec::Job& job) {
+  const auto& m = job.workload.model;
+  const double h = static_cast<double>(m.hidden);
+  const double vocab_shard = static_cast<double>((m.vocab + job.strategy.tp - 1) / job.strategy.tp);
+  const double position =
+      m.position == spec::PositionKind::Learned ? static_cast<double>(job.workload.training.seq_len) * h : 0;
+  return vocab_shard * h + position;
+}
+
+double head_params_on_gpu(const spec::Job& job) {
+  const auto& m = job.workload.model;
+  const double h = static_cast<double>(m.hidden);
+  const double vocab_shard = static_cast<double>((m.vocab + job.strategy.tp - 1) / job.strategy.tp);
+  // An untied output layer, or (pp > 1) the copy of the tied embedding Megatron keeps on the last stage.
+  const bool output = !m.tied_embeddings || job.stage_layers.size() > 1;
+  return norm_params(m) + (output ? vocab_shard * h : 0);
 }
 
 }  // namespace trainsim::model

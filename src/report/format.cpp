@@ -15,6 +15,14 @@ std::int64_t rounded(double v) {
   return static_cast<std::int64_t>(std::llround(v));
 }
 
+// RFC 4180: quote a field holding a comma, a quote or a line break.
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
 ordered_json memory_json(const model::MemoryBreakdown& m) {
   return {{"params", m.params.count},
           {"grads", m.grads.count},
@@ -73,9 +81,24 @@ std::string human_count(double count) {
   return fmt::format("{:.0f}", count);
 }
 
+namespace {
+
+// Memory of a stage: static parts from the model, the rest as the timeline saw it at the peak.
+model::MemoryBreakdown stage_breakdown(const RunReport& r, int stage) {
+  auto m = r.memory.stages.at(static_cast<std::size_t>(stage)).bytes;
+  if (!r.simulation) return m;
+  for (const auto& f : r.simulation->per_stage) {
+    if (f.stage != stage) continue;
+    m.activations = Bytes{f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]};
+    m.buffers = Bytes{f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Buffers)]} + r.runtime_reserved;
+  }
+  return m;
+}
+
+}  // namespace
+
 ordered_json to_json(const RunReport& r) {
   const auto& job = *r.job;
-  const auto& peak = r.memory.peak();
   ordered_json out;
   out["trainsim_version"] = TRAINSIM_VERSION;
   out["topology"] = job.cluster.name;
@@ -84,21 +107,52 @@ ordered_json to_json(const RunReport& r) {
   out["params_total"] = rounded(r.params_total);
   out["params_per_gpu"] = rounded(r.params_per_gpu);
   out["gpus"] = job.gpus;
+  int peak_stage = static_cast<int>(r.memory.peak_stage);
+  if (r.simulation) {
+    const auto& s = *r.simulation;
+    out["step_time_s"] = s.step_time_s;
+    out["tokens_per_s"] = r.tokens_per_s;
+    out["tflops_per_gpu"] = r.tflops_per_gpu;
+    out["mfu"] = r.mfu;
+    out["bubble_fraction"] = s.bubble_fraction;
+    out["breakdown"] = {{"compute_s", s.breakdown.compute_s},
+                        {"exposed_comm_s", s.breakdown.exposed_comm_s},
+                        {"bubble_s", s.breakdown.bubble_s}};
+    ordered_json comm = ordered_json::object();
+    for (const auto& [category, seconds] : s.comm_busy_s) comm[category] = seconds;
+    out["busy_s_by_category"] = comm;
+    for (const auto& f : s.per_stage)
+      if (f.peak_memory == s.peak_memory) {
+        peak_stage = f.stage;
+        break;
+      }
+  }
   out["flops"] = {{"model_per_step", r.flops.model},
                   {"hardware_per_step", r.flops.hardware},
                   {"megatron_formula_per_step", r.megatron_formula_flops},
                   {"model_per_token", r.flops.per_token}};
-  out["peak_memory_bytes"] = peak.bytes.total().count;
+  out["peak_memory_bytes"] = r.peak_memory;
+  out["analytic_peak_memory_bytes"] = r.memory.peak().bytes.total().count;
   out["device_memory_bytes"] = r.device_memory.count;
   out["fits"] = r.fits;
-  out["memory"] = memory_json(peak.bytes);
+  out["memory"] = memory_json(stage_breakdown(r, peak_stage));
   out["per_stage"] = ordered_json::array();
-  for (const auto& s : r.memory.stages) {
-    out["per_stage"].push_back({{"stage", s.stage},
-                                {"layers", job.stage_layers.at(static_cast<std::size_t>(s.stage))},
-                                {"params", rounded(s.params)},
-                                {"peak_memory_bytes", s.bytes.total().count},
-                                {"memory", memory_json(s.bytes)}});
+  for (const auto& st : r.memory.stages) {
+    ordered_json entry = {{"stage", st.stage},
+                          {"layers", job.stage_layers.at(static_cast<std::size_t>(st.stage))},
+                          {"params", rounded(st.params)}};
+    const auto m = stage_breakdown(r, st.stage);
+    if (r.simulation) {
+      const auto& f = r.simulation->per_stage.at(static_cast<std::size_t>(st.stage));
+      entry["busy_s"] = f.busy_s;
+      entry["idle_s"] = f.idle_s;
+      entry["bubble_fraction"] = f.bubble_fraction;
+      entry["peak_memory_bytes"] = f.peak_memory;
+    } else {
+      entry["peak_memory_bytes"] = m.total().count;
+    }
+    entry["memory"] = memory_json(m);
+    out["per_stage"].push_back(entry);
   }
   out["layers"] = ordered_json::array();
   for (const auto& layer : r.layers) {
@@ -113,6 +167,13 @@ ordered_json to_json(const RunReport& r) {
                      {"bwd_bytes", op.bwd_bytes}});
     }
     out["layers"].push_back({{"kind", layer.kind}, {"ops", ops}});
+  }
+  if (r.simulation) {
+    const auto& s = *r.simulation;
+    out["simulation"] = {{"tasks", s.tasks},
+                         {"events", s.events},
+                         {"simulated_ranks", s.simulated_ranks},
+                         {"ranks_per_simulated_rank", s.fold}};
   }
   out["warnings"] = r.warnings;
   return out;
@@ -135,20 +196,45 @@ std::string to_table(const RunReport& r) {
   line("parameters", fmt::format("{} total, {} per GPU", human_count(r.params_total), human_count(r.params_per_gpu)));
   line("model FLOPs/step", fmt::format("{:.4g} (Megatron formula {:.4g})", r.flops.model, r.megatron_formula_flops));
   line("hardware FLOPs/step", fmt::format("{:.4g}", r.flops.hardware));
-  out += fmt::format("memory per GPU (stage {}, the largest)\n", peak.stage);
-  line("  params", human_bytes(peak.bytes.params));
-  line("  grads", human_bytes(peak.bytes.grads));
-  line("  optimizer", human_bytes(peak.bytes.optimizer));
-  line("  activations", human_bytes(peak.bytes.activations));
-  line("  buffers", human_bytes(peak.bytes.buffers));
-  line("  peak", fmt::format("{} of {}: {}", human_bytes(peak.bytes.total()), human_bytes(r.device_memory),
+  if (r.simulation) {
+    const auto& sim = *r.simulation;
+    line("step time", fmt::format("{:.4f} s  ({:.0f} tokens/s)", sim.step_time_s, r.tokens_per_s));
+    line("throughput", fmt::format("{:.1f} TFLOP/s per GPU, MFU {:.1f}%", r.tflops_per_gpu, r.mfu * 100));
+    line("breakdown",
+         fmt::format("compute {:.4f} s, exposed comm {:.4f} s, bubble {:.4f} s ({:.1f}%)", sim.breakdown.compute_s,
+                     sim.breakdown.exposed_comm_s, sim.breakdown.bubble_s, sim.bubble_fraction * 100));
+    std::string comm;
+    for (const auto& [category, seconds] : sim.comm_busy_s)
+      comm += fmt::format("{}{} {:.4f} s", comm.empty() ? "" : ", ", category, seconds);
+    if (!comm.empty()) line("communication busy", comm);
+  }
+  int peak_stage = static_cast<int>(peak.stage);
+  if (r.simulation)
+    for (const auto& f : r.simulation->per_stage)
+      if (f.peak_memory == r.simulation->peak_memory) peak_stage = f.stage;
+  const auto m = stage_breakdown(r, peak_stage);
+  out += fmt::format("memory per GPU (stage {}, the largest{})\n", peak_stage,
+                     r.simulation ? ", at its simulated peak" : "");
+  line("  params", human_bytes(m.params));
+  line("  grads", human_bytes(m.grads));
+  line("  optimizer", human_bytes(m.optimizer));
+  line("  activations", human_bytes(m.activations));
+  line("  buffers", human_bytes(m.buffers));
+  line("  peak", fmt::format("{} of {}: {}", human_bytes(Bytes{r.peak_memory}), human_bytes(r.device_memory),
                              r.fits ? "fits" : "does NOT fit"));
   if (r.memory.stages.size() > 1) {
     out += "per stage\n";
-    for (const auto& st : r.memory.stages)
-      out += fmt::format("  stage {:<4} {:>3} layers  {:>10} params  peak {}\n", st.stage,
+    for (const auto& st : r.memory.stages) {
+      const auto sm = stage_breakdown(r, st.stage);
+      const std::string bubble =
+          r.simulation
+              ? fmt::format("  idle {:.1f}%",
+                            r.simulation->per_stage.at(static_cast<std::size_t>(st.stage)).bubble_fraction * 100)
+              : std::string();
+      out += fmt::format("  stage {:<4} {:>3} layers  {:>10} params  peak {}{}\n", st.stage,
                          job.stage_layers.at(static_cast<std::size_t>(st.stage)), human_count(st.params),
-                         human_bytes(st.bytes.total()));
+                         human_bytes(sm.total()), bubble);
+    }
   }
   for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", w);
   return out;
@@ -156,15 +242,16 @@ std::string to_table(const RunReport& r) {
 
 std::string to_csv(const RunReport& r) {
   const auto& job = *r.job;
-  const auto& peak = r.memory.peak().bytes;
+  const double step = r.simulation ? r.simulation->step_time_s : 0;
+  const double bubble = r.simulation ? r.simulation->bubble_fraction : 0;
   std::string out =
-      "workload,topology,gpus,tp,pp,dp,cp,ep,zero,mb,params_total,params_per_gpu,model_flops_per_step,"
-      "peak_memory_bytes,params_bytes,grads_bytes,optimizer_bytes,activations_bytes,buffers_bytes,fits\n";
-  out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{},{},{},{},{},{},{}\n", job.workload.name,
-                     job.cluster.name, job.gpus, job.strategy.tp, job.strategy.pp, job.dp, job.strategy.cp,
-                     job.strategy.ep, job.strategy.zero, job.strategy.mb, rounded(r.params_total),
-                     rounded(r.params_per_gpu), r.flops.model, peak.total().count, peak.params.count, peak.grads.count,
-                     peak.optimizer.count, peak.activations.count, peak.buffers.count, r.fits ? "true" : "false");
+      "workload,topology,gpus,tp,pp,dp,cp,ep,zero,mb,params_total,params_per_gpu,model_flops_per_step,step_time_s,"
+      "tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,peak_memory_bytes,fits\n";
+  out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.6e},{:.6e},{:.3f},{:.4f},{:.4f},{},{}\n",
+                     csv_field(job.workload.name), csv_field(job.cluster.name), job.gpus, job.strategy.tp,
+                     job.strategy.pp, job.dp, job.strategy.cp, job.strategy.ep, job.strategy.zero, job.strategy.mb,
+                     rounded(r.params_total), rounded(r.params_per_gpu), r.flops.model, step, r.tokens_per_s,
+                     r.tflops_per_gpu, r.mfu, bubble, r.peak_memory, r.fits ? "true" : "false");
   return out;
 }
 

@@ -18,6 +18,8 @@ constexpr std::array<Choice<Schedule>, 4> kSchedules{{{"gpipe", Schedule::GPipe}
                                                       {"zb-h1", Schedule::ZbH1}}};
 constexpr std::array<Choice<Recompute>, 3> kRecompute{
     {{"none", Recompute::None}, {"selective", Recompute::Selective}, {"full", Recompute::Full}}};
+constexpr std::array<Choice<AttentionImpl>, 2> kAttention{
+    {{"flash", AttentionImpl::Flash}, {"unfused", AttentionImpl::Unfused}}};
 constexpr std::array<Choice<bool>, 4> kSwitch{{{"on", true}, {"off", false}, {"true", true}, {"false", false}}};
 constexpr std::array<Choice<ParallelDim>, 5> kDims{{{"tp", ParallelDim::Tp},
                                                     {"cp", ParallelDim::Cp},
@@ -90,6 +92,9 @@ std::string_view schedule_name(Schedule schedule) {
 std::string_view recompute_name(Recompute recompute) {
   return choice_name<Recompute>(kRecompute, recompute);
 }
+std::string_view attention_name(AttentionImpl attention) {
+  return choice_name<AttentionImpl>(kAttention, attention);
+}
 std::string_view parallel_dim_name(ParallelDim dim) {
   return choice_name<ParallelDim>(kDims, dim);
 }
@@ -119,6 +124,7 @@ StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& s
   s.mb = r.integer_or("mb", 1, {1, 1 << 30});
   s.schedule = r.choice_or<Schedule>("schedule", Schedule::OneFOneB, kSchedules);
   s.recompute = r.choice_or<Recompute>("recompute", Recompute::None, kRecompute);
+  s.attention = r.choice_or<AttentionImpl>("attention", AttentionImpl::Flash, kAttention);
   if (const auto f = r.optional_integer("first_stage_layers", {1, 10000})) s.first_stage_layers = static_cast<int>(*f);
   if (const auto l = r.optional_integer("last_stage_layers", {1, 10000})) s.last_stage_layers = static_cast<int>(*l);
   s.gpus = r.optional_integer("gpus", {1, std::int64_t{1} << 22});

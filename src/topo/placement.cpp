@@ -21,9 +21,13 @@ Placement::Placement(std::vector<std::pair<ParallelDim, int>> dims) {
 }
 
 Placement Placement::from_strategy(const spec::StrategySpec& s, std::int64_t dp) {
-  const bool ep_dim = std::find(s.order.begin(), s.order.end(), ParallelDim::Ep) != s.order.end();
+  auto order = s.order;
+  // Expert-parallel ranks are consecutive data-parallel ranks unless the order says otherwise.
+  if (s.ep > 1 && std::find(order.begin(), order.end(), ParallelDim::Ep) == order.end())
+    order.insert(std::find(order.begin(), order.end(), ParallelDim::Dp), ParallelDim::Ep);
+  const bool ep_dim = std::find(order.begin(), order.end(), ParallelDim::Ep) != order.end();
   std::vector<std::pair<ParallelDim, int>> dims;
-  for (const auto d : s.order) {
+  for (const auto d : order) {
     switch (d) {
       case ParallelDim::Tp:
         dims.emplace_back(d, s.tp);

@@ -27,5 +27,6 @@ std::int64_t resident_kib(const char* field) {
 int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "all";
   if (which == "all" || which == "collectives") trainsim::bench::collectives();
+  if (which == "all" || which == "engine") trainsim::bench::engine();
   return 0;
 }

@@ -9,5 +9,6 @@ double seconds_since(std::chrono::steady_clock::time_point start);
 std::int64_t resident_kib(const char* field);
 
 void collectives();
+void engine();
 
 }  // namespace trainsim::bench

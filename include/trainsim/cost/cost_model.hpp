@@ -28,6 +28,9 @@ class CostModel {
   CollectiveCost cost(const Collective& collective, const Group& group, std::string_view algorithm = "auto") {
     return cost(collective, intern(group), algorithm);
   }
+  // A point-to-point transfer from `src` to `dst` (the direction matters for link sharing).
+  CollectiveCost p2p(topo::DeviceId src, topo::DeviceId dst, Bytes bytes);
+
   // The plan `cost` used (the fastest for the size under "auto").
   const CollectivePlan* plan(CollectiveKind kind, GroupId group, std::string_view algorithm);
 
@@ -48,6 +51,7 @@ class CostModel {
     std::optional<CollectivePlan> plan;
   };
   std::vector<std::vector<Slot>> plans_;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, CollectivePlan> p2p_plans_;
 };
 
 }  // namespace trainsim::cost

@@ -41,10 +41,12 @@ struct CollectivePlan {
 
 struct CollectiveCost {
   Duration time;
+  Duration latency;  // of `time`: launch and step latencies, not shared with other traffic
   std::string algorithm;
   Protocol protocol = Protocol::Simple;
-  double algbw_Bps = 0;  // bytes / time
-  double busbw_Bps = 0;  // algbw × bus_factor (nccl-tests)
+  double algbw_Bps = 0;                  // bytes / time
+  double busbw_Bps = 0;                  // algbw × bus_factor (nccl-tests)
+  const CollectivePlan* plan = nullptr;  // borrowed from the cost model's cache
 };
 
 // Time of the plan for `bytes` under the protocol that is fastest (as NCCL picks it).

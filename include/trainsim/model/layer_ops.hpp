@@ -27,6 +27,7 @@ struct AttentionCore {
   std::int64_t kv_len = 0;
   std::int64_t head_dim = 0;
   bool causal = true;
+  bool dropout = false;  // on the attention probabilities (unfused attention stores and applies a mask)
   friend bool operator==(const AttentionCore&, const AttentionCore&) = default;
 };
 

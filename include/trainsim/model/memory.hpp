@@ -35,6 +35,11 @@ ModelStateBytes model_state_bytes(double params, int zero_stage, std::int64_t sh
 double layer_activation_bytes(const spec::ModelSpec& model, const LayerShape& shape, spec::Recompute recompute,
                               bool moe);
 
+// First stage: the embedding's dropout mask. Last stage: the final-norm and output-layer inputs and
+// the fp32 softmax of the vocab-parallel cross-entropy (Korthikanti §4.3). Per micro-batch.
+double embedding_activation_bytes(const spec::ModelSpec& model, const LayerShape& shape);
+double head_activation_bytes(const spec::ModelSpec& model, const LayerShape& shape);
+
 // Layer-micro-batches of activations stage `stage` holds at its peak: layers × micro-batches in
 // flight (GPipe: all m; 1F1B and ZB-H1: p − stage; interleaved: Megatron's warm-up + 1 chunks).
 double inflight_layer_microbatches(spec::Schedule schedule, int stage, int pp, int vpp, std::int64_t micro_batches,

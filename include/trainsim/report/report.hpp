@@ -1,12 +1,18 @@
 #pragma once
-// The `run` report (INTERFACE.md "Report"): what a job costs in parameters, FLOPs and memory.
+// The `run` report (INTERFACE.md "Report"): what a job costs in parameters, FLOPs, time and memory.
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "trainsim/cost/tuning.hpp"
+#include "trainsim/lower/lowering.hpp"
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/layer_ops.hpp"
 #include "trainsim/model/memory.hpp"
+#include "trainsim/report/simulation.hpp"
+#include "trainsim/spec/calibration_spec.hpp"
 #include "trainsim/spec/job.hpp"
 
 namespace trainsim::report {
@@ -16,19 +22,41 @@ struct LayerSummary {
   std::vector<model::Op> ops;
 };
 
+struct RunOptions {
+  bool simulate = true;  // false: the analytic figures only
+  lower::LoweringOptions lowering;
+  cost::CollectiveTuning collectives;
+};
+
+// The simulated step kept for timelines and tests.
+struct SimulatedStep {
+  lower::Lowered lowered;
+  sim::Timeline timeline;
+};
+
 struct RunReport {
   const spec::Job* job = nullptr;
   double params_total = 0;
   double params_per_gpu = 0;  // the largest stage's per-GPU share before ZeRO sharding
   model::StepFlops flops;
   double megatron_formula_flops = 0;
-  model::MemoryEstimate memory;
+  model::MemoryEstimate memory;  // analytic
+  std::optional<Simulation> simulation;
+  std::shared_ptr<SimulatedStep> step;  // present when simulated
+  double tokens_per_s = 0;
+  double tflops_per_gpu = 0;     // Megatron-LM's count: the recomputed forward counted under full recompute
+  double mfu = 0;                // model FLOPs / (step × gpus × peak)
+  std::int64_t peak_memory = 0;  // simulated when simulated, else analytic
   Bytes device_memory;
+  Bytes runtime_reserved;  // part of every GPU's buffers
   bool fits = false;
   std::vector<LayerSummary> layers;  // one micro-batch on one GPU
   std::vector<std::string> warnings;
 };
 
-RunReport build_run_report(const spec::Job& job);
+RunReport build_run_report(const spec::Job& job, const RunOptions& options = {});
+
+// Overrides the options' defaults with a calibration file's values.
+void apply_calibration(const spec::CalibrationSpec& calibration, RunOptions& options);
 
 }  // namespace trainsim::report

@@ -13,6 +13,9 @@ namespace trainsim::spec {
 
 enum class Schedule { GPipe, OneFOneB, Interleaved, ZbH1 };
 enum class Recompute { None, Selective, Full };
+// Flash attention (fused, causal half computed, scores never stored) or the unfused
+// softmax(Q·Kᵀ)·V of Megatron-LM before it (batched GEMMs and memory-bound softmax over a·s²).
+enum class AttentionImpl { Flash, Unfused };
 // Process-group dimensions in rank order, innermost first (Megatron: tp, cp, dp, pp).
 enum class ParallelDim { Tp, Cp, Ep, Dp, Pp };
 
@@ -28,6 +31,7 @@ struct StrategySpec {
   std::int64_t mb = 1;
   Schedule schedule = Schedule::OneFOneB;
   Recompute recompute = Recompute::None;
+  AttentionImpl attention = AttentionImpl::Flash;
   std::optional<int> first_stage_layers;
   std::optional<int> last_stage_layers;
   std::optional<std::int64_t> gpus;
@@ -43,6 +47,7 @@ StrategySpec load_strategy_spec(const std::string& argument, std::string& source
 
 std::string_view schedule_name(Schedule schedule);
 std::string_view recompute_name(Recompute recompute);
+std::string_view attention_name(AttentionImpl attention);
 std::string_view parallel_dim_name(ParallelDim dim);
 std::string order_text(const std::vector<ParallelDim>& order);
 

@@ -15,8 +15,8 @@ class Placement {
  public:
   // Dimensions innermost first with their sizes; a size-1 dimension may be left out.
   explicit Placement(std::vector<std::pair<spec::ParallelDim, int>> dims);
-  // tp, cp, dp, pp in the strategy's order. When the order names ep, the data-parallel ranks are
-  // split into (ep, dp/ep) with ep where the order puts it.
+  // tp, cp, dp, pp in the strategy's order. With ep > 1 the data-parallel ranks are split into
+  // (ep, dp/ep), ep where the order puts it or, when the order does not name it, just inside dp.
   static Placement from_strategy(const spec::StrategySpec& strategy, std::int64_t dp);
 
   int world_size() const { return world_; }

@@ -3,6 +3,10 @@
 #include "common/jobs.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/report/report.hpp"
+#include "trainsim/report/simulation.hpp"
+
+#include <cstdio>
+#include <set>
 
 using namespace trainsim;
 using namespace trainsim::report;
@@ -34,4 +38,29 @@ TEST_CASE("sizes print in binary units") {
   CHECK(human_bytes(mib(3)) == "3.00 MiB");
   CHECK(human_bytes(Bytes{12}) == "12 B");
   CHECK(human_count(174.6e9) == "174.60 B");
+}
+
+TEST_CASE("--timeline writes Chrome trace events: a process per simulated rank, a thread per stream") {
+  const auto job = test::make_job("dgx-a100-superpod", "megatron2021-1.7b", "tp=2,pp=2,gpus=16,mb=4");
+  report::RunOptions options;
+  const auto r = build_run_report(job, options);
+  const std::string path = std::string(TRAINSIM_SOURCE_DIR) + "/build-timeline-test.json";
+  write_perfetto(r.step->lowered, r.step->timeline, path);
+  const auto trace = spec::load_json_file(path);
+  std::remove(path.c_str());
+  std::set<int> processes;
+  std::set<std::string> threads;
+  std::size_t complete = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") processes.insert(e["pid"].get<int>());
+    if (e["ph"] == "M" && e["name"] == "thread_name") threads.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] != "X") continue;
+    ++complete;
+    CHECK(e["dur"].get<double>() >= 0);
+    CHECK(e["ts"].get<double>() >= 0);
+  }
+  CHECK(processes == std::set<int>{0, 8});  // one simulated rank per pipeline stage
+  for (const auto* name : {"compute", "tp-comm", "dp-comm", "pp-send-next", "pp-recv-prev"})
+    CHECK(threads.contains(name));
+  CHECK(complete >= r.step->lowered.graph.num_tasks());
 }

@@ -1,0 +1,64 @@
+#pragma once
+// Lowering: a job (model + strategy on a cluster) becomes a task graph of per-rank compute and
+// communication tasks, as Megatron-LM and DeepSpeed/FSDP run them: TP (and SP) collectives on the
+// critical path, pipeline sends and receives between stages, data-parallel gradient reduction in
+// buckets overlapped with the last micro-batch's backward, ZeRO-1/2/3 sharding, recomputation, the
+// optimizer step, and the memory each task allocates and frees.
+#include <vector>
+
+#include "trainsim/cost/cost_model.hpp"
+#include "trainsim/model/kernel_model.hpp"
+#include "trainsim/model/memory.hpp"
+#include "trainsim/sim/task_graph.hpp"
+#include "trainsim/spec/job.hpp"
+
+namespace trainsim::lower {
+
+// Streams of a rank, in timeline order (Perfetto threads).
+enum class StreamKind : std::uint16_t {
+  Compute,
+  TpComm,
+  CpComm,
+  EpComm,
+  DpComm,
+  PpSendNext,
+  PpRecvPrev,
+  PpSendPrev,
+  PpRecvNext
+};
+inline constexpr int kStreamKinds = 9;
+std::string_view stream_kind_name(StreamKind kind);
+
+// Task categories, for breakdowns.
+enum class Category : std::uint16_t { Compute, Recompute, Optimizer, TpComm, CpComm, EpComm, DpComm, PpComm };
+std::string_view category_name(Category c);
+
+// Memory categories tracked separately at the peak.
+enum class MemoryKind : std::uint8_t { Static, Activations, Buffers };
+
+struct LoweringOptions {
+  bool full = false;  // simulate every rank instead of one representative per pipeline stage
+  model::KernelTuning kernel;
+  model::MemoryAssumptions memory;
+  // Megatron-LM's data-parallel bucket: max(40M, 1M · dp) parameters.
+  double min_bucket_params = 40e6;
+};
+
+struct SimulatedRank {
+  int rank = 0;
+  int stage = 0;
+  std::array<sim::StreamId, kStreamKinds> streams{};
+  sim::PoolId pool;
+  model::StageMemory static_memory;  // params, grads, optimizer, runtime buffers
+};
+
+struct Lowered {
+  sim::TaskGraph graph;
+  std::vector<SimulatedRank> ranks;
+  // Each simulated rank stands for this many identical ranks (1 with LoweringOptions::full).
+  std::int64_t fold = 1;
+};
+
+Lowered lower(const spec::Job& job, cost::CostModel& costs, const LoweringOptions& options);
+
+}  // namespace trainsim::lower

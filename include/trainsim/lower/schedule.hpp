@@ -1,0 +1,37 @@
+#pragma once
+// Pipeline schedules as data: for every stage, the order in which its compute stream runs the
+// forward (F), backward (B) and — for zero-bubble schedules — weight-gradient (W) passes of each
+// micro-batch and model chunk. The engine then finds when each can run.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainsim/spec/strategy_spec.hpp"
+
+namespace trainsim::lower {
+
+enum class PassKind { Forward, Backward, WeightGrad };
+
+struct Action {
+  PassKind kind = PassKind::Forward;
+  int microbatch = 0;
+  int chunk = 0;  // model chunk on this stage (interleaved schedules hold vpp of them)
+  friend bool operator==(const Action&, const Action&) = default;
+};
+
+using StageSchedule = std::vector<Action>;
+
+// Whether B of a schedule also computes weight gradients (every schedule but zero-bubble ones).
+bool splits_weight_grad(spec::Schedule schedule);
+
+// GPipe: all forwards, then all backwards. 1F1B (PipeDream-flush): p − s − 1 warm-up forwards,
+// then one forward and one backward in turn, then the remaining backwards. Interleaved (Megatron):
+// micro-batches in groups of p through the vpp chunks, (p − s − 1)·2 + (vpp − 1)·p warm-up
+// forwards. ZB-H1 (Qi et al. 2023): B split into B and W; B goes first, F keeps 1F1B's activation
+// budget, W fills the gaps with at most p waiting per stage (bubble (p − 1)(F + B − W)).
+std::vector<StageSchedule> make_schedule(spec::Schedule schedule, int pp, int vpp, std::int64_t microbatches);
+
+// "F0.0 B0.0 ..." for tests and debugging.
+std::string describe(const StageSchedule& s);
+
+}  // namespace trainsim::lower

@@ -1,0 +1,48 @@
+#pragma once
+// What a simulated step says: step time and throughput, where the time went (compute, exposed
+// communication, pipeline bubble — measured on the timeline), per-stage figures and the memory
+// peak of every simulated rank.
+#include <array>
+#include <string>
+#include <vector>
+
+#include "trainsim/lower/lowering.hpp"
+#include "trainsim/sim/timeline.hpp"
+
+namespace trainsim::report {
+
+struct Breakdown {
+  double compute_s = 0;
+  double exposed_comm_s = 0;
+  double bubble_s = 0;
+};
+
+struct StageFigures {
+  int stage = 0;
+  double busy_s = 0;
+  double idle_s = 0;
+  double bubble_fraction = 0;
+  std::int64_t peak_memory = 0;
+  std::array<std::int64_t, sim::kMemoryKinds> memory_at_peak{};
+};
+
+struct Simulation {
+  double step_time_s = 0;
+  Breakdown breakdown;         // averaged over simulated ranks; sums to the step time
+  double bubble_fraction = 0;  // mean over stages of idle (neither compute nor exposed comm) / step
+  std::vector<StageFigures> per_stage;
+  std::vector<std::pair<std::string, double>> comm_busy_s;  // per category, mean per rank
+  std::int64_t peak_memory = 0;                             // the highest pool peak
+  std::size_t peak_rank = 0;                                // index into Lowered::ranks
+  std::size_t tasks = 0;
+  std::uint64_t events = 0;
+  std::size_t simulated_ranks = 0;
+  std::int64_t fold = 1;
+};
+
+Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timeline);
+
+// Chrome/Perfetto trace events: a process per simulated rank, a thread per stream.
+void write_perfetto(const lower::Lowered& lowered, const sim::Timeline& timeline, const std::string& path);
+
+}  // namespace trainsim::report

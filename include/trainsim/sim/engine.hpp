@@ -1,0 +1,15 @@
+#pragma once
+// The discrete-event engine. Integer time; events ordered by (time, priority, sequence) so runs
+// repeat bit for bit (STYLE §7). A task starts when its dependencies have ended and it is next on
+// every one of its streams; transfers progress at rates recomputed by progressive filling
+// (max-min fairness, as SimGrid's LMM) whenever a transfer starts or ends on a shared link.
+#include "trainsim/sim/task_graph.hpp"
+#include "trainsim/sim/timeline.hpp"
+
+namespace trainsim::sim {
+
+// Throws InternalError when tasks can never start (a dependency cycle, or streams whose orders
+// wait on one another).
+Timeline run(const TaskGraph& graph);
+
+}  // namespace trainsim::sim

@@ -1,0 +1,127 @@
+#pragma once
+// What the engine runs: tasks on streams (serial FIFO resources, like CUDA streams), with
+// dependencies, durations, shared-link demands and memory effects. Generic: the engine knows
+// nothing of pipelines, ZeRO or tensor parallelism (STYLE §1); lower/ builds these graphs.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "trainsim/util/strong_id.hpp"
+#include "trainsim/util/units.hpp"
+
+namespace trainsim::sim {
+
+using TaskId = StrongId<struct TaskTag>;
+using StreamId = StrongId<struct StreamTag>;
+using PoolId = StrongId<struct PoolTag>;
+using LoadId = StrongId<struct LoadTag>;
+
+// Runs for a fixed time.
+struct ComputeWork {
+  Duration duration;
+};
+
+// A transfer: a fixed latency, then `transfer` of bandwidth-bound time when alone on its links.
+// While several transfers share a link they share its capacity (flow-level max-min fairness).
+struct CommWork {
+  Duration latency;
+  Duration transfer;
+  LoadId load;             // the share of each link's capacity the transfer uses when alone
+  std::int64_t bytes = 0;  // payload, for reports (the engine does not need it)
+};
+
+using Work = std::variant<ComputeWork, CommWork>;
+
+// One link's share: the fraction of its capacity a transfer uses when it runs alone (≤ 1; 1 on
+// its bottleneck).
+struct LinkShare {
+  std::uint32_t link = 0;
+  double share = 0;
+};
+
+inline constexpr std::size_t kMemoryKinds = 4;  // labels for breakdowns at the peak; 0 is the baseline's
+
+struct MemoryEffect {
+  PoolId pool;
+  std::int64_t bytes = 0;  // allocated (> 0) or freed (< 0)
+  bool at_end = false;     // when the task ends rather than when it starts
+  std::uint8_t kind = 1;   // < kMemoryKinds
+};
+
+// Stream kinds are labels for reports and timelines; the engine treats all streams alike.
+struct StreamInfo {
+  std::string name;           // "compute", "tp-comm", ...
+  std::uint32_t process = 0;  // the rank it belongs to
+  std::uint16_t kind = 0;
+};
+
+struct PoolInfo {
+  std::uint32_t process = 0;
+  std::int64_t baseline = 0;  // bytes held before the first task (weights, optimizer state, runtime)
+};
+
+// A task's name: a label, interned, and a number that replaces the label's '#' ("F# L3" with 12 is
+// "F12 L3"). Labels repeat across micro-batches; the numbers keep names cheap to store.
+struct TaskName {
+  std::string_view label;
+  std::int32_t number = -1;
+  TaskName(std::string_view l, std::int32_t n = -1) : label(l), number(n) {}  // NOLINT: implicit on purpose
+  TaskName(const char* l) : label(l) {}                                       // NOLINT
+};
+
+class TaskGraph {
+ public:
+  StreamId add_stream(StreamInfo info);
+  PoolId add_pool(PoolInfo info);
+  LoadId add_load(std::vector<LinkShare> shares);
+
+  // A task on one or more streams (a collective occupies the stream of every participant). Tasks
+  // start in the order they were added on each of their streams, once every dependency has ended.
+  TaskId add_task(TaskName name, std::span<const StreamId> streams, Work work, std::span<const TaskId> deps = {},
+                  std::uint16_t category = 0, std::int32_t priority = 0);
+  TaskId add_task(TaskName name, StreamId stream, Work work, std::span<const TaskId> deps = {},
+                  std::uint16_t category = 0, std::int32_t priority = 0) {
+    return add_task(name, std::span<const StreamId>(&stream, 1), work, deps, category, priority);
+  }
+  void add_dependency(TaskId task, TaskId on);  // before the graph runs
+  void add_memory(TaskId task, MemoryEffect effect);
+
+  std::size_t num_tasks() const { return tasks_.size(); }
+  std::size_t num_streams() const { return streams_.size(); }
+  std::size_t num_pools() const { return pools_.size(); }
+  const StreamInfo& stream(StreamId s) const { return streams_[s.index()]; }
+  const PoolInfo& pool(PoolId p) const { return pools_[p.index()]; }
+  const std::vector<LinkShare>& load(LoadId l) const { return loads_[l.index()]; }
+
+  struct Task {
+    std::uint32_t label = 0;  // interned
+    std::int32_t number = -1;
+    Work work;
+    std::vector<StreamId> streams;
+    std::vector<TaskId> deps;
+    std::vector<MemoryEffect> memory;
+    std::uint16_t category = 0;
+    std::int32_t priority = 0;
+  };
+  const Task& task(TaskId t) const { return tasks_[t.index()]; }
+  std::string name(TaskId t) const;
+  // Tasks of a stream in issue order.
+  const std::vector<TaskId>& stream_tasks(StreamId s) const { return stream_tasks_[s.index()]; }
+
+ private:
+  std::uint32_t intern(std::string_view name);
+  std::vector<Task> tasks_;
+  std::vector<StreamInfo> streams_;
+  std::vector<std::vector<TaskId>> stream_tasks_;
+  std::vector<PoolInfo> pools_;
+  std::vector<std::vector<LinkShare>> loads_;
+  std::vector<std::string> names_;
+  // Looked up only, never iterated: hash order cannot reach any output.
+  std::unordered_map<std::string, std::uint32_t> name_index_;
+};
+
+}  // namespace trainsim::sim

@@ -1,0 +1,211 @@
+#include "lower/context.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "trainsim/model/flops.hpp"
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::lower {
+namespace {
+
+using spec::ParallelDim;
+
+// Ranks simulated: all of them, or the first rank of every pipeline stage (tp = cp = ep = dp = 0),
+// which stands for its stage: identical data-parallel replicas and tensor-parallel peers.
+std::vector<int> simulated_ranks(const topo::Placement& p, bool full) {
+  std::vector<int> out;
+  for (int r = 0; r < p.world_size(); ++r) {
+    const bool first = p.coordinate(r, ParallelDim::Tp) == 0 && p.coordinate(r, ParallelDim::Cp) == 0 &&
+                       p.coordinate(r, ParallelDim::Ep) == 0 && p.coordinate(r, ParallelDim::Dp) == 0;
+    if (full || first) out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOptions& options, Lowered& out)
+    : job_(&job),
+      costs_(&costs),
+      options_(&options),
+      out_(&out),
+      placement_(topo::Placement::from_strategy(job.strategy, job.dp)),
+      kernels_{.device = &job.cluster.device,
+               .dtype = job.workload.training.dtype,
+               .attention = model::AttentionKind::Flash,
+               .tuning = options.kernel},
+      shape_(model::gpu_layer_shape(job)) {
+  if (job.strategy.attention == spec::AttentionImpl::Unfused) kernels_.attention = model::AttentionKind::Unfused;
+  stage_ranks_.resize(static_cast<std::size_t>(job.strategy.pp));
+  const auto memory = model::estimate_memory(job, options.memory);
+  for (const int r : simulated_ranks(placement_, options.full)) {
+    SimulatedRank sr;
+    sr.rank = r;
+    sr.stage = placement_.coordinate(r, ParallelDim::Pp);
+    for (int k = 0; k < kStreamKinds; ++k) {
+      sr.streams[static_cast<std::size_t>(k)] =
+          out.graph.add_stream({std::string(stream_kind_name(static_cast<StreamKind>(k))),
+                                static_cast<std::uint32_t>(r), static_cast<std::uint16_t>(k)});
+    }
+    const auto& stage_memory = memory.stages.at(static_cast<std::size_t>(sr.stage));
+    sr.static_memory = stage_memory;
+    const auto& b = stage_memory.bytes;
+    // Weights, gradients, optimizer state and the runtime reserve are held all step; activations
+    // and communication buffers come and go with the tasks.
+    const std::int64_t baseline = (b.params + b.grads + b.optimizer + options.memory.runtime_reserved).count;
+    sr.pool = out.graph.add_pool({static_cast<std::uint32_t>(r), baseline});
+    rank_index_[r] = out.ranks.size();
+    stage_ranks_[static_cast<std::size_t>(sr.stage)].push_back(out.ranks.size());
+    out.ranks.push_back(sr);
+  }
+  pending_.resize(out.ranks.size());
+  out.fold = placement_.world_size() / static_cast<std::int64_t>(out.ranks.size());
+}
+
+sim::StreamId Context::stream_of(std::size_t rank_index, StreamKind kind) const {
+  return out_->ranks[rank_index].streams[static_cast<std::size_t>(kind)];
+}
+
+std::size_t Context::index_of_rank(int rank) const {
+  const auto it = rank_index_.find(rank);
+  SIM_ASSERT(it != rank_index_.end(), "rank {} is not simulated", rank);
+  return it->second;
+}
+
+void Context::wait(int stage, StreamKind stream, const TaskList& tasks) {
+  const auto& ranks = stage_ranks(stage);
+  SIM_ASSERT(tasks.size() == ranks.size(), "task list of {} for a stage of {} ranks", tasks.size(), ranks.size());
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    if (tasks[i] != kNoTask) pending_[ranks[i]][static_cast<std::size_t>(stream)].push_back(tasks[i]);
+}
+
+std::vector<sim::TaskId> Context::take_pending(std::size_t rank_index, StreamKind kind) {
+  auto deps = std::move(pending_[rank_index][static_cast<std::size_t>(kind)]);
+  pending_[rank_index][static_cast<std::size_t>(kind)].clear();
+  std::sort(deps.begin(), deps.end());
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  return deps;
+}
+
+TaskList Context::compute(int stage, sim::TaskName name, Duration duration, Category category) {
+  TaskList out;
+  for (const auto i : stage_ranks(stage)) {
+    const auto deps = take_pending(i, StreamKind::Compute);
+    out.push_back(graph().add_task(name, stream_of(i, StreamKind::Compute), sim::ComputeWork{duration}, deps,
+                                   static_cast<std::uint16_t>(category)));
+  }
+  return out;
+}
+
+sim::LoadId Context::load_for(const cost::CollectivePlan& plan) {
+  if (const auto it = loads_.find(&plan); it != loads_.end()) return it->second;
+  const auto& topo = costs_->topology();
+  const auto loads = plan.total_loads();
+  double worst = 0;
+  for (const auto& l : loads) worst = std::max(worst, l.bytes_per_byte / topo.link(l.link).usable().bytes_per_s);
+  std::vector<sim::LinkShare> shares;
+  for (const auto& l : loads) {
+    const double share = l.bytes_per_byte / topo.link(l.link).usable().bytes_per_s / worst;
+    if (share > 1e-6) shares.push_back({l.link.value, std::min(share, 1.0)});
+  }
+  const auto id = graph().add_load(std::move(shares));
+  loads_.emplace(&plan, id);
+  return id;
+}
+
+sim::CommWork Context::comm_work(const cost::CollectiveCost& c, Bytes bytes) {
+  if (!c.plan) return {Duration::zero(), Duration::zero(), graph().add_load({}), bytes.count};
+  return {c.latency, c.time - c.latency, load_for(*c.plan), bytes.count};
+}
+
+TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
+                             std::span<const ParallelDim> dims, StreamKind stream, Category category) {
+  const auto& ranks = stage_ranks(stage);
+  TaskList out(ranks.size(), kNoTask);
+  const std::vector<ParallelDim> key_dims(dims.begin(), dims.end());
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (out[i] != kNoTask) continue;
+    const int r = rank(ranks[i]).rank;
+    const auto devices = placement_.group(dims, r);
+    // the simulated members of r's group, in the stage's order
+    std::vector<std::size_t> members;
+    for (std::size_t j = i; j < ranks.size(); ++j)
+      if (std::binary_search(devices.begin(), devices.end(),
+                             topo::DeviceId{static_cast<std::uint32_t>(rank(ranks[j]).rank)}))
+        members.push_back(j);
+    auto [it, inserted] = groups_.try_emplace({key_dims, static_cast<int>(devices.front().value)}, 0);
+    if (inserted) it->second = costs_->intern(cost::Group{devices});
+    const auto c = costs_->cost(cost::make_collective(kind, bytes), it->second);
+    std::vector<sim::StreamId> streams;
+    std::vector<sim::TaskId> deps;
+    for (const auto j : members) {
+      streams.push_back(stream_of(ranks[j], stream));
+      const auto d = take_pending(ranks[j], stream);
+      deps.insert(deps.end(), d.begin(), d.end());
+    }
+    std::sort(deps.begin(), deps.end());
+    const auto task = graph().add_task(name, streams, comm_work(c, bytes), deps, static_cast<std::uint16_t>(category));
+    for (const auto j : members) out[j] = task;
+  }
+  return out;
+}
+
+TaskList Context::collective_between(int stage_a, int stage_b, sim::TaskName name, Bytes bytes, StreamKind stream,
+                                     TaskList& on_b) {
+  const auto& a = stage_ranks(stage_a);
+  TaskList out;
+  on_b.assign(stage_ranks(stage_b).size(), kNoTask);
+  for (const auto i : a) {
+    const int ra = rank(i).rank;
+    const int rb = static_cast<int>(placement_.group(ParallelDim::Pp, ra)[static_cast<std::size_t>(stage_b)].value);
+    const auto j = index_of_rank(rb);
+    const auto c = costs_->cost(cost::AllReduce{bytes},
+                                cost::Group{{topo::DeviceId{static_cast<std::uint32_t>(std::min(ra, rb))},
+                                             topo::DeviceId{static_cast<std::uint32_t>(std::max(ra, rb))}}});
+    auto deps = take_pending(i, stream);
+    const auto more = take_pending(j, stream);
+    deps.insert(deps.end(), more.begin(), more.end());
+    std::sort(deps.begin(), deps.end());
+    const sim::StreamId streams[] = {stream_of(i, stream), stream_of(j, stream)};
+    const auto task =
+        graph().add_task(name, streams, comm_work(c, bytes), deps, static_cast<std::uint16_t>(Category::DpComm));
+    out.push_back(task);
+    const auto& b = stage_ranks(stage_b);
+    on_b[static_cast<std::size_t>(std::find(b.begin(), b.end(), j) - b.begin())] = task;
+  }
+  return out;
+}
+
+TaskList Context::transfer(int from, int to, sim::TaskName name, Bytes bytes, bool forward) {
+  const auto send = forward ? StreamKind::PpSendNext : StreamKind::PpSendPrev;
+  const auto recv = forward ? StreamKind::PpRecvPrev : StreamKind::PpRecvNext;
+  const auto& receivers = stage_ranks(to);
+  TaskList out(receivers.size(), kNoTask);
+  for (const auto i : stage_ranks(from)) {
+    const int src = rank(i).rank;
+    const int dst = static_cast<int>(placement_.group(ParallelDim::Pp, src)[static_cast<std::size_t>(to)].value);
+    const auto j = index_of_rank(dst);
+    const auto c = costs_->p2p(topo::DeviceId{static_cast<std::uint32_t>(src)},
+                               topo::DeviceId{static_cast<std::uint32_t>(dst)}, bytes);
+    auto deps = take_pending(i, send);
+    const auto more = take_pending(j, recv);
+    deps.insert(deps.end(), more.begin(), more.end());
+    std::sort(deps.begin(), deps.end());
+    const sim::StreamId streams[] = {stream_of(i, send), stream_of(j, recv)};
+    const auto task =
+        graph().add_task(name, streams, comm_work(c, bytes), deps, static_cast<std::uint16_t>(Category::PpComm));
+    out[static_cast<std::size_t>(std::find(receivers.begin(), receivers.end(), j) - receivers.begin())] = task;
+  }
+  return out;
+}
+
+void Context::memory(int stage, const TaskList& tasks, std::int64_t bytes, MemoryKind kind, bool at_end) {
+  if (bytes == 0) return;
+  const auto& ranks = stage_ranks(stage);
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    graph().add_memory(tasks[i], {rank(ranks[i]).pool, bytes, at_end, static_cast<std::uint8_t>(kind)});
+}
+
+}  // namespace trainsim::lower

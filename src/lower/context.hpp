@@ -1,0 +1,73 @@
+#pragma once
+// The lowering's working state: the simulated ranks of every stage, their streams, and helpers
+// that issue compute, collective and transfer tasks on all ranks of a stage at once. Streams
+// behave like CUDA streams: tasks run in issue order, and wait(...) adds dependencies to the next
+// task issued on a stream (as cudaStreamWaitEvent does). Private to lower/.
+#include <map>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "trainsim/lower/lowering.hpp"
+#include "trainsim/lower/schedule.hpp"
+#include "trainsim/topo/placement.hpp"
+
+namespace trainsim::lower {
+
+inline constexpr sim::TaskId kNoTask{0xffffffffu};
+// One task per simulated rank of a stage, in the order of Context::stage_ranks(stage).
+using TaskList = std::vector<sim::TaskId>;
+
+class Context {
+ public:
+  Context(const spec::Job& job, cost::CostModel& costs, const LoweringOptions& options, Lowered& out);
+
+  const spec::Job& job() const { return *job_; }
+  const LoweringOptions& options() const { return *options_; }
+  const topo::Placement& placement() const { return placement_; }
+  const model::KernelContext& kernels() const { return kernels_; }
+  const model::LayerShape& shape() const { return shape_; }
+  cost::CostModel& costs() { return *costs_; }
+  sim::TaskGraph& graph() { return out_->graph; }
+  int stages() const { return static_cast<int>(stage_ranks_.size()); }
+  const std::vector<std::size_t>& stage_ranks(int stage) const { return stage_ranks_[static_cast<std::size_t>(stage)]; }
+  const SimulatedRank& rank(std::size_t index) const { return out_->ranks[index]; }
+
+  // Dependencies for the next task on `stream` of every rank of `stage` (kNoTask entries ignored).
+  void wait(int stage, StreamKind stream, const TaskList& tasks);
+
+  TaskList compute(int stage, sim::TaskName name, Duration duration, Category category);
+  // One collective per group along `dims` among the stage's ranks, on their `stream`; costed on the
+  // whole group the placement gives (all its ranks, simulated or not).
+  TaskList collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
+                      std::span<const spec::ParallelDim> dims, StreamKind stream, Category category);
+  // A collective among explicitly given ranks of two stages (the tied-embedding all-reduce).
+  TaskList collective_between(int stage_a, int stage_b, sim::TaskName name, Bytes bytes, StreamKind stream,
+                              TaskList& on_b);
+  // From every rank of `from` to its peer in `to` (same coordinates but the stage); returns the
+  // transfers in the order of `to`'s ranks.
+  TaskList transfer(int from, int to, sim::TaskName name, Bytes bytes, bool forward);
+  void memory(int stage, const TaskList& tasks, std::int64_t bytes, MemoryKind kind, bool at_end);
+
+ private:
+  sim::StreamId stream_of(std::size_t rank_index, StreamKind kind) const;
+  sim::LoadId load_for(const cost::CollectivePlan& plan);
+  sim::CommWork comm_work(const cost::CollectiveCost& cost, Bytes bytes);
+  std::vector<sim::TaskId> take_pending(std::size_t rank_index, StreamKind kind);
+  std::size_t index_of_rank(int rank) const;
+
+  const spec::Job* job_;
+  cost::CostModel* costs_;
+  const LoweringOptions* options_;
+  Lowered* out_;
+  topo::Placement placement_;
+  model::KernelContext kernels_;
+  model::LayerShape shape_;
+  std::vector<std::vector<std::size_t>> stage_ranks_;
+  std::map<int, std::size_t> rank_index_;
+  std::vector<std::array<std::vector<sim::TaskId>, kStreamKinds>> pending_;
+  std::map<const cost::CollectivePlan*, sim::LoadId> loads_;
+  std::map<std::pair<std::vector<spec::ParallelDim>, int>, cost::GroupId> groups_;
+};
+
+}  // namespace trainsim::lower

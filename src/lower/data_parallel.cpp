@@ -1,0 +1,212 @@
+#include "lower/data_parallel.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "trainsim/model/params.hpp"
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::lower {
+
+using cost::CollectiveKind;
+using spec::ParallelDim;
+
+std::vector<int> chunk_units(const spec::Job& job, int stage, int chunk) {
+  const int pp = job.strategy.pp;
+  const int vpp = job.strategy.vpp;
+  const int per_chunk = job.stage_layers[static_cast<std::size_t>(stage)] / vpp;
+  std::vector<int> units;
+  if (stage == 0 && chunk == 0) units.push_back(kEmbeddingUnit);
+  const bool uniform = std::all_of(job.stage_layers.begin(), job.stage_layers.end(),
+                                   [&](int l) { return l == job.stage_layers.front(); });
+  int first = 0;
+  if (uniform) {
+    // Megatron-LM: virtual stage chunk·pp + stage holds the layers of that position in the model.
+    first = (chunk * pp + stage) * per_chunk;
+  } else {
+    for (int s = 0; s < stage; ++s) first += job.stage_layers[static_cast<std::size_t>(s)];
+    first += chunk * per_chunk;
+  }
+  for (int i = 0; i < per_chunk; ++i) units.push_back(first + i);
+  if (stage == pp - 1 && chunk == vpp - 1) units.push_back(kHeadUnit);
+  return units;
+}
+
+DataParallel::DataParallel(Context& ctx)
+    : ctx_(ctx),
+      zero_(ctx.job().strategy.zero),
+      microbatches_(ctx.job().micro_batches),
+      bucket_params_(std::max(ctx.options().min_bucket_params, 1e6 * static_cast<double>(ctx.job().dp))),
+      stages_(static_cast<std::size_t>(ctx.stages())) {
+  // Dense gradients reduce over every data-parallel rank (and context-parallel: CP ranks hold the
+  // same weights); expert gradients over the ranks holding the same experts.
+  dense_dims_ = {ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp};
+  expert_dims_ = {ParallelDim::Cp, ParallelDim::Dp};
+  for (int s = 0; s < ctx.stages(); ++s) build_buckets(s);
+}
+
+DataParallel::UnitParams DataParallel::unit_params(int /*stage*/, int unit) const {
+  const auto& job = ctx_.job();
+  if (unit == kEmbeddingUnit) return {model::embedding_params_on_gpu(job), 0};
+  if (unit == kHeadUnit) return {model::head_params_on_gpu(job), 0};
+  const auto p = model::layer_params_on_gpu(job.workload.model, model::is_moe_layer(job.workload.model, unit),
+                                            job.strategy.tp, job.strategy.ep);
+  return {p.dense, p.expert};
+}
+
+void DataParallel::build_buckets(int stage) {
+  auto& st = stages_[static_cast<std::size_t>(stage)];
+  for (int c = 0; c < ctx_.job().strategy.vpp; ++c) {
+    auto units = chunk_units(ctx_.job(), stage, c);
+    std::reverse(units.begin(), units.end());  // gradients appear in backward order
+    Bucket current;
+    for (const int u : units) {
+      const auto p = unit_params(stage, u);
+      current.dense += p.dense;
+      current.expert += p.expert;
+      ++current.pending;
+      st.bucket_of[{c, u}] = st.buckets.size();
+      if (current.dense + current.expert >= bucket_params_) {
+        st.buckets.push_back(current);
+        current = {};
+      }
+    }
+    if (current.pending > 0) st.buckets.push_back(current);
+  }
+  st.reductions.clear();
+}
+
+TaskList DataParallel::gather(int stage, const UnitParams& p, std::string_view name) {
+  const auto w = spec::dtype_bytes(ctx_.job().workload.training.dtype == spec::Dtype::Fp32 ? spec::Dtype::Fp32
+                                                                                           : spec::Dtype::Bf16);
+  TaskList last;
+  if (p.dense > 0)
+    last = ctx_.collective(stage, name, CollectiveKind::AllGather, Bytes::from_double(p.dense * w), dense_dims_,
+                           StreamKind::DpComm, Category::DpComm);
+  if (p.expert > 0)
+    last = ctx_.collective(stage, name, CollectiveKind::AllGather, Bytes::from_double(p.expert * w), expert_dims_,
+                           StreamKind::DpComm, Category::DpComm);
+  return last;
+}
+
+void DataParallel::reduce(int stage, const UnitParams& p, bool scatter, std::string_view name) {
+  const auto g = spec::dtype_bytes(ctx_.job().workload.training.dtype == spec::Dtype::Fp32 ? spec::Dtype::Fp32
+                                                                                           : spec::Dtype::Bf16);
+  const auto kind = scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+  auto& st = stages_[static_cast<std::size_t>(stage)];
+  if (p.dense > 0)
+    st.reductions.push_back(ctx_.collective(stage, name, kind, Bytes::from_double(p.dense * g), dense_dims_,
+                                            StreamKind::DpComm, Category::DpComm));
+  if (p.expert > 0)
+    st.reductions.push_back(ctx_.collective(stage, name, kind, Bytes::from_double(p.expert * g), expert_dims_,
+                                            StreamKind::DpComm, Category::DpComm));
+}
+
+void DataParallel::start_of_step() {
+  if (zero_ != 1 && zero_ != 2) return;
+  for (int s = 0; s < ctx_.stages(); ++s) {
+    auto& st = stages_[static_cast<std::size_t>(s)];
+    // in forward order: the last buckets (of the first chunk's first layers) first
+    st.gathers_at_start.assign(st.buckets.size(), {});
+    for (std::size_t b = st.buckets.size(); b-- > 0;) {
+      const auto& bucket = st.buckets[b];
+      st.gathers_at_start[b] = gather(s, {bucket.dense, bucket.expert}, fmt::format("param all-gather b{}", b));
+    }
+  }
+}
+
+void DataParallel::before_pass(int stage, int chunk, int unit, int microbatch, bool forward, const TaskList& previous) {
+  auto& st = stages_[static_cast<std::size_t>(stage)];
+  if ((zero_ == 1 || zero_ == 2) && forward && microbatch == 0) {
+    ctx_.wait(stage, StreamKind::Compute, st.gathers_at_start.at(st.bucket_of.at({chunk, unit})));
+    return;
+  }
+  if (zero_ != 3) return;
+  auto units = chunk_units(ctx_.job(), stage, chunk);
+  if (!forward) std::reverse(units.begin(), units.end());
+  const auto pos = std::find(units.begin(), units.end(), unit) - units.begin();
+  const auto issue = [&](int u) {
+    const auto key = std::make_tuple(u, microbatch, forward);
+    const auto g = gather(stage, unit_params(stage, u), fmt::format("zero3 gather {}{}", forward ? "F" : "B", u));
+    const auto p = unit_params(stage, u);
+    const auto w = spec::dtype_bytes(spec::Dtype::Bf16);
+    ctx_.memory(stage, g, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
+    st.gathered[key] = g;
+  };
+  if (!st.gathered.contains({unit, microbatch, forward})) issue(unit);
+  // prefetch the next unit once the previous unit has run (at most two units gathered at once)
+  if (static_cast<std::size_t>(pos) + 1 < units.size()) {
+    const int next = units[static_cast<std::size_t>(pos) + 1];
+    if (!st.gathered.contains({next, microbatch, forward})) {
+      ctx_.wait(stage, StreamKind::DpComm, previous);
+      issue(next);
+    }
+  }
+  ctx_.wait(stage, StreamKind::Compute, st.gathered.at({unit, microbatch, forward}));
+}
+
+void DataParallel::after_pass(int stage, int unit, bool /*forward*/, const TaskList& last) {
+  if (zero_ != 3) return;
+  const auto p = unit_params(stage, unit);
+  ctx_.memory(stage, last, -static_cast<std::int64_t>((p.dense + p.expert) * 2), MemoryKind::Buffers, true);
+}
+
+void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatch, const TaskList& last) {
+  auto& st = stages_[static_cast<std::size_t>(stage)];
+  ctx_.wait(stage, StreamKind::DpComm, last);
+  if (zero_ >= 2) {
+    // every micro-batch: the unit's full gradients exist until their reduce-scatter ends
+    const auto p = unit_params(stage, unit);
+    ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * 2), MemoryKind::Buffers, true);
+    reduce(stage, p, true, fmt::format("grad reduce-scatter {}", unit));
+    ctx_.memory(stage, st.reductions.back(), -static_cast<std::int64_t>((p.dense + p.expert) * 2), MemoryKind::Buffers,
+                true);
+    return;
+  }
+  if (microbatch + 1 < microbatches_) return;
+  const auto b = st.bucket_of.at({chunk, unit});
+  auto& bucket = st.buckets[b];
+  if (--bucket.pending > 0) return;
+  reduce(stage, {bucket.dense, bucket.expert}, zero_ == 1,
+         fmt::format("grad {} b{}", zero_ == 1 ? "reduce-scatter" : "all-reduce", b));
+}
+
+void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
+  const auto& job = ctx_.job();
+  const int pp = ctx_.stages();
+  // Megatron keeps the tied word embedding on the first and last stages: their gradients are summed.
+  if (pp > 1 && job.workload.model.tied_embeddings) {
+    const double params = static_cast<double>((job.workload.model.vocab + job.strategy.tp - 1) / job.strategy.tp) *
+                          static_cast<double>(job.workload.model.hidden);
+    ctx_.wait(0, StreamKind::DpComm, last_compute.front());
+    ctx_.wait(pp - 1, StreamKind::DpComm, last_compute.back());
+    TaskList on_last;
+    const auto first = ctx_.collective_between(0, pp - 1, "tied embedding all-reduce", Bytes::from_double(params * 2),
+                                               StreamKind::DpComm, on_last);
+    stages_.front().reductions.push_back(first);
+    stages_.back().reductions.push_back(on_last);
+  }
+  const ParallelDim model_parallel[] = {ParallelDim::Tp, ParallelDim::Pp};
+  const auto stage_params = model::stage_params(job);
+  for (int s = 0; s < pp; ++s) {
+    auto& st = stages_[static_cast<std::size_t>(s)];
+    for (const auto& r : st.reductions) ctx_.wait(s, StreamKind::DpComm, r);
+    ctx_.wait(s, StreamKind::DpComm, last_compute[static_cast<std::size_t>(s)]);
+    // the gradient norm for clipping: a few bytes over the model-parallel (and, sharded, data-parallel) group
+    auto norm = ctx_.collective(s, "grad-norm all-reduce", CollectiveKind::AllReduce, Bytes{8}, model_parallel,
+                                StreamKind::DpComm, Category::DpComm);
+    if (zero_ >= 1)
+      norm = ctx_.collective(s, "grad-norm all-reduce", CollectiveKind::AllReduce, Bytes{8}, dense_dims_,
+                             StreamKind::DpComm, Category::DpComm);
+    ctx_.wait(s, StreamKind::Compute, norm);
+    const auto& p = stage_params.at(static_cast<std::size_t>(s));
+    const double shards = zero_ >= 1 ? static_cast<double>(job.dp * job.strategy.cp) : 1.0;
+    const double expert_shards = zero_ >= 1 ? std::max(1.0, shards / job.strategy.ep) : 1.0;
+    const double local = p.dense / shards + p.expert / expert_shards;
+    ctx_.compute(s, "optimizer step", model::optimizer_time(local, job.workload.training.optimizer, ctx_.kernels()),
+                 Category::Optimizer);
+  }
+}
+
+}  // namespace trainsim::lower

@@ -1,0 +1,70 @@
+#pragma once
+// Data parallelism and ZeRO: gradient buckets reduced as the last micro-batch's backward produces
+// them (Megatron-LM/PyTorch DDP), reduce-scatter with a sharded optimizer and the parameter
+// all-gather overlapped with the next forward (ZeRO-1, Megatron's distributed optimizer),
+// gradients reduce-scattered unit by unit every micro-batch (ZeRO-2), parameters gathered per unit
+// before forward and backward with one unit of prefetch (ZeRO-3/FSDP); then the optimizer step.
+// Private to lower/.
+#include <map>
+#include <vector>
+
+#include "lower/context.hpp"
+
+namespace trainsim::lower {
+
+// A unit of parameters: a transformer layer (its global index), the embedding or the head.
+inline constexpr int kEmbeddingUnit = -1;
+inline constexpr int kHeadUnit = -2;
+
+// The units of a stage's model chunk in forward order: embedding (first virtual stage), layers,
+// head (last virtual stage).
+std::vector<int> chunk_units(const spec::Job& job, int stage, int chunk);
+
+class DataParallel {
+ public:
+  explicit DataParallel(Context& ctx);
+
+  void start_of_step();
+  // Before a unit's forward or backward (its pass order given): the compute stream waits for its
+  // parameters; ZeRO-3 gathers them and prefetches the next unit once `previous` has run.
+  void before_pass(int stage, int chunk, int unit, int microbatch, bool forward, const TaskList& previous);
+  // After the pass: ZeRO-3 releases the gathered parameters when `last` ends.
+  void after_pass(int stage, int unit, bool forward, const TaskList& last);
+  // A unit's weight gradients for a micro-batch are complete when `last` ends.
+  void gradients_ready(int stage, int chunk, int unit, int microbatch, const TaskList& last);
+  // The remaining reductions, the tied-embedding all-reduce, the gradient norm and the optimizer.
+  void end_of_step(const std::vector<TaskList>& last_compute);
+
+ private:
+  struct UnitParams {
+    double dense = 0;
+    double expert = 0;
+  };
+  struct Bucket {
+    double dense = 0;
+    double expert = 0;
+    int pending = 0;  // units still to finish their last micro-batch
+  };
+  struct StageState {
+    std::map<std::pair<int, int>, std::size_t> bucket_of;  // (chunk, unit) -> bucket
+    std::vector<Bucket> buckets;
+    std::vector<TaskList> gathers_at_start;                   // ZeRO-1/2, per bucket
+    std::map<std::tuple<int, int, bool>, TaskList> gathered;  // ZeRO-3 (unit, microbatch, forward)
+    std::vector<TaskList> reductions;
+  };
+
+  UnitParams unit_params(int stage, int unit) const;
+  void build_buckets(int stage);
+  TaskList gather(int stage, const UnitParams& p, std::string_view name);
+  void reduce(int stage, const UnitParams& p, bool scatter, std::string_view name);
+
+  Context& ctx_;
+  int zero_;
+  std::int64_t microbatches_;
+  double bucket_params_;
+  std::vector<StageState> stages_;
+  std::vector<spec::ParallelDim> dense_dims_;
+  std::vector<spec::ParallelDim> expert_dims_;
+};
+
+}  // namespace trainsim::lower

@@ -1,0 +1,188 @@
+#include "trainsim/lower/lowering.hpp"
+
+#include <fmt/format.h>
+
+#include "lower/context.hpp"
+#include "lower/data_parallel.hpp"
+#include "lower/passes.hpp"
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::lower {
+namespace {
+
+constexpr spec::ParallelDim kTp[] = {spec::ParallelDim::Tp};
+
+// The stage and chunk before and after a virtual stage (chunk·pp + stage) in the model's order.
+struct VirtualStage {
+  int stage;
+  int chunk;
+};
+
+std::optional<VirtualStage> previous_virtual(int stage, int chunk, int pp) {
+  if (stage > 0) return VirtualStage{stage - 1, chunk};
+  if (chunk > 0) return VirtualStage{pp - 1, chunk - 1};
+  return std::nullopt;
+}
+
+std::optional<VirtualStage> next_virtual(int stage, int chunk, int pp, int vpp) {
+  if (stage + 1 < pp) return VirtualStage{stage + 1, chunk};
+  if (chunk + 1 < vpp) return VirtualStage{0, chunk + 1};
+  return std::nullopt;
+}
+
+class Driver {
+ public:
+  Driver(Context& ctx, DataParallel& dp, Passes& passes) : ctx_(ctx), dp_(dp), passes_(passes) {
+    const auto& s = ctx.job().strategy;
+    schedules_ = make_schedule(s.schedule, s.pp, s.vpp, ctx.job().micro_batches);
+    const auto& shape = ctx.shape();
+    // Megatron sends 1/tp of the activations per tp rank (already sharded under SP; with the
+    // scatter-gather optimisation otherwise, all-gathered over NVLink on arrival).
+    const double act = static_cast<double>(shape.micro_batch * (shape.seq_len / shape.cp)) *
+                       static_cast<double>(ctx.job().workload.model.hidden) * 2.0;
+    boundary_ = Bytes::from_double(act / shape.tp);
+    gather_after_recv_ = shape.tp > 1 && !shape.sp;
+    full_activation_ = Bytes::from_double(act);
+  }
+
+  void run() {
+    dp_.start_of_step();
+    const int pp = ctx_.stages();
+    std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);
+    std::vector<TaskList> last(static_cast<std::size_t>(pp));
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (int s = 0; s < pp; ++s) {
+        auto& i = next[static_cast<std::size_t>(s)];
+        const auto& schedule = schedules_[static_cast<std::size_t>(s)];
+        if (i >= schedule.size() || !ready(s, schedule[i])) continue;
+        last[static_cast<std::size_t>(s)] = emit(s, schedule[i]);
+        ++i;
+        progress = true;
+      }
+    }
+    for (int s = 0; s < pp; ++s)
+      SIM_ASSERT(next[static_cast<std::size_t>(s)] == schedules_[static_cast<std::size_t>(s)].size(),
+                 "pipeline schedule of stage {} cannot proceed", s);
+    dp_.end_of_step(last);
+  }
+
+ private:
+  using Key = std::tuple<int, int, int>;  // stage, chunk, micro-batch
+
+  bool ready(int stage, const Action& a) const {
+    const int pp = ctx_.stages();
+    if (a.kind == PassKind::Forward) {
+      const auto prev = previous_virtual(stage, a.chunk, pp);
+      return !prev || forward_out_.contains({prev->stage, prev->chunk, a.microbatch});
+    }
+    if (a.kind == PassKind::Backward) {
+      const auto nxt = next_virtual(stage, a.chunk, pp, ctx_.job().strategy.vpp);
+      return !nxt || backward_out_.contains({nxt->stage, nxt->chunk, a.microbatch});
+    }
+    return backward_out_.contains({stage, a.chunk, a.microbatch});
+  }
+
+  void receive(int from, int to, const TaskList& produced, bool forward, int microbatch) {
+    ctx_.wait(from, forward ? StreamKind::PpSendNext : StreamKind::PpSendPrev, produced);
+    const auto t = ctx_.transfer(from, to, {forward ? "activations #" : "gradients #", microbatch}, boundary_, forward);
+    if (!gather_after_recv_) {
+      ctx_.wait(to, StreamKind::Compute, t);
+      return;
+    }
+    ctx_.wait(to, StreamKind::TpComm, t);
+    const auto g = ctx_.collective(to, "pp tp all-gather", cost::CollectiveKind::AllGather, full_activation_, kTp,
+                                   StreamKind::TpComm, Category::TpComm);
+    ctx_.wait(to, StreamKind::Compute, g);
+  }
+
+  TaskList emit(int stage, const Action& a) {
+    const int pp = ctx_.stages();
+    const Key key{stage, a.chunk, a.microbatch};
+    switch (a.kind) {
+      case PassKind::Forward: {
+        if (const auto prev = previous_virtual(stage, a.chunk, pp))
+          receive(prev->stage, stage, forward_out_.at({prev->stage, prev->chunk, a.microbatch}), true, a.microbatch);
+        return forward_out_[key] = passes_.forward(stage, a.chunk, a.microbatch);
+      }
+      case PassKind::Backward: {
+        if (const auto nxt = next_virtual(stage, a.chunk, pp, ctx_.job().strategy.vpp))
+          receive(nxt->stage, stage, backward_out_.at({nxt->stage, nxt->chunk, a.microbatch}), false, a.microbatch);
+        return backward_out_[key] = passes_.backward(stage, a.chunk, a.microbatch);
+      }
+      case PassKind::WeightGrad:
+        return passes_.weight_grad(stage, a.chunk, a.microbatch);
+    }
+    SIM_ASSERT(false, "unhandled pass kind");
+  }
+
+  Context& ctx_;
+  DataParallel& dp_;
+  Passes& passes_;
+  std::vector<StageSchedule> schedules_;
+  Bytes boundary_;
+  Bytes full_activation_;
+  bool gather_after_recv_ = false;
+  std::map<Key, TaskList> forward_out_;
+  std::map<Key, TaskList> backward_out_;
+};
+
+}  // namespace
+
+std::string_view stream_kind_name(StreamKind kind) {
+  switch (kind) {
+    case StreamKind::Compute:
+      return "compute";
+    case StreamKind::TpComm:
+      return "tp-comm";
+    case StreamKind::CpComm:
+      return "cp-comm";
+    case StreamKind::EpComm:
+      return "ep-comm";
+    case StreamKind::DpComm:
+      return "dp-comm";
+    case StreamKind::PpSendNext:
+      return "pp-send-next";
+    case StreamKind::PpRecvPrev:
+      return "pp-recv-prev";
+    case StreamKind::PpSendPrev:
+      return "pp-send-prev";
+    case StreamKind::PpRecvNext:
+      return "pp-recv-next";
+  }
+  return "?";
+}
+
+std::string_view category_name(Category c) {
+  switch (c) {
+    case Category::Compute:
+      return "compute";
+    case Category::Recompute:
+      return "recompute";
+    case Category::Optimizer:
+      return "optimizer";
+    case Category::TpComm:
+      return "tp";
+    case Category::CpComm:
+      return "cp";
+    case Category::EpComm:
+      return "ep";
+    case Category::DpComm:
+      return "dp";
+    case Category::PpComm:
+      return "pp";
+  }
+  return "?";
+}
+
+Lowered lower(const spec::Job& job, cost::CostModel& costs, const LoweringOptions& options) {
+  Lowered out;
+  Context ctx(job, costs, options, out);
+  DataParallel dp(ctx);
+  Passes passes(ctx, dp);
+  Driver(ctx, dp, passes).run();
+  return out;
+}
+
+}  // namespace trainsim::lower

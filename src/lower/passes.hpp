@@ -1,0 +1,49 @@
+#pragma once
+// The forward, backward and weight-gradient passes of a model chunk on a stage, kernel by kernel
+// grouped into compute tasks between communication points: Megatron-LM's tensor-parallel
+// all-reduces (or, with SP, all-gathers and reduce-scatters), context-parallel K/V all-gathers,
+// expert-parallel all-to-alls, recomputation, and the activation memory each pass holds.
+// Private to lower/.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lower/context.hpp"
+#include "lower/data_parallel.hpp"
+
+namespace trainsim::lower {
+
+class Passes {
+ public:
+  Passes(Context& ctx, DataParallel& dp);
+
+  // Each returns the last compute task of the pass on every rank of the stage.
+  TaskList forward(int stage, int chunk, int microbatch);
+  TaskList backward(int stage, int chunk, int microbatch);  // with weight gradients unless split
+  TaskList weight_grad(int stage, int chunk, int microbatch);
+
+ private:
+  struct Kernel {
+    std::string_view op;
+    model::Pass pass;
+  };
+  // Compute kernels queued until the next communication (or the end of the unit).
+  class Writer;
+
+  const std::vector<model::Op>& ops_of(int unit);
+  Duration duration(int unit, const std::vector<Kernel>& kernels);
+  void unit_forward(Writer& w, int unit, Category category);
+  void unit_backward(Writer& w, int unit, bool weights);
+  std::int64_t stored_activations(int unit) const;
+  std::int64_t recompute_activations(int unit) const;
+  Bytes kv_gather_bytes() const;
+  Bytes all_to_all_bytes() const;
+
+  Context& ctx_;
+  DataParallel& dp_;
+  bool split_;
+  std::map<int, std::vector<model::Op>> ops_;  // per unit kind: 0 dense, 1 MoE, embedding, head
+  std::map<std::pair<int, std::string>, Duration> durations_;
+};
+
+}  // namespace trainsim::lower

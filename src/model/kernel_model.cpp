@@ -1,0 +1,138 @@
+#include "trainsim/model/kernel_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::model {
+namespace {
+
+double ceil_div(double a, double b) {
+  return std::ceil(a / b);
+}
+
+// The rate compute-bound kernels are measured against: the datasheet peak, sustained.
+double peak(const KernelContext& ctx) {
+  const auto it = ctx.device->peak_flops.find(ctx.dtype);
+  SIM_ASSERT(it != ctx.device->peak_flops.end(), "no peak for the training dtype");
+  return it->second.flop_per_s * ctx.tuning.sustained_fraction;
+}
+
+double hbm(const KernelContext& ctx) {
+  return ctx.device->memory_bandwidth.bytes_per_s * ctx.tuning.hbm_efficiency;
+}
+
+// Wave and tile quantisation: useful outputs over the outputs the launched waves could compute.
+double utilisation(std::int64_t m, std::int64_t n, std::int64_t count, int sms, std::int64_t tm, std::int64_t tn) {
+  const double tiles = ceil_div(static_cast<double>(m), static_cast<double>(tm)) *
+                       ceil_div(static_cast<double>(n), static_cast<double>(tn)) * static_cast<double>(count);
+  const double waves = ceil_div(tiles, sms);
+  return static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(count) /
+         (waves * sms * static_cast<double>(tm * tn));
+}
+
+double gemm_seconds(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, const KernelContext& ctx) {
+  if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0;
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * count;
+  const double compute = flops / (peak(ctx) * gemm_efficiency(m, n, k, count, ctx.device->sms, ctx.tuning));
+  const double e = spec::dtype_bytes(ctx.dtype == spec::Dtype::Fp8 ? spec::Dtype::Bf16 : ctx.dtype);
+  const double bytes =
+      e * count *
+      (static_cast<double>(m) * static_cast<double>(k) + static_cast<double>(k) * static_cast<double>(n) +
+       static_cast<double>(m) * static_cast<double>(n));
+  return std::max(compute, bytes / hbm(ctx));
+}
+
+double elementwise_seconds(double bytes, const KernelContext& ctx) {
+  return bytes / hbm(ctx);
+}
+
+// Unfused attention (Megatron-LM before flash attention): Q·Kᵀ and P·V as batched GEMMs, and the
+// fused scale-mask-softmax plus dropout as memory-bound passes over the b·a·q·kv scores.
+double unfused_attention_seconds(const AttentionCore& a, Pass pass, const KernelContext& ctx, bool dropout) {
+  const std::int64_t batch = a.batch * a.heads;
+  const double scores = static_cast<double>(batch) * static_cast<double>(a.q_len) * static_cast<double>(a.kv_len);
+  const double e = 2;
+  const double softmax = (pass == Pass::Forward ? 2 * e : 3 * e) * scores;
+  const double drop = dropout ? (2 * e + 1) * scores : 0;
+  if (pass == Pass::Forward)
+    return gemm_seconds(a.q_len, a.kv_len, a.head_dim, batch, ctx) +
+           gemm_seconds(a.q_len, a.head_dim, a.kv_len, batch, ctx) + elementwise_seconds(softmax + drop, ctx);
+  // dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q
+  return gemm_seconds(a.q_len, a.kv_len, a.head_dim, batch, ctx) +
+         gemm_seconds(a.kv_len, a.head_dim, a.q_len, batch, ctx) +
+         gemm_seconds(a.q_len, a.head_dim, a.kv_len, batch, ctx) +
+         gemm_seconds(a.kv_len, a.head_dim, a.q_len, batch, ctx) + elementwise_seconds(softmax + drop, ctx);
+}
+
+// Flash attention computes only the unmasked half of a causal square; its backward recomputes the
+// scores: 2.5× the forward's FLOPs.
+double flash_attention_seconds(const AttentionCore& a, Pass pass, const KernelContext& ctx) {
+  double flops = 4.0 * static_cast<double>(a.batch) * static_cast<double>(a.heads) * static_cast<double>(a.q_len) *
+                 static_cast<double>(a.kv_len) * static_cast<double>(a.head_dim);
+  if (a.causal) flops *= 0.5;
+  if (pass == Pass::Forward) return flops / (peak(ctx) * ctx.tuning.flash_fwd_efficiency);
+  return 2.5 * flops / (peak(ctx) * ctx.tuning.flash_bwd_efficiency);
+}
+
+}  // namespace
+
+double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, int sms,
+                       const KernelTuning& t) {
+  const double util =
+      std::max(utilisation(m, n, count, sms, t.tile_m, t.tile_n), utilisation(m, n, count, sms, t.tile_n, t.tile_m));
+  return t.gemm_ceiling * util * static_cast<double>(k) / (static_cast<double>(k) + t.k_overhead);
+}
+
+Duration kernel_time(const Op& op, Pass pass, const KernelContext& ctx) {
+  SIM_ASSERT(ctx.device != nullptr, "kernel context without a device");
+  const double seconds = std::visit(
+      [&](const auto& shape) -> double {
+        using T = std::decay_t<decltype(shape)>;
+        if constexpr (std::is_same_v<T, Gemm>) {
+          const auto& g = shape;
+          switch (pass) {
+            case Pass::Forward:
+              return gemm_seconds(g.m, g.n, g.k, g.count, ctx);
+            case Pass::BackwardData:
+              return gemm_seconds(g.m, g.k, g.n, g.count, ctx);
+            case Pass::BackwardWeight:
+              return gemm_seconds(g.k, g.n, g.m, g.count, ctx);
+          }
+          return 0.0;
+        } else if constexpr (std::is_same_v<T, AttentionCore>) {
+          if (pass == Pass::BackwardWeight) return 0.0;
+          return ctx.attention == AttentionKind::Flash ? flash_attention_seconds(shape, pass, ctx)
+                                                       : unfused_attention_seconds(shape, pass, ctx, shape.dropout);
+        } else {
+          if (pass == Pass::BackwardWeight) return 0.0;
+          return elementwise_seconds(pass == Pass::Forward ? op.fwd_bytes : op.bwd_bytes, ctx);
+        }
+      },
+      op.shape);
+  if (seconds <= 0) return Duration::zero();
+  return Duration::from_seconds(seconds) + ctx.tuning.kernel_gap;
+}
+
+Duration forward_time(const std::vector<Op>& ops, const KernelContext& ctx) {
+  Duration d = Duration::zero();
+  for (const auto& op : ops) d += kernel_time(op, Pass::Forward, ctx);
+  return d;
+}
+
+Duration backward_time(const std::vector<Op>& ops, const KernelContext& ctx) {
+  Duration d = Duration::zero();
+  for (const auto& op : ops) d += kernel_time(op, Pass::BackwardData, ctx) + kernel_time(op, Pass::BackwardWeight, ctx);
+  return d;
+}
+
+Duration optimizer_time(double params, spec::Optimizer optimizer, const KernelContext& ctx) {
+  // Adam: read gradient (2), master weight (4), m (4), v (4); write master, m, v (12) and the bf16
+  // copy (2): 28 bytes. SGD with momentum: 2 + 4 + 4 + 8 + 2 = 20. Then the norm reads the gradients.
+  const double step = optimizer == spec::Optimizer::Adam ? 28.0 : 20.0;
+  const double norm = 2.0;
+  return Duration::from_seconds(params * (step + norm) / hbm(ctx)) + ctx.tuning.kernel_gap * 2;
+}
+
+}  // namespace trainsim::model

@@ -1,0 +1,129 @@
+#include "trainsim/report/simulation.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace trainsim::report {
+namespace {
+
+using Interval = std::pair<std::int64_t, std::int64_t>;
+
+std::vector<Interval> merged(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<Interval> out;
+  for (const auto& i : v) {
+    if (i.second <= i.first) continue;
+    if (!out.empty() && i.first <= out.back().second)
+      out.back().second = std::max(out.back().second, i.second);
+    else
+      out.push_back(i);
+  }
+  return out;
+}
+
+std::int64_t length(const std::vector<Interval>& v) {
+  std::int64_t total = 0;
+  for (const auto& i : v) total += i.second - i.first;
+  return total;
+}
+
+// |a \ b| for merged interval lists
+std::int64_t minus(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::int64_t total = 0;
+  std::size_t j = 0;
+  for (const auto& [start, end] : a) {
+    std::int64_t cursor = start;
+    while (j < b.size() && b[j].second <= cursor) ++j;
+    for (std::size_t k = j; k < b.size() && b[k].first < end; ++k) {
+      if (b[k].first > cursor) total += b[k].first - cursor;
+      cursor = std::max(cursor, b[k].second);
+    }
+    if (cursor < end) total += end - cursor;
+  }
+  return total;
+}
+
+}  // namespace
+
+Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timeline) {
+  Simulation out;
+  const auto& g = lowered.graph;
+  const double step = timeline.makespan.seconds();
+  out.step_time_s = step;
+  out.tasks = g.num_tasks();
+  out.events = timeline.events;
+  out.simulated_ranks = lowered.ranks.size();
+  out.fold = lowered.fold;
+  std::map<int, std::vector<std::size_t>> by_stage;
+  std::map<std::string, double> comm_busy;
+  const double n = static_cast<double>(lowered.ranks.size());
+  for (std::size_t r = 0; r < lowered.ranks.size(); ++r) {
+    const auto& rank = lowered.ranks[r];
+    by_stage[rank.stage].push_back(r);
+    std::vector<Interval> compute;
+    std::vector<Interval> comm;
+    std::map<std::uint16_t, std::vector<Interval>> per_category;
+    for (int k = 0; k < lower::kStreamKinds; ++k) {
+      const auto kind = static_cast<lower::StreamKind>(k);
+      for (const auto t : g.stream_tasks(rank.streams[static_cast<std::size_t>(k)])) {
+        const auto& span = timeline.tasks[t.index()];
+        const Interval i{span.start.ps, span.end.ps};
+        if (kind == lower::StreamKind::Compute) {
+          compute.push_back(i);
+          continue;
+        }
+        per_category[g.task(t).category].push_back(i);
+        const bool pipeline = kind >= lower::StreamKind::PpSendNext;
+        if (!pipeline) comm.push_back(i);
+      }
+    }
+    const auto busy = merged(compute);
+    const auto exposed = minus(merged(comm), busy);
+    out.breakdown.compute_s += length(busy) * 1e-12 / n;
+    out.breakdown.exposed_comm_s += exposed * 1e-12 / n;
+    for (const auto& [cat, intervals] : per_category)
+      comm_busy[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
+          length(merged(intervals)) * 1e-12 / n;
+    const auto& pool = timeline.pools[rank.pool.index()];
+    if (pool.peak > out.peak_memory) {
+      out.peak_memory = pool.peak;
+      out.peak_rank = r;
+    }
+  }
+  out.breakdown.bubble_s = std::max(0.0, step - out.breakdown.compute_s - out.breakdown.exposed_comm_s);
+  for (const auto& [category, seconds] : comm_busy) out.comm_busy_s.emplace_back(category, seconds);
+
+  for (const auto& [stage, ranks] : by_stage) {
+    StageFigures f{.stage = stage};
+    double idle = 0;
+    for (const auto r : ranks) {
+      const auto& rank = lowered.ranks[r];
+      std::vector<Interval> compute;
+      std::vector<Interval> comm;
+      for (int k = 0; k < lower::kStreamKinds; ++k)
+        for (const auto t : g.stream_tasks(rank.streams[static_cast<std::size_t>(k)])) {
+          const auto& span = timeline.tasks[t.index()];
+          if (k == 0)
+            compute.push_back({span.start.ps, span.end.ps});
+          else if (static_cast<lower::StreamKind>(k) < lower::StreamKind::PpSendNext)
+            comm.push_back({span.start.ps, span.end.ps});
+        }
+      const auto busy = merged(compute);
+      const double busy_s = length(busy) * 1e-12;
+      f.busy_s += busy_s / static_cast<double>(ranks.size());
+      idle += (step - busy_s - minus(merged(comm), busy) * 1e-12) / static_cast<double>(ranks.size());
+      const auto& pool = timeline.pools[rank.pool.index()];
+      if (pool.peak > f.peak_memory) {
+        f.peak_memory = pool.peak;
+        f.memory_at_peak = pool.at_peak;
+      }
+    }
+    f.idle_s = std::max(0.0, idle);
+    f.bubble_fraction = step > 0 ? f.idle_s / step : 0;
+    out.bubble_fraction += f.bubble_fraction / static_cast<double>(by_stage.size());
+    out.per_stage.push_back(f);
+  }
+  return out;
+}
+
+}  // namespace trainsim::report

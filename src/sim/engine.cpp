@@ -1,0 +1,271 @@
+#include "trainsim/sim/engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <queue>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "sim/flow_solver.hpp"
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::sim {
+namespace {
+
+enum class EventKind : std::uint8_t { LatencyDone, Finish };
+
+struct Event {
+  Duration time;
+  std::int32_t priority;
+  std::uint64_t sequence;
+  std::uint32_t task;
+  std::uint32_t version;
+  EventKind kind;
+  // std::priority_queue is a max-heap: "greater" pops first
+  friend bool operator<(const Event& a, const Event& b) {
+    return std::tie(a.time, a.priority, a.sequence) > std::tie(b.time, b.priority, b.sequence);
+  }
+};
+
+struct Flow {
+  double remaining_ps = 0;  // bandwidth-bound time left at full speed
+  double rate = 1.0;
+  Duration updated;
+  std::uint32_t version = 0;
+  bool active = false;
+};
+
+class Engine {
+ public:
+  explicit Engine(const TaskGraph& g) : g_(g) {
+    const std::size_t n = g.num_tasks();
+    timeline_.tasks.resize(n);
+    timeline_.pools.resize(g.num_pools());
+    waiting_.resize(n);
+    successors_.resize(n);
+    started_.assign(n, false);
+    finished_.assign(n, false);
+    flows_.resize(n);
+    for (std::size_t t = 0; t < n; ++t) {
+      const auto& task = g.task(TaskId{static_cast<std::uint32_t>(t)});
+      waiting_[t] = static_cast<std::uint32_t>(task.deps.size());
+      for (const auto d : task.deps) successors_[d.index()].push_back(static_cast<std::uint32_t>(t));
+    }
+    position_.assign(g.num_streams(), 0);
+    busy_.assign(g.num_streams(), false);
+    pool_bytes_.resize(g.num_pools());
+    pool_kinds_.resize(g.num_pools());
+    for (std::size_t p = 0; p < g.num_pools(); ++p) {
+      pool_bytes_[p] = g.pool(PoolId{static_cast<std::uint32_t>(p)}).baseline;
+      pool_kinds_[p][0] = pool_bytes_[p];
+      timeline_.pools[p].peak = pool_bytes_[p];
+      timeline_.pools[p].at_peak = pool_kinds_[p];
+    }
+  }
+
+  Timeline run() {
+    for (std::uint32_t t = 0; t < g_.num_tasks(); ++t) try_start(t);
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      events_.pop();
+      ++timeline_.events;
+      now_ = e.time;
+      if (e.kind == EventKind::LatencyDone) {
+        begin_transfer(e.task);
+      } else if (e.version == flows_[e.task].version) {
+        finish(e.task);
+      }
+    }
+    check_all_finished();
+    timeline_.makespan = now_;
+    for (std::size_t p = 0; p < pool_bytes_.size(); ++p) timeline_.pools[p].final = pool_bytes_[p];
+    return std::move(timeline_);
+  }
+
+ private:
+  void push(Duration at, std::uint32_t task, EventKind kind, std::uint32_t version = 0) {
+    const auto& t = g_.task(TaskId{task});
+    events_.push(Event{at, t.priority, sequence_++, task, version, kind});
+  }
+
+  bool at_head_of_streams(std::uint32_t task) const {
+    for (const auto s : g_.task(TaskId{task}).streams) {
+      const auto& order = g_.stream_tasks(s);
+      if (busy_[s.index()] || position_[s.index()] >= order.size() || order[position_[s.index()]].value != task)
+        return false;
+    }
+    return true;
+  }
+
+  void try_start(std::uint32_t task) {
+    if (started_[task] || waiting_[task] > 0 || !at_head_of_streams(task)) return;
+    started_[task] = true;
+    const auto& t = g_.task(TaskId{task});
+    for (const auto s : t.streams) busy_[s.index()] = true;
+    timeline_.tasks[task].start = now_;
+    apply_memory(t, false);
+    if (const auto* c = std::get_if<ComputeWork>(&t.work)) {
+      push(now_ + c->duration, task, EventKind::Finish);
+      return;
+    }
+    const auto& comm = std::get<CommWork>(t.work);
+    if (comm.latency > Duration::zero())
+      push(now_ + comm.latency, task, EventKind::LatencyDone);
+    else
+      begin_transfer(task);
+  }
+
+  void begin_transfer(std::uint32_t task) {
+    const auto& comm = std::get<CommWork>(g_.task(TaskId{task}).work);
+    timeline_.tasks[task].transfer_start = now_;
+    auto& f = flows_[task];
+    f.remaining_ps = static_cast<double>(comm.transfer.ps);
+    f.updated = now_;
+    f.rate = 1.0;
+    if (comm.transfer <= Duration::zero() || g_.load(comm.load).empty()) {
+      push(now_ + comm.transfer, task, EventKind::Finish, f.version);
+      return;
+    }
+    f.active = true;
+    bool shared = false;
+    for (const auto& s : g_.load(comm.load)) {
+      auto& on = flows_on_link_[s.link];
+      shared = shared || !on.empty();
+      on.push_back(task);
+    }
+    // Alone on every link (the common case): full speed, nothing else changes.
+    if (!shared) {
+      push(now_ + Duration{static_cast<std::int64_t>(std::ceil(f.remaining_ps))}, task, EventKind::Finish, f.version);
+      return;
+    }
+    reschedule(component_of(task));
+  }
+
+  void finish(std::uint32_t task) {
+    finished_[task] = true;
+    const auto& t = g_.task(TaskId{task});
+    timeline_.tasks[task].end = now_;
+    apply_memory(t, true);
+    std::vector<std::uint32_t> neighbours;
+    if (flows_[task].active) {
+      flows_[task].active = false;
+      for (const auto& s : g_.load(std::get<CommWork>(t.work).load)) {
+        auto& on = flows_on_link_[s.link];
+        on.erase(std::find(on.begin(), on.end(), task));
+        neighbours.insert(neighbours.end(), on.begin(), on.end());
+      }
+    }
+    for (const auto s : t.streams) {
+      busy_[s.index()] = false;
+      ++position_[s.index()];
+    }
+    if (!neighbours.empty()) {
+      std::sort(neighbours.begin(), neighbours.end());
+      neighbours.erase(std::unique(neighbours.begin(), neighbours.end()), neighbours.end());
+      std::vector<std::uint32_t> component;
+      for (const auto n : neighbours) {
+        if (std::binary_search(component.begin(), component.end(), n)) continue;
+        const auto more = component_of(n);
+        std::vector<std::uint32_t> merged;
+        std::set_union(component.begin(), component.end(), more.begin(), more.end(), std::back_inserter(merged));
+        component = std::move(merged);
+      }
+      reschedule(component);
+    }
+    for (const auto s : t.streams) {
+      const auto& order = g_.stream_tasks(s);
+      if (position_[s.index()] < order.size()) try_start(order[position_[s.index()]].value);
+    }
+    for (const auto next : successors_[task]) {
+      --waiting_[next];
+      try_start(next);
+    }
+  }
+
+  // Active transfers connected to `task` through shared links, sorted.
+  std::vector<std::uint32_t> component_of(std::uint32_t task) const {
+    std::vector<std::uint32_t> seen{task};
+    std::vector<std::uint32_t> todo{task};
+    while (!todo.empty()) {
+      const auto t = todo.back();
+      todo.pop_back();
+      for (const auto& s : g_.load(std::get<CommWork>(g_.task(TaskId{t}).work).load))
+        for (const auto other : flows_on_link_.at(s.link))
+          if (std::find(seen.begin(), seen.end(), other) == seen.end()) {
+            seen.push_back(other);
+            todo.push_back(other);
+          }
+    }
+    std::sort(seen.begin(), seen.end());
+    return seen;
+  }
+
+  void reschedule(const std::vector<std::uint32_t>& ids) {
+    std::vector<const std::vector<LinkShare>*> loads;
+    for (const auto t : ids) {
+      auto& f = flows_[t];
+      f.remaining_ps = std::max(0.0, f.remaining_ps - f.rate * static_cast<double>((now_ - f.updated).ps));
+      f.updated = now_;
+      loads.push_back(&g_.load(std::get<CommWork>(g_.task(TaskId{t}).work).load));
+    }
+    const auto rates = max_min_rates(loads);
+    ++timeline_.rate_updates;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      auto& f = flows_[ids[i]];
+      f.rate = rates[i];
+      ++f.version;
+      const double left = std::ceil(f.remaining_ps / f.rate);
+      push(now_ + Duration{static_cast<std::int64_t>(left)}, ids[i], EventKind::Finish, f.version);
+    }
+  }
+
+  void apply_memory(const TaskGraph::Task& t, bool at_end) {
+    for (const auto& m : t.memory) {
+      if (m.at_end != at_end) continue;
+      auto& bytes = pool_bytes_[m.pool.index()];
+      bytes += m.bytes;
+      pool_kinds_[m.pool.index()][m.kind] += m.bytes;
+      auto& usage = timeline_.pools[m.pool.index()];
+      if (bytes > usage.peak) {
+        usage.peak = bytes;
+        usage.peak_time = now_;
+        usage.at_peak = pool_kinds_[m.pool.index()];
+      }
+    }
+  }
+
+  void check_all_finished() const {
+    std::vector<std::string> stuck;
+    for (std::uint32_t t = 0; t < finished_.size() && stuck.size() < 5; ++t)
+      if (!finished_[t]) stuck.push_back(g_.name(TaskId{t}));
+    SIM_ASSERT(stuck.empty(), "tasks that can never run (a cycle, or streams waiting on each other), e.g. {}",
+               fmt::join(stuck, ", "));
+  }
+
+  const TaskGraph& g_;
+  Timeline timeline_;
+  std::priority_queue<Event> events_;
+  std::uint64_t sequence_ = 0;
+  Duration now_ = Duration::zero();
+  std::vector<std::uint32_t> waiting_;
+  std::vector<std::vector<std::uint32_t>> successors_;
+  std::vector<bool> started_;
+  std::vector<bool> finished_;
+  std::vector<std::size_t> position_;
+  std::vector<bool> busy_;
+  std::vector<std::int64_t> pool_bytes_;
+  std::vector<std::array<std::int64_t, kMemoryKinds>> pool_kinds_;
+  std::vector<Flow> flows_;
+  // Active transfers per link. Only looked up, never iterated, so the hash order cannot leak out.
+  std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> flows_on_link_;
+};
+
+}  // namespace
+
+Timeline run(const TaskGraph& graph) {
+  return Engine(graph).run();
+}
+
+}  // namespace trainsim::sim

@@ -1,0 +1,72 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "trainsim/lower/schedule.hpp"
+
+using namespace trainsim;
+using namespace trainsim::lower;
+using spec::Schedule;
+
+namespace {
+
+// Every micro-batch's F, B (and W) appears exactly once per chunk on every stage, B after its F,
+// W after its B.
+void check_complete(const std::vector<StageSchedule>& stages, int m, int vpp, bool weight_grads) {
+  for (const auto& s : stages) {
+    std::set<std::tuple<int, int, int>> seen;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      const auto& a = s[i];
+      CHECK(seen.insert({static_cast<int>(a.kind), a.microbatch, a.chunk}).second);
+      if (a.kind != PassKind::Forward) {
+        const auto before = PassKind(a.kind == PassKind::Backward ? PassKind::Forward : PassKind::Backward);
+        CHECK(std::find(s.begin(), s.begin() + static_cast<long>(i), Action{before, a.microbatch, a.chunk}) !=
+              s.begin() + static_cast<long>(i));
+      }
+    }
+    CHECK(seen.size() == static_cast<std::size_t>(m * vpp * (weight_grads ? 3 : 2)));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("1F1B: warm-up forwards, alternation, cool-down backwards") {
+  const auto s = make_schedule(Schedule::OneFOneB, 4, 1, 6);
+  CHECK(describe(s[0]) == "F0.0 F1.0 F2.0 F3.0 B0.0 F4.0 B1.0 F5.0 B2.0 B3.0 B4.0 B5.0");
+  CHECK(describe(s[3]) == "F0.0 B0.0 F1.0 B1.0 F2.0 B2.0 F3.0 B3.0 F4.0 B4.0 F5.0 B5.0");
+  check_complete(s, 6, 1, false);
+}
+
+TEST_CASE("GPipe runs every forward before any backward") {
+  const auto s = make_schedule(Schedule::GPipe, 2, 1, 3);
+  CHECK(describe(s[1]) == "F0.0 F1.0 F2.0 B0.0 B1.0 B2.0");
+  check_complete(s, 3, 1, false);
+}
+
+TEST_CASE("interleaved: groups of p micro-batches through the chunks, Megatron's warm-up") {
+  const int p = 2, v = 2, m = 4;
+  const auto s = make_schedule(Schedule::Interleaved, p, v, m);
+  // stage 0: (p − 1)·2 + (v − 1)·p = 4 warm-up forwards
+  CHECK(describe(s[0]) == "F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0");
+  check_complete(s, m, v, false);
+}
+
+TEST_CASE("ZB-H1 splits backward and lets weight gradients fill the gaps") {
+  const auto s = make_schedule(Schedule::ZbH1, 4, 1, 8);
+  check_complete(s, 8, 1, true);
+  for (std::size_t stage = 0; stage < s.size(); ++stage) {
+    // never more than 1F1B's p − stage micro-batches between forward and backward, nor p weights waiting
+    int forwards = 0, backwards = 0, weights = 0;
+    for (const auto& a : s[stage]) {
+      forwards += a.kind == PassKind::Forward;
+      backwards += a.kind == PassKind::Backward;
+      weights += a.kind == PassKind::WeightGrad;
+      CHECK(forwards - backwards <= 4 - static_cast<int>(stage));
+      CHECK(backwards - weights <= 4);
+    }
+  }
+  // the last stage runs each forward's backward at once; the first stage fills its cool-down with Ws
+  CHECK(describe(s[3]).starts_with("F0.0 B0.0 F1.0 B1.0"));
+  CHECK(describe(s[0]).ends_with("W7.0"));
+}

@@ -1,0 +1,68 @@
+#include <doctest/doctest.h>
+
+#include "common/paths.hpp"
+#include "trainsim/model/kernel_model.hpp"
+#include "trainsim/spec/cluster_spec.hpp"
+
+using namespace trainsim;
+using namespace trainsim::model;
+
+namespace {
+KernelContext a100(AttentionKind attention = AttentionKind::Flash) {
+  static const auto cluster = spec::load_cluster_spec(test::topology("dgx-a100-superpod"));
+  return {.device = &cluster.device, .dtype = spec::Dtype::Bf16, .attention = attention, .tuning = {}};
+}
+Op gemm(std::int64_t m, std::int64_t n, std::int64_t k) {
+  const double f = 2.0 * m * n * k;
+  return Op{.name = "g", .shape = Gemm{m, n, k, 1}, .fwd_flops = f, .bwd_data_flops = f, .bwd_weight_flops = f};
+}
+}  // namespace
+
+TEST_CASE("a large bf16 GEMM on A100 reaches the measured 253.7 TFLOP/s (cuBLASLt, 8192³)") {
+  auto ctx = a100();
+  ctx.tuning.kernel_gap = Duration::zero();
+  ctx.tuning.sustained_fraction = 1.0;  // a microbenchmark, not a sustained training step
+  const auto t = kernel_time(gemm(8192, 8192, 8192), Pass::Forward, ctx);
+  CHECK(2.0 * 8192 * 8192 * 8192 / t.seconds() / 1e12 == doctest::Approx(253.7).epsilon(0.01));
+}
+
+TEST_CASE("wave quantisation: one more tile than SMs costs a second wave") {
+  // 108 tiles of 128×256 fill one wave on 108 SMs; 109 take two
+  const auto tm = 128, tn = 256;
+  const double full = gemm_efficiency(tm * 108, tn, 4096, 1, 108, {});
+  const double one_more = gemm_efficiency(tm * 109, tn, 4096, 1, 108, {});
+  CHECK(one_more < full * 0.6);
+  CHECK(gemm_efficiency(tm * 216, tn, 4096, 1, 108, {}) == doctest::Approx(full));
+}
+
+TEST_CASE("a GEMM with a tiny dimension is memory-bound") {
+  auto ctx = a100();
+  ctx.tuning.kernel_gap = Duration::zero();
+  const auto op = gemm(8, 12288, 12288);  // 8 tokens through a 12288² weight
+  const double weight_bytes = 2.0 * 12288 * 12288;
+  CHECK(kernel_time(op, Pass::Forward, ctx).seconds() >= weight_bytes / (2039e9 * 0.83) * 0.99);
+}
+
+TEST_CASE("element-wise kernels run at the achievable HBM bandwidth") {
+  auto ctx = a100();
+  ctx.tuning.kernel_gap = Duration::zero();
+  const Op op{.name = "norm", .shape = Elementwise{1e9}, .fwd_bytes = 1e9, .bwd_bytes = 1.5e9};
+  CHECK(kernel_time(op, Pass::Forward, ctx).seconds() == doctest::Approx(1e9 / (2039e9 * 0.83)));
+  CHECK(kernel_time(op, Pass::BackwardData, ctx).seconds() == doctest::Approx(1.5e9 / (2039e9 * 0.83)));
+  CHECK(kernel_time(op, Pass::BackwardWeight, ctx) == Duration::zero());
+}
+
+TEST_CASE("flash attention computes half of a causal square; unfused attention is slower at long sequences") {
+  auto ctx = a100();
+  ctx.tuning.kernel_gap = Duration::zero();
+  AttentionCore core{.batch = 1, .heads = 16, .q_len = 8192, .kv_len = 8192, .head_dim = 128, .causal = true};
+  const double full_flops = 4.0 * 16 * 8192.0 * 8192 * 128;
+  const Op op{.name = "attention", .shape = core, .fwd_flops = full_flops, .bwd_data_flops = 2 * full_flops};
+  const double fwd = kernel_time(op, Pass::Forward, ctx).seconds();
+  const double peak = 312e12 * ctx.tuning.sustained_fraction;
+  CHECK(fwd == doctest::Approx(full_flops * 0.5 / (peak * 0.55)));
+  CHECK(kernel_time(op, Pass::BackwardData, ctx).seconds() == doctest::Approx(2.5 * full_flops * 0.5 / (peak * 0.40)));
+  auto unfused = a100(AttentionKind::Unfused);
+  unfused.tuning.kernel_gap = Duration::zero();
+  CHECK(kernel_time(op, Pass::Forward, unfused).seconds() > fwd);
+}

@@ -1,0 +1,224 @@
+#include <doctest/doctest.h>
+
+#include "trainsim/sim/engine.hpp"
+#include "trainsim/util/error.hpp"
+
+using namespace trainsim;
+using namespace trainsim::sim;
+
+namespace {
+constexpr Duration us(std::int64_t v) {
+  return microseconds(v);
+}
+ComputeWork compute(std::int64_t micros) {
+  return {us(micros)};
+}
+}  // namespace
+
+TEST_CASE("tasks on one stream run one after another in issue order") {
+  TaskGraph g;
+  const auto s = g.add_stream({"compute", 0});
+  const auto a = g.add_task("a", s, compute(3));
+  const auto b = g.add_task("b", s, compute(4));
+  const auto c = g.add_task("c", s, compute(5));
+  const auto t = run(g);
+  CHECK(t.tasks[a.index()].end == us(3));
+  CHECK(t.tasks[b.index()].start == us(3));
+  CHECK(t.tasks[c.index()].end == us(12));
+  CHECK(t.makespan == us(12));
+}
+
+TEST_CASE("independent streams overlap; a dependency orders them") {
+  TaskGraph g;
+  const auto compute_stream = g.add_stream({"compute", 0});
+  const auto comm_stream = g.add_stream({"comm", 0});
+  const auto load = g.add_load({});
+  const auto grads = g.add_task("backward", compute_stream, compute(10));
+  const auto reduce = g.add_task("all-reduce", comm_stream, CommWork{us(1), us(6), load}, {&grads, 1});
+  const auto other = g.add_task("next", compute_stream, compute(4));
+  const auto t = run(g);
+  CHECK(t.tasks[reduce.index()].start == us(10));
+  CHECK(t.tasks[reduce.index()].transfer_start == us(11));
+  CHECK(t.tasks[reduce.index()].end == us(17));
+  CHECK(t.tasks[other.index()].end == us(14));  // overlapped with the reduction
+  CHECK(t.makespan == us(17));
+}
+
+TEST_CASE("a collective starts when every participant reaches it") {
+  TaskGraph g;
+  const auto c0 = g.add_stream({"compute", 0});
+  const auto c1 = g.add_stream({"compute", 1});
+  const auto n0 = g.add_stream({"comm", 0});
+  const auto n1 = g.add_stream({"comm", 1});
+  const auto load = g.add_load({});
+  const auto f0 = g.add_task("f", c0, compute(2));
+  const auto f1 = g.add_task("f", c1, compute(7));
+  const StreamId both[] = {n0, n1};
+  const TaskId deps[] = {f0, f1};
+  const auto ar = g.add_task("all-reduce", both, CommWork{Duration::zero(), us(3), load}, deps);
+  const auto t = run(g);
+  CHECK(t.tasks[ar.index()].start == us(7));
+  CHECK(t.tasks[ar.index()].end == us(10));
+}
+
+TEST_CASE("two transfers through one link share it evenly") {
+  TaskGraph g;
+  const auto a = g.add_stream({"a", 0});
+  const auto b = g.add_stream({"b", 1});
+  const auto load = g.add_load({{7, 1.0}});
+  const auto x = g.add_task("x", a, CommWork{us(1), us(10), load});
+  const auto y = g.add_task("y", b, CommWork{us(1), us(10), load});
+  const auto t = run(g);
+  CHECK(t.tasks[x.index()].end == us(21));
+  CHECK(t.tasks[y.index()].end == us(21));
+}
+
+TEST_CASE("max-min fairness: a transfer speeds up when its neighbour ends") {
+  // A uses all of link 1; B half of link 1 and all of link 2. Progressive filling: both rise to
+  // 2/3 when link 1 fills. A (2 µs of work) ends at 3 µs; B has done 2 of 4 µs and runs alone.
+  TaskGraph g;
+  const auto sa = g.add_stream({"a", 0});
+  const auto sb = g.add_stream({"b", 0});
+  const auto la = g.add_load({{1, 1.0}});
+  const auto lb = g.add_load({{1, 0.5}, {2, 1.0}});
+  const auto a = g.add_task("a", sa, CommWork{Duration::zero(), us(2), la});
+  const auto b = g.add_task("b", sb, CommWork{Duration::zero(), us(4), lb});
+  const auto t = run(g);
+  CHECK(t.tasks[a.index()].end == us(3));
+  CHECK(t.tasks[b.index()].end == us(5));
+}
+
+TEST_CASE("transfers on different links do not slow each other") {
+  TaskGraph g;
+  const auto sa = g.add_stream({"a", 0});
+  const auto sb = g.add_stream({"b", 0});
+  const auto a = g.add_task("a", sa, CommWork{Duration::zero(), us(5), g.add_load({{1, 1.0}})});
+  const auto b = g.add_task("b", sb, CommWork{Duration::zero(), us(5), g.add_load({{2, 1.0}})});
+  const auto t = run(g);
+  CHECK(t.tasks[a.index()].end == us(5));
+  CHECK(t.tasks[b.index()].end == us(5));
+  CHECK(t.rate_updates == 0);  // alone on their links: the sharing solver never runs
+}
+
+TEST_CASE("a 4-stage 1F1B pipeline idles (p−1)/(m+p−1) of the step") {
+  // F = 1 µs, B = 2 µs, free communication: each stage runs its 1F1B order; the step is
+  // (m + p − 1)(F + B) and every stage is busy m(F + B) of it.
+  const int p = 4, m = 8;
+  TaskGraph g;
+  std::vector<StreamId> stages;
+  for (int s = 0; s < p; ++s) stages.push_back(g.add_stream({"compute", static_cast<std::uint32_t>(s)}));
+  std::vector<std::vector<TaskId>> fwd(p, std::vector<TaskId>(m)), bwd(p, std::vector<TaskId>(m));
+  // issue order per stage: warm-up forwards, then alternate, then cool-down backwards
+  std::vector<std::vector<std::pair<char, int>>> order(p);
+  for (int s = 0; s < p; ++s) {
+    const int warm = std::min(p - s - 1, m);
+    int f = 0, b = 0;
+    for (; f < warm; ++f) order[s].push_back({'F', f});
+    while (b < m) {
+      if (f < m) order[s].push_back({'F', f++});
+      order[s].push_back({'B', b++});
+    }
+  }
+  // add tasks in a global order that respects dependencies: by time slot, stage
+  std::vector<std::size_t> next(p, 0);
+  bool progress = true;
+  std::vector<std::vector<bool>> fdone(p, std::vector<bool>(m)), bdone(p, std::vector<bool>(m));
+  while (progress) {
+    progress = false;
+    for (int s = 0; s < p; ++s) {
+      if (next[s] >= order[s].size()) continue;
+      const auto [kind, mb] = order[s][next[s]];
+      std::vector<TaskId> deps;
+      if (kind == 'F') {
+        if (s > 0 && !fdone[s - 1][mb]) continue;
+        if (s > 0) deps.push_back(fwd[s - 1][mb]);
+        fwd[s][mb] = g.add_task("F", stages[s], compute(1), deps);
+        fdone[s][mb] = true;
+      } else {
+        if (s < p - 1 && !bdone[s + 1][mb]) continue;
+        if (!fdone[s][mb]) continue;
+        deps.push_back(fwd[s][mb]);
+        if (s < p - 1) deps.push_back(bwd[s + 1][mb]);
+        bwd[s][mb] = g.add_task("B", stages[s], compute(2), deps);
+        bdone[s][mb] = true;
+      }
+      ++next[s];
+      progress = true;
+    }
+  }
+  const auto t = run(g);
+  const double step = t.makespan.seconds();
+  CHECK(step == doctest::Approx((m + p - 1) * 3e-6));
+  const double idle = step - m * 3e-6;
+  CHECK(idle / step == doctest::Approx(double(p - 1) / (m + p - 1)));
+}
+
+TEST_CASE("the memory peak is the timeline's, not a sum of maxima") {
+  TaskGraph g;
+  const auto s = g.add_stream({"compute", 0});
+  const auto pool = g.add_pool({0, 100});
+  const auto a = g.add_task("fwd 1", s, compute(1));
+  g.add_memory(a, {pool, 50, true});
+  const auto b = g.add_task("fwd 2", s, compute(1));
+  g.add_memory(b, {pool, 30, true});
+  const auto c = g.add_task("bwd 2", s, compute(1));
+  g.add_memory(c, {pool, 20, false});  // workspace while it runs
+  g.add_memory(c, {pool, -50, true});
+  const auto d = g.add_task("bwd 1", s, compute(1));
+  g.add_memory(d, {pool, -50, true});
+  const auto t = run(g);
+  CHECK(t.pools[pool.index()].peak == 200);
+  CHECK(t.pools[pool.index()].peak_time == us(2));
+  CHECK(t.pools[pool.index()].final == 100);
+}
+
+TEST_CASE("tasks that can never start are reported, not hung") {
+  TaskGraph g;
+  const auto s0 = g.add_stream({"a", 0});
+  const auto s1 = g.add_stream({"b", 1});
+  const auto first = g.add_task("first", s0, compute(1));
+  g.add_task("second", s1, compute(1), {&first, 1});
+  const auto third = g.add_task("third", s1, compute(1));
+  g.add_dependency(first, third);  // first waits on third, behind second on s1, which waits on first
+  CHECK_THROWS_WITH_AS(run(g), doctest::Contains("tasks that can never run"), InternalError);
+}
+
+TEST_CASE("collectives issued in different orders on two ranks deadlock, as NCCL would") {
+  TaskGraph g;
+  const auto s0 = g.add_stream({"comm", 0});
+  const auto s1 = g.add_stream({"comm", 1});
+  const auto load = g.add_load({});
+  const auto a = g.add_task("a", s0, CommWork{Duration::zero(), us(1), load});
+  const auto b = g.add_task("b", s1, CommWork{Duration::zero(), us(1), load});
+  (void)a;
+  (void)b;
+  CHECK_NOTHROW(run(g));
+  TaskGraph h;
+  const auto h0 = h.add_stream({"comm", 0});
+  const auto h1 = h.add_stream({"comm", 1});
+  const auto hl = h.add_load({});
+  const auto x = h.add_task("x", h0, CommWork{Duration::zero(), us(1), hl});
+  const StreamId both[] = {h1, h0};
+  h.add_task("y", both, CommWork{Duration::zero(), us(1), hl});
+  const auto z = h.add_task("z", h1, CommWork{Duration::zero(), us(1), hl});
+  h.add_dependency(x, z);  // rank 0 waits for z before x; rank 1 runs y (which needs rank 0) before z
+  CHECK_THROWS_AS(run(h), InternalError);
+}
+
+TEST_CASE("the same graph gives the same timeline") {
+  TaskGraph g;
+  const auto a = g.add_stream({"a", 0});
+  const auto b = g.add_stream({"b", 0});
+  const auto c = g.add_stream({"c", 0});
+  const auto l1 = g.add_load({{1, 0.7}, {2, 0.3}});
+  const auto l2 = g.add_load({{2, 1.0}});
+  for (int i = 0; i < 20; ++i) {
+    g.add_task("x", a, CommWork{us(1), us(3 + i % 4), l1});
+    g.add_task("y", b, CommWork{us(2), us(5), l2});
+    g.add_task("z", c, compute(2 + i % 3));
+  }
+  const auto t1 = run(g);
+  const auto t2 = run(g);
+  REQUIRE(t1.tasks.size() == t2.tasks.size());
+  for (std::size_t i = 0; i < t1.tasks.size(); ++i) CHECK(t1.tasks[i].end == t2.tasks[i].end);
+}
