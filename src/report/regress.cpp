@@ -1,0 +1,327 @@
+#include "trainsim/report/regress.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "trainsim/cost/cost_model.hpp"
+#include "trainsim/report/collective_report.hpp"
+#include "trainsim/report/format.hpp"
+#include "trainsim/report/report.hpp"
+#include "trainsim/spec/quantity.hpp"
+#include "trainsim/spec/reader.hpp"
+#include "trainsim/topo/placement.hpp"
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::report {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr double kDefaultPredictedTolerance = 1e-6;
+
+// An input given inline or as a path relative to the repository root. `inline_name` is
+// "CASE /pointer"; a file that cannot be read is reported against the case that names it.
+json input_json(const json& value, const fs::path& root, std::string& source, const std::string& inline_name) {
+  if (value.is_string()) {
+    const auto path = (root / value.get<std::string>()).lexically_normal().string();
+    source = path;
+    try {
+      return spec::load_json_file(path);
+    } catch (const IoError& e) {
+      const auto space = inline_name.rfind(' ');
+      throw SpecError(inline_name.substr(0, space), inline_name.substr(space + 1), e.what());
+    }
+  }
+  source = inline_name;
+  return value;
+}
+
+// The report of a "run" case, as `trainsim run --format json` prints it.
+ordered_json run_case(const json& run, const fs::path& root, const std::string& case_source) {
+  spec::Sources sources;
+  const auto cluster = spec::read_cluster_spec(
+      input_json(run.at("topology"), root, sources.topology, case_source + " /run/topology"), sources.topology);
+  const auto workload = spec::read_workload_spec(
+      input_json(run.at("workload"), root, sources.workload, case_source + " /run/workload"), sources.workload);
+  const auto& s = run.at("strategy");
+  spec::StrategySpec strategy;
+  if (s.is_string() && s.get<std::string>().find('=') != std::string::npos) {
+    sources.strategy = fmt::format("{} /run/strategy", case_source);
+    strategy =
+        spec::read_strategy_spec(spec::parse_inline_strategy(s.get<std::string>(), sources.strategy), sources.strategy);
+  } else {
+    strategy = spec::read_strategy_spec(input_json(s, root, sources.strategy, case_source + " /run/strategy"),
+                                        sources.strategy);
+  }
+  const auto job = spec::resolve_job(cluster, workload, strategy, sources);
+  RunOptions options;
+  options.simulate = !run.value("analytic", false);
+  if (run.contains("calibration")) {
+    std::string cal_source;
+    apply_calibration(
+        spec::read_calibration_spec(
+            input_json(run.at("calibration"), root, cal_source, case_source + " /run/calibration"), cal_source),
+        options);
+  }
+  return to_json(build_run_report(job, options));
+}
+
+ordered_json collective_case(const json& c, const fs::path& root, const std::string& case_source) {
+  std::string topo_source;
+  const auto cluster = spec::read_cluster_spec(
+      input_json(c.at("topology"), root, topo_source, case_source + " /collective/topology"), topo_source);
+  const auto topo = topo::Topology::build(cluster);
+  cost::AlgorithmRegistry registry;
+  cost::register_builtin_algorithms(registry);
+  cost::CostModel model(topo, registry);
+  const auto group_text = c.value("group", std::string("all"));
+  cost::Group group;
+  if (group_text == "all") {
+    for (std::int64_t d = 0; d < topo.num_devices(); ++d) group.devices.push_back({static_cast<std::uint32_t>(d)});
+  } else {
+    group.devices = topo::parse_device_list(group_text, topo.num_devices(), case_source + " /collective/group");
+  }
+  const auto bytes = spec::parse_bytes_option(c.at("bytes").get<std::string>(), case_source + " /collective/bytes");
+  const auto op = c.at("op").get<std::string>();
+  const auto& names = cost::collective_names();
+  if (std::find(names.begin(), names.end(), op) == names.end())
+    throw SpecError(case_source, "/collective/op", fmt::format("unknown operation \"{}\"", op));
+  CollectiveReport r{.topology = cluster.name,
+                     .op = op,
+                     .group = group_text,
+                     .ranks = group.size(),
+                     .requested_algorithm = c.value("algo", std::string("auto"))};
+  r.rows.push_back({bytes, model.cost(cost::make_collective(cost::collective_kind_from_name(op), bytes), group,
+                                      r.requested_algorithm)});
+  return to_json(r);
+}
+
+double field_value(const ordered_json& report, const std::string& field, const std::string& source) {
+  double sum = 0;
+  std::size_t start = 0;
+  while (start <= field.size()) {
+    const auto end = std::min(field.find('+', start), field.size());
+    std::string pointer = field.substr(start, end - start);
+    pointer.erase(0, pointer.find_first_not_of(' '));
+    pointer.erase(pointer.find_last_not_of(' ') + 1);
+    ordered_json::json_pointer p;
+    try {
+      if (pointer.empty()) throw std::invalid_argument("empty");
+      p = ordered_json::json_pointer(pointer);
+    } catch (const std::exception&) {
+      throw SpecError(source, spec::pointer_join("/expect", field),
+                      fmt::format("\"{}\" is not a JSON pointer (expected \"/field\" or \"/a + /b\")", pointer));
+    }
+    if (!report.contains(p) || !report.at(p).is_number())
+      throw SpecError(source, spec::pointer_join("/expect", field),
+                      fmt::format("the report has no number at {}", pointer));
+    sum += report.at(p).get<double>();
+    start = end + 1;
+  }
+  return sum;
+}
+
+CaseResult run_one(const fs::path& path, const fs::path& root, bool update) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string source = path.string();
+  const auto spec = spec::load_json_file(source);
+  // validate the case's own shape with the path-tracking reader
+  spec::Diagnostics d;
+  spec::Reader r(spec, "", d);
+  r.string_or("name", "");
+  r.string_or("group", "");
+  r.string_or("source", "");
+  const bool is_run = r.has("run");
+  const bool is_collective = r.has("collective");
+  if (is_run == is_collective) r.error("expected exactly one of \"run\" and \"collective\"");
+  auto expect = r.object("expect");
+  for (const auto& key : expect.keys()) {
+    auto e = expect.object(key);
+    if (e.has("measured")) {
+      e.number("measured", {0, 1e30, true});
+      e.number("tolerance", {0, 100});
+      e.number_or("absolute_tolerance", 0, {0, 1e30});
+    }
+    e.number_or("predicted", 0, {-1e30, 1e30});
+    e.number_or("predicted_tolerance", kDefaultPredictedTolerance, {0, 100});
+    e.boolean_or("known_gap", false);
+    e.string_or("source", "");
+    e.string_or("note", "");
+    e.finish();
+  }
+  r.value("run");
+  r.value("collective");
+  r.finish();
+  d.throw_if_any(source);
+
+  const auto report =
+      is_run ? run_case(spec.at("run"), root, source) : collective_case(spec.at("collective"), root, source);
+  CaseResult result{.name = spec.value("name", path.stem().string()), .path = source};
+  auto rewritten = ordered_json::parse(std::ifstream(path));
+  for (const auto& [field, e] : spec.at("expect").items()) {
+    const double actual = field_value(report, field, source);
+    const std::string where = e.value("source", spec.value("source", std::string()));
+    if (e.contains("measured")) {
+      const double measured = e.at("measured").get<double>();
+      const double error = actual / measured - 1;
+      const double tol = e.at("tolerance").get<double>();
+      // an absolute tolerance, when given, also passes a small quantity (a bubble of a few percent)
+      const double abs_tol = e.value("absolute_tolerance", 0.0);
+      const bool within = std::abs(error) <= tol || std::abs(actual - measured) <= abs_tol;
+      result.checks.push_back({result.name, field, "measured", actual, measured, error, tol, abs_tol, within,
+                               e.value("known_gap", false), where});
+    }
+    if (update) rewritten["expect"][field]["predicted"] = actual;
+    if (!e.contains("predicted") && !update) {
+      result.checks.push_back({result.name, field, "predicted", actual, 0, 0, 0, 0, false, false,
+                               "no accepted prediction yet: run `trainsim regress --update`"});
+      continue;
+    }
+    const double predicted = update ? actual : e.at("predicted").get<double>();
+    const double error = predicted == 0 ? actual : actual / predicted - 1;
+    const double tol = e.value("predicted_tolerance", kDefaultPredictedTolerance);
+    result.checks.push_back({result.name, field, "predicted", actual, predicted, error, tol, 0, std::abs(error) <= tol,
+                             false, "last accepted output"});
+  }
+  if (update) {
+    std::ofstream out(path);
+    out << rewritten.dump(2) << "\n";
+    if (!out) throw IoError(fmt::format("{}: cannot write", source));
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace
+
+std::vector<CaseResult> run_regression(const std::string& directory, const RegressOptions& options) {
+  const fs::path dir(directory);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw IoError(fmt::format("{}: not a directory", directory));
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir))
+    if (entry.is_regular_file() && entry.path().extension() == ".json") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  // `results/` and `results` both name the directory; the directory holding it holds the inputs
+  // (kept relative when given relative, so that messages name the paths the user wrote)
+  fs::path normal = dir.lexically_normal();
+  if (normal.filename().empty()) normal = normal.parent_path();
+  if (normal.filename() == "." || normal.filename() == "..") normal = fs::absolute(normal).lexically_normal();
+  if (normal.filename().empty()) normal = normal.parent_path();
+  fs::path base = normal.parent_path();
+  if (base.empty()) base = ".";
+
+  std::vector<CaseResult> results(files.size());
+  std::vector<std::exception_ptr> errors(files.size());
+  std::atomic<std::size_t> next{0};
+  const unsigned threads = std::max(1u, options.threads ? options.threads : std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < std::min<std::size_t>(threads, files.size()); ++t) {
+    pool.emplace_back([&] {
+      for (std::size_t i = next++; i < files.size(); i = next++) {
+        try {
+          results[i] = run_one(files[i], base, options.update);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return results;
+}
+
+bool all_passed(const std::vector<CaseResult>& results) {
+  for (const auto& r : results)
+    for (const auto& c : r.checks)
+      if (!c.passed && !c.known_gap) return false;
+  return true;
+}
+
+std::string regress_table(const std::vector<CaseResult>& results) {
+  std::string out = fmt::format("{:<40} {:<34} {:<9} {:>14} {:>14} {:>8} {:>8}  {}\n", "case", "field", "kind",
+                                "predicted", "expected", "error", "tol", "result");
+  int passed = 0, failed = 0, gaps = 0;
+  for (const auto& r : results) {
+    for (const auto& c : r.checks) {
+      const char* verdict = c.passed ? "pass" : c.known_gap ? "known gap" : "FAIL";
+      out +=
+          fmt::format("{:<40} {:<34} {:<9} {:>14.6g} {:>14.6g} {:>+7.2f}% {:>7.2g}%  {}\n", c.case_name.substr(0, 40),
+                      c.field.substr(0, 34), c.kind, c.actual, c.expected, c.error * 100, c.tolerance * 100, verdict);
+      if (!c.passed && !c.known_gap && c.expected == 0 && c.kind == "predicted")
+        out += fmt::format("    {}\n", c.source);
+      (c.passed ? passed : c.known_gap ? gaps : failed)++;
+    }
+  }
+  out += fmt::format("{} passed, {} failed", passed, failed);
+  if (gaps > 0) out += fmt::format(" ({} known gaps reported)", gaps);
+  return out + "\n";
+}
+
+std::string regress_markdown(const std::vector<CaseResult>& results) {
+  struct Summary {
+    double sum = 0;
+    double worst = 0;
+    std::string worst_case;
+    int n = 0;
+    int gaps = 0;
+    void add(const Check& c) {
+      if (c.known_gap) {
+        ++gaps;
+        return;
+      }
+      sum += std::abs(c.error);
+      ++n;
+      if (std::abs(c.error) > std::abs(worst)) {
+        worst = c.error;
+        worst_case = c.case_name;
+      }
+    }
+  };
+  std::map<std::string, Summary> by_source;
+  Summary runs;  // every end-to-end training measurement together
+  std::string rows;
+  for (const auto& r : results) {
+    for (const auto& c : r.checks) {
+      if (c.kind != "measured") continue;
+      const auto group = c.source.substr(0, c.source.find(':'));
+      by_source[group].add(c);
+      if (c.field == "/step_time_s" || c.field == "/tflops_per_gpu") runs.add(c);
+      const auto tolerance = c.absolute_tolerance > 0
+                                 ? fmt::format("{:.0f}% or ±{:g}", c.tolerance * 100, c.absolute_tolerance)
+                                 : fmt::format("{:.0f}%", c.tolerance * 100);
+      rows += fmt::format("| {} | `{}` | {:.4g} | {:.4g} | {:+.1f}% | {} | {} |\n", c.case_name, c.field, c.expected,
+                          c.actual, c.error * 100, tolerance,
+                          c.passed      ? "pass"
+                          : c.known_gap ? "known gap"
+                                        : "FAIL");
+    }
+  }
+  const auto line = [](const std::string& name, const Summary& s) {
+    return fmt::format("| {} | {} | {:.1f}% | {:+.1f}% ({}) | {} |\n", name, s.n, s.n ? s.sum / s.n * 100 : 0.0,
+                       s.worst * 100, s.worst_case, s.gaps);
+  };
+  std::string out =
+      "| source | checks | mean absolute error | worst | known gaps |\n| --- | ---: | ---: | --- | ---: |\n";
+  for (const auto& [group, s] : by_source) out += line(group, s);
+  out += line("**all training step times and throughputs**", runs);
+  out +=
+      "\n| case | field | measured | predicted | error | tolerance | result |\n"
+      "| --- | --- | ---: | ---: | ---: | ---: | --- |\n";
+  return out + rows;
+}
+
+}  // namespace trainsim::report

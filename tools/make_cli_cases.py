@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Writes the bad-input catalogue under tests/cli/cases/: one directory per case with `args`, `exit`
+and `stderr` (the exact expected message), plus the hostile input files it reads. `@` in args and
+stderr stands for the case's own directory. tests/cli/run_cases.sh runs the catalogue."""
+import json, os, shutil
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+cases_dir = f'{root}/tests/cli/cases'
+shutil.rmtree(cases_dir, ignore_errors=True)
+os.makedirs(cases_dir)
+A100 = json.load(open(f'{root}/topologies/dgx-a100-superpod.json'))
+GPT = json.load(open(f'{root}/workloads/gpt3-175b.json'))
+T = 'topologies/dgx-a100-superpod.json'
+W = 'workloads/gpt3-175b.json'
+def case(name, args, exit_code, stderr, files=None):
+    d = f'{cases_dir}/{name}'
+    os.makedirs(d)
+    base = f'tests/cli/cases/{name}'
+    for fname, content in (files or {}).items():
+        mode = 'wb' if isinstance(content, bytes) else 'w'
+        with open(f'{d}/{fname}', mode) as f:
+            f.write(content if isinstance(content, (str, bytes)) else json.dumps(content, indent=2) + '\n')
+    args = args.replace('@', base + '/')
+    stderr = stderr.replace('@', base + '/')
+    open(f'{d}/args', 'w').write(args + '\n')
+    open(f'{d}/exit', 'w').write(f'{exit_code}\n')
+    open(f'{d}/stderr', 'w').write(stderr + '\n')
+def topo(**changes):
+    t = json.loads(json.dumps(A100))
+    for path, value in changes.items():
+        keys = path.split('__'); node = t
+        for k in keys[:-1]: node = node[k]
+        if value is DELETE: del node[keys[-1]]
+        else: node[keys[-1]] = value
+    return t
+def work(**changes):
+    w = json.loads(json.dumps(GPT))
+    for path, value in changes.items():
+        keys = path.split('__'); node = w
+        for k in keys[:-1]: node = node[k]
+        if value is DELETE: del node[keys[-1]]
+        else: node[keys[-1]] = value
+    return w
+DELETE = object()
+RUN = f'run -t {T} -w {W} -s'
+
+case('json-trailing-comma', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: invalid JSON at line 1, column 14: syntax error while parsing object key - unexpected \'}\'; expected string literal',
+     {'t.json': '{"name": "x",}'})
+case('json-truncated', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: invalid JSON at line 1, column 26: syntax error while parsing object key - unexpected end of input; expected string literal',
+     {'t.json': '{"name": "x", "device": {'})
+case('json-empty-file', f'run -t {T} -w @w.json -s tp=8', 2,
+     'error: @w.json: file is empty; expected a JSON object',
+     {'w.json': ''})
+case('json-nan-literal', f'run -t {T} -w @w.json -s tp=8', 2,
+     'error: @w.json: invalid JSON at line 1, column 1: syntax error while parsing value - invalid literal; last read: \'N\'',
+     {'w.json': 'NaN'})
+case('json-binary-garbage', f'run -t {T} -w @w.json -s tp=8', 2,
+     'error: @w.json: not a JSON text: NUL byte at offset 0',
+     {'w.json': b'\x00\x01\x02\xff\xfe'})
+case('json-duplicate-key', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /device/memory: duplicate key',
+     {'t.json': '{"name": "x", "device": {"memory": "80 GiB", "memory": "40 GiB"}}'})
+case('json-deep-nesting', f'run -t {T} -w @w.json -s tp=8', 2,
+     'error: @w.json: /name' + '/0' * 62 + ': invalid JSON: nested deeper than 64 levels',
+     {'w.json': '{"name": ' + '[' * 200 + ']' * 200 + '}'})
+case('top-level-array', f'run -t {T} -w @w.json -s tp=8', 2,
+     'error: @w.json: expected a JSON object, got a list', {'w.json': '[1, 2]'})
+case('missing-file', f'run -t @nope.json -w {W} -s tp=8', 2,
+     'error: @nope.json: cannot open: No such file or directory', {'.keep': ''})
+case('directory-as-file', f'run -t tests/cli/cases/directory-as-file -w {W} -s tp=8', 2,
+     'error: tests/cli/cases/directory-as-file: cannot read: not a regular file', {'.keep': ''})
+case('unit-unknown', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /device/memory: unknown unit "GiBs" in "80 GiBs"; expected one of: B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB',
+     {'t.json': topo(device__memory='80 GiBs')})
+case('unit-bits-for-size', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /network/nic_bandwidth: unknown unit "Gb" in "200 Gb"; expected one of: B/s, KB/s, MB/s, GB/s, TB/s, KiB/s, MiB/s, GiB/s, b/s, Kb/s, Mb/s, Gb/s, Tb/s, Gbps, Mbps, Tbps, GBps',
+     {'t.json': topo(network__nic_bandwidth='200 Gb')})
+case('size-negative', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /device/memory: "-80 GiB" does not start with a non-negative number; expected a size such as "80 GiB"',
+     {'t.json': topo(device__memory='-80 GiB')})
+case('size-too-small', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /device/memory: 0 is out of range; expected a value in [1.04858e+06, 1.75922e+13] bytes',
+     {'t.json': topo(device__memory=0)})
+case('bandwidth-zero', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /network/nic_bandwidth: "0 Gb/s" is out of range; expected a positive value of at most 1e+15 bytes/s',
+     {'t.json': topo(network__nic_bandwidth='0 Gb/s')})
+case('wrong-type-nodes', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /nodes: expected an integer in [1, 4194304], got "128"',
+     {'t.json': topo(nodes='128')})
+case('absurd-node-count', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /nodes: 1e+30 is out of range; expected an integer in [1, 4194304]',
+     {'t.json': topo(nodes=1e30)})
+case('unknown-key-typo', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /network/nics_per_nod: unknown key "nics_per_nod" (did you mean "nics_per_node"?)\nerror: @t.json: /network/nics_per_node: missing; expected an integer in [1, 64]',
+     {'t.json': topo(network__nics_per_nod=8, network__nics_per_node=DELETE)})
+case('unknown-network-kind', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /network/kind: "fattree" is not valid; expected one of: leaf_spine, torus, none',
+     {'t.json': topo(network__kind='fattree')})
+case('torus-with-nodes', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /node: not used with a torus network: its dims give the devices\nerror: @t.json: /nodes: not used with a torus network: its dims give the devices',
+     {'t.json': topo(network={"kind": "torus", "dims": [4, 4], "link_bandwidth": "50 GB/s", "latency": "2 us"})})
+case('many-errors-at-once', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /device/sms: expected an integer in [1, 100000], got 1.5\nerror: @t.json: /name: missing; expected a string\nerror: @t.json: /node/devices: 0 is out of range; expected an integer in [1, 64]',
+     {'t.json': topo(name=DELETE, device__sms=1.5, node__devices=0)})
+case('workload-kv-heads', f'run -t {T} -w @w.json -s tp=8', 2,
+     'error: @w.json: /model/kv_heads: 7 does not divide heads (96)',
+     {'w.json': work(model__kv_heads=7)})
+case('workload-zero-layers', f'run -t {T} -w @w.json -s tp=8', 2,
+     'error: @w.json: /model/layers: 0 is out of range; expected an integer in [1, 10000]',
+     {'w.json': work(model__layers=0)})
+case('workload-unknown-mlp', f'run -t {T} -w @w.json -s tp=8', 2,
+     'error: @w.json: /model/mlp: "geglu" is not valid; expected one of: gelu, swiglu (did you mean "gelu"?)',
+     {'w.json': work(model__mlp='geglu')})
+case('workload-missing-training', f'run -t {T} -w @w.json -s tp=8', 2,
+     'error: @w.json: /training: missing; expected an object with seq_len, global_batch, dtype, optimizer',
+     {'w.json': work(training=DELETE)})
+case('workload-dtype-not-on-device', f'run -t {T} -w @w.json -s tp=8,gpus=64', 2,
+     f'error: @w.json: /training/dtype: fp8 has no peak_flops entry for device "A100-SXM4-80GB" in {T}',
+     {'w.json': work(training__dtype='fp8')})
+case('workload-huge-seq', f'run -t {T} -w @w.json -s tp=8', 2,
+     'error: @w.json: /training/seq_len: 1000000000000 is out of range; expected an integer in [1, 16777216]',
+     {'w.json': work(training__seq_len=10**12)})
+case('strategy-tp-heads', f'{RUN} tp=7,gpus=7', 2,
+     'error: strategy "tp=7,gpus=7": /tp: 7 does not divide heads (96) of workload "gpt3-175b"\nerror: strategy "tp=7,gpus=7": /tp: 7 and kv_heads (96) must divide one another\nerror: strategy "tp=7,gpus=7": /tp: 7 does not divide ffn_hidden (49152)')
+case('strategy-degree-product', f'{RUN} tp=8,pp=8,dp=16,gpus=512', 2,
+     'error: strategy "tp=8,pp=8,dp=16,gpus=512": /dp: tp·cp·pp·dp = 8·1·8·16 = 1024 but gpus = 512')
+case('strategy-too-many-gpus', f'{RUN} tp=8,gpus=1000000000000000000000000000000', 2,
+     'error: strategy "tp=8,gpus=1000000000000000000000000000000": /gpus: 1e+30 is out of range; expected an integer in [1, 4194304]')
+case('strategy-more-than-topology', f'{RUN} tp=8,pp=8,dp=128', 2,
+     'error: strategy "tp=8,pp=8,dp=128": /dp: 8192 GPUs requested but topology "dgx-a100-superpod" has 4480 devices')
+case('strategy-malformed-item', f'{RUN} tp8,pp=2', 2,
+     'error: strategy "tp8,pp=2": "tp8" is not of the form key=value')
+case('strategy-unknown-schedule', f'{RUN} tp=8,schedule=1f1f,gpus=8', 2,
+     'error: strategy "tp=8,schedule=1f1f,gpus=8": /schedule: "1f1f" is not valid; expected one of: gpipe, 1f1b, interleaved, zb-h1 (did you mean "1f1b"?)')
+case('strategy-file-wrong-type', f'run -t {T} -w {W} -s @s.json', 2,
+     'error: @s.json: /sp: 3 is not valid; expected one of: on, off, true, false\nerror: @s.json: /zero: expected an integer in [0, 3], got "one"',
+     {'s.json': {"tp": 8, "sp": 3, "zero": "one"}})
+case('strategy-interleaved-needs-vpp', f'{RUN} tp=8,pp=8,gpus=64,schedule=interleaved', 2,
+     'error: strategy "tp=8,pp=8,gpus=64,schedule=interleaved": /vpp: the interleaved schedule needs vpp of at least 2')
+case('strategy-batch-divisibility', f'{RUN} tp=8,pp=8,dp=16,mb=5', 2,
+     'error: strategy "tp=8,pp=8,dp=16,mb=5": /mb: global batch 1536 is not divisible by dp·mb = 16·5 = 80')
+case('strategy-ep-without-experts', f'{RUN} tp=8,ep=2,gpus=16', 2,
+     'error: strategy "tp=8,ep=2,gpus=16": /ep: 2 needs a mixture-of-experts model; workload "gpt3-175b" has none')
+case('strategy-negative-mb', f'{RUN} tp=8,mb=-1', 2,
+     'error: strategy "tp=8,mb=-1": /mb: -1 is out of range; expected an integer in [1, 1073741824]')
+case('cli-missing-workload', f'run -t {T} -s tp=8', 2,
+     'error: command line: --workload is required')
+case('cli-unknown-subcommand', 'fly', 2,
+     'error: command line: unknown command "fly"; expected one of: run, collective, regress')
+case('cli-bad-format', f'{RUN} tp=8 --format xml', 2,
+     'error: command line: --format: xml not in {table,json,csv}')
+case('does-not-fit', f'{RUN} tp=1,gpus=8', 1,
+     'does not fit: peak 2.62 TiB per GPU exceeds the device\'s 80.00 GiB')
+
+# collective command
+CT = 'collective -t topologies/dgx-a100-superpod.json'
+case('collective-bad-op', f'{CT} --op allreduce --bytes 1GiB', 2,
+     'error: command line: --op: allreduce not in {all_reduce,reduce_scatter,all_gather,broadcast,reduce,all_to_all,send_recv}')
+case('collective-bad-bytes', f'{CT} --op all_reduce --bytes 1XB', 2,
+     'error: --bytes: unknown unit "XB" in "1XB"; expected one of: B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB')
+case('collective-zero-bytes', f'{CT} --op all_reduce --bytes 0', 2,
+     'error: --bytes: "0" has no unit; write a plain JSON number for SI base units or add one of: B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB')
+case('collective-no-size', f'{CT} --op all_reduce', 2,
+     'error: command line: give --bytes SIZE or --sweep MIN:MAX')
+case('collective-sweep-backwards', f'{CT} --op all_reduce --sweep 1GiB:1KiB', 2,
+     'error: --sweep: "1GiB:1KiB" runs backwards')
+case('collective-group-out-of-range', f'{CT} --op all_reduce --bytes 1GiB --group 0-9999', 2,
+     'error: --group: "9999" is not a device index in [0, 4479]')
+case('collective-unknown-algo', f'{CT} --op all_reduce --bytes 1GiB --group 0-7 --algo rign', 2,
+     'error: --algo: unknown algorithm "rign"; expected one of: auto, ring, tree, hier, nvls, sharp, torus, direct')
+case('collective-algo-cannot-run', f'{CT} --op all_reduce --bytes 1GiB --group 0-7 --algo torus', 2,
+     'error: --group: algorithm "torus" cannot run all_reduce on this group of 8 devices')
+case('collective-send-recv-needs-two', f'{CT} --op send_recv --bytes 1GiB --group 0-3', 2,
+     'error: --group: no algorithm models send_recv on a group of 4 devices')
+case('collective-bad-strategy', f'{CT} --op all_reduce --bytes 1GiB --group dp -s tp=3', 2,
+     'error: strategy "tp=3": tp·cp·pp = 3 does not divide the 4480 devices used')
+
+# regress command: each case directory is itself the results directory
+A100_RUN = {"topology": T, "workload": W, "strategy": "tp=8,pp=8,dp=2,mb=1"}
+case('regress-not-a-directory', 'regress tests/cli/cases/nope', 2,
+     'error: tests/cli/cases/nope: not a directory')
+case('regress-neither-run-nor-collective', 'regress @', 2,
+     'error: @case.json: expected exactly one of "run" and "collective"',
+     {'case.json': {"name": "x", "expect": {"/step_time_s": {"measured": 1, "tolerance": 0.1}}}})
+case('regress-negative-tolerance', 'regress @', 2,
+     'error: @case.json: /expect/~1step_time_s/tolerance: -1 is out of range; expected a value in [0, 100]',
+     {'case.json': {"name": "x", "run": A100_RUN, "expect": {"/step_time_s": {"measured": 1, "tolerance": -1}}}})
+case('regress-missing-input-file', 'regress @', 2,
+     'error: @case.json: /run/topology: tests/cli/cases/nope.json: cannot open: No such file or directory',
+     {'case.json': {"name": "x", "run": dict(A100_RUN, topology="nope.json"),
+                    "expect": {"/step_time_s": {"measured": 1, "tolerance": 0.1}}}})
+case('regress-not-a-pointer', 'regress @', 2,
+     'error: @case.json: /expect/step_time_s: "step_time_s" is not a JSON pointer (expected "/field" or "/a + /b")',
+     {'case.json': {"name": "x", "run": dict(A100_RUN, topology="../../../" + T, workload="../../../" + W),
+                    "expect": {"step_time_s": {"measured": 1, "tolerance": 0.1}}}})
+case('regress-field-not-in-report', 'regress @', 2,
+     'error: @case.json: /expect/~1step_time: the report has no number at /step_time',
+     {'case.json': {"name": "x", "run": dict(A100_RUN, topology="../../../" + T, workload="../../../" + W),
+                    "expect": {"/step_time": {"measured": 1, "tolerance": 0.1}}}})
