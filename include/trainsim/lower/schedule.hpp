@@ -27,8 +27,8 @@ bool splits_weight_grad(spec::Schedule schedule);
 // GPipe: all forwards, then all backwards. 1F1B (PipeDream-flush): p − s − 1 warm-up forwards,
 // then one forward and one backward in turn, then the remaining backwards. Interleaved (Megatron):
 // micro-batches in groups of p through the vpp chunks, (p − s − 1)·2 + (vpp − 1)·p warm-up
-// forwards. ZB-H1 (Qi et al. 2023): B split into B and W; B goes first, F keeps 1F1B's activation
-// budget, W fills the gaps with at most p waiting per stage (bubble (p − 1)(F + B − W)).
+// forwards. ZB-H1 (Qi et al. 2023): B split into B and W; stage s defers its first s W's into the
+// cool-down, so every stage holds at most p micro-batches and the bubble is (p − 1)(F + B − W).
 std::vector<StageSchedule> make_schedule(spec::Schedule schedule, int pp, int vpp, std::int64_t microbatches);
 
 // "F0.0 B0.0 ..." for tests and debugging.

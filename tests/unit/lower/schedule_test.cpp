@@ -56,17 +56,20 @@ TEST_CASE("ZB-H1 splits backward and lets weight gradients fill the gaps") {
   const auto s = make_schedule(Schedule::ZbH1, 4, 1, 8);
   check_complete(s, 8, 1, true);
   for (std::size_t stage = 0; stage < s.size(); ++stage) {
-    // never more than 1F1B's p − stage micro-batches between forward and backward, nor p weights waiting
+    // never more than 1F1B's p − stage micro-batches between F and B, nor p between F and W
     int forwards = 0, backwards = 0, weights = 0;
     for (const auto& a : s[stage]) {
       forwards += a.kind == PassKind::Forward;
       backwards += a.kind == PassKind::Backward;
       weights += a.kind == PassKind::WeightGrad;
       CHECK(forwards - backwards <= 4 - static_cast<int>(stage));
-      CHECK(backwards - weights <= 4);
+      CHECK(forwards - weights <= 4);
     }
   }
-  // the last stage runs each forward's backward at once; the first stage fills its cool-down with Ws
-  CHECK(describe(s[3]).starts_with("F0.0 B0.0 F1.0 B1.0"));
-  CHECK(describe(s[0]).ends_with("W7.0"));
+  // Figure 3 (top) of Qi et al. 2023: the first stage runs B W F in turn, the last defers 3 Ws
+  CHECK(describe(s[0]) ==
+        "F0.0 F1.0 F2.0 F3.0 B0.0 W0.0 F4.0 B1.0 W1.0 F5.0 B2.0 W2.0 F6.0 B3.0 W3.0 F7.0 B4.0 W4.0 B5.0 W5.0 "
+        "B6.0 W6.0 B7.0 W7.0");
+  CHECK(describe(s[3]).starts_with("F0.0 B0.0 F1.0 B1.0 F2.0 B2.0 F3.0 B3.0 W0.0 F4.0"));
+  CHECK(describe(s[3]).ends_with("B7.0 W4.0 W5.0 W6.0 W7.0"));
 }
