@@ -147,7 +147,7 @@ case('strategy-negative-mb', f'{RUN} tp=8,mb=-1', 2,
 case('cli-missing-workload', f'run -t {T} -s tp=8', 2,
      'error: command line: --workload is required')
 case('cli-unknown-subcommand', 'fly', 2,
-     'error: command line: unknown command "fly"; expected one of: run, collective, regress')
+     'error: command line: unknown command "fly"; expected one of: run, collective, sweep, regress')
 case('cli-bad-format', f'{RUN} tp=8 --format xml', 2,
      'error: command line: --format: xml not in {table,json,csv}')
 case('does-not-fit', f'{RUN} tp=1,gpus=8', 1,
@@ -198,3 +198,38 @@ case('regress-field-not-in-report', 'regress @', 2,
      'error: @case.json: /expect/~1step_time: the report has no number at /step_time',
      {'case.json': {"name": "x", "run": dict(A100_RUN, topology="../../../" + T, workload="../../../" + W),
                     "expect": {"/step_time": {"measured": 1, "tolerance": 0.1}}}})
+
+# sweep command
+SW = f'sweep -t {T} -w {W}'
+case('sweep-bad-shard', f'{SW} --shard 3/3', 2,
+     'error: --shard: "3/3" is not I/N with 0 ≤ I < N (for example 0/4)')
+case('sweep-gpus-beyond-topology', f'{SW} --gpus 1024,99999', 2,
+     'error: --gpus: 99999 is not a device count in [1, 4480] of topology "dgx-a100-superpod"')
+case('sweep-unknown-objective', f'{SW} --rank-by speed', 2,
+     'error: --rank-by: "speed" is not valid; expected one of: step_time, tokens_per_s, cost')
+case('sweep-fix-typo', f'{SW} --fix tq=8', 2,
+     'error: --fix: /tq: unknown key "tq" (did you mean "tp"?)')
+case('sweep-without-inputs', 'sweep --top 3', 2,
+     'error: command line: sweep needs --topology and --workload (or: sweep merge FILE...)')
+case('sweep-merge-missing-file', 'sweep merge @nope.json', 2,
+     'error: @nope.json: cannot open: No such file or directory', {'.keep': ''})
+case('sweep-merge-not-a-result', 'sweep merge @r.json', 2,
+     'error: @r.json: /counts/enumerated: -1 is out of range; expected an integer in [0, 1125899906842624]\n'
+     'error: @r.json: /top/0/strategy: expected a string, got 8\n'
+     'error: @r.json: /top_k: expected an integer in [1, 1048576], got "ten"',
+     {'r.json': {"topology": "t", "workload": "w", "rank_by": "step_time", "top_k": "ten", "gpus": [8],
+                 "counts": {"enumerated": -1, "invalid": 0, "out_of_memory": 0, "candidates": 0},
+                 "top": [{"rank": 1, "index": 0, "strategy": 8, "gpus": 8, "step_time_s": 1, "tokens_per_s": 1,
+                          "tflops_per_gpu": 1, "mfu": 0.5, "bubble_fraction": 0, "exposed_comm_s": 0,
+                          "gpu_hours_per_mtoken": 1, "peak_memory_bytes": 1}],
+                 "pruned": []}})
+case('sweep-merge-mixed-sweeps', 'sweep merge @a.json @b.json', 2,
+     'error: @b.json: /workload: differs from @a.json: the results come from different sweeps',
+     {'a.json': {"topology": "t", "workload": "w", "rank_by": "step_time", "top_k": 3, "gpus": [8],
+                 "shard": {"index": 0, "count": 2},
+                 "counts": {"enumerated": 1, "invalid": 1, "out_of_memory": 0, "candidates": 0},
+                 "top": [], "pruned": [{"reason": "r", "count": 1, "example_index": 0, "example": "tp=3"}]},
+      'b.json': {"topology": "t", "workload": "other", "rank_by": "step_time", "top_k": 3, "gpus": [8],
+                 "shard": {"index": 1, "count": 2},
+                 "counts": {"enumerated": 0, "invalid": 0, "out_of_memory": 0, "candidates": 0},
+                 "top": [], "pruned": []}})

@@ -28,6 +28,10 @@ class Passes::Writer {
   // `prefix` is "F# ", "B# " or "W# "; '#' stands for the micro-batch.
   Writer(Passes& passes, int stage, std::string prefix, int microbatch)
       : p_(passes), stage_(stage), prefix_(std::move(prefix)), microbatch_(microbatch) {}
+  // A writer that issues nothing and adds up, into `elapsed`, how long the pass keeps the compute
+  // stream busy without contention: its kernels and the collectives the stream waits for.
+  Writer(Passes& passes, int stage, Duration& elapsed)
+      : p_(passes), stage_(stage), microbatch_(0), elapsed_(&elapsed) {}
 
   void add(int unit, std::initializer_list<std::string_view> ops, const std::vector<Pass>& passes) {
     const auto& present = p_.ops_of(unit);
@@ -42,6 +46,11 @@ class Passes::Writer {
     std::vector<Kernel> kernels;
     for (const auto& [unit, k] : queued_) kernels.push_back(k);
     const int unit = queued_.front().first;
+    if (elapsed_ != nullptr) {
+      *elapsed_ += p_.duration(unit, kernels);
+      queued_.clear();
+      return last_;
+    }
     const auto label =
         fmt::format("{}{} {}..{}", prefix_, unit_name(unit), queued_.front().second.op, queued_.back().second.op);
     last_ = p_.ctx_.compute(stage_, {label, microbatch_}, p_.duration(unit, kernels), category);
@@ -54,6 +63,13 @@ class Passes::Writer {
   void comm(std::string_view what, CollectiveKind kind, Bytes bytes, std::span<const ParallelDim> dims,
             StreamKind stream, Category category) {
     flush(Category::Compute);
+    if (elapsed_ != nullptr) {
+      auto& ctx = p_.ctx_;
+      const int rank = ctx.rank(ctx.stage_ranks(stage_).front()).rank;
+      *elapsed_ +=
+          ctx.costs().cost(cost::make_collective(kind, bytes), cost::Group{ctx.placement().group(dims, rank)}).time;
+      return;
+    }
     if (!last_.empty()) p_.ctx_.wait(stage_, stream, last_);
     const auto c = p_.ctx_.collective(stage_, {fmt::format("{}{}", prefix_, what), microbatch_}, kind, bytes, dims,
                                       stream, category);
@@ -75,6 +91,7 @@ class Passes::Writer {
   int microbatch_;
   std::vector<std::pair<int, Kernel>> queued_;
   TaskList last_;
+  Duration* elapsed_ = nullptr;
 };
 
 Passes::Passes(Context& ctx, DataParallel& dp)
@@ -238,6 +255,24 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
   if (tp) w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_in, act, kTp, StreamKind::TpComm, Category::TpComm);
   w.add(unit, {"norm1"}, bwd);
   w.flush(Category::Compute);
+}
+
+Passes::UnitTimes Passes::unit_times(int stage, int unit) {
+  UnitTimes t;
+  {
+    Writer w(*this, stage, t.forward);
+    unit_forward(w, unit, Category::Compute);
+  }
+  {
+    Writer w(*this, stage, t.backward_data);
+    unit_backward(w, unit, false);
+  }
+  {
+    Writer w(*this, stage, t.weight);
+    for (const auto& op : ops_of(unit)) w.add(unit, {op.name}, {Pass::BackwardWeight});
+    w.flush(Category::Compute);
+  }
+  return t;
 }
 
 Bytes Passes::kv_gather_bytes() const {

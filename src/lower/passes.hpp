@@ -22,6 +22,16 @@ class Passes {
   TaskList backward(int stage, int chunk, int microbatch);  // with weight gradients unless split
   TaskList weight_grad(int stage, int chunk, int microbatch);
 
+  // How long one micro-batch's passes of a unit keep a rank of `stage` busy without contention:
+  // kernels plus the collectives the compute stream waits for (tensor-, context- and
+  // expert-parallel), as forward, backward without weight gradients, and weight gradients.
+  struct UnitTimes {
+    Duration forward;
+    Duration backward_data;
+    Duration weight;
+  };
+  UnitTimes unit_times(int stage, int unit);
+
  private:
   struct Kernel {
     std::string_view op;

@@ -15,14 +15,6 @@ std::int64_t rounded(double v) {
   return static_cast<std::int64_t>(std::llround(v));
 }
 
-// RFC 4180: quote a field holding a comma, a quote or a line break.
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
 ordered_json memory_json(const model::MemoryBreakdown& m) {
   return {{"params", m.params.count},
           {"grads", m.grads.count},
@@ -65,6 +57,13 @@ ordered_json strategy_json(const spec::Job& job) {
 }
 
 }  // namespace
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
 
 std::string human_bytes(Bytes bytes) {
   const double b = bytes.as_double();

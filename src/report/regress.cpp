@@ -1,13 +1,10 @@
 #include "trainsim/report/regress.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,6 +17,7 @@
 #include "trainsim/spec/reader.hpp"
 #include "trainsim/topo/placement.hpp"
 #include "trainsim/util/error.hpp"
+#include "trainsim/util/parallel.hpp"
 
 namespace trainsim::report {
 namespace {
@@ -223,24 +221,8 @@ std::vector<CaseResult> run_regression(const std::string& directory, const Regre
   if (base.empty()) base = ".";
 
   std::vector<CaseResult> results(files.size());
-  std::vector<std::exception_ptr> errors(files.size());
-  std::atomic<std::size_t> next{0};
-  const unsigned threads = std::max(1u, options.threads ? options.threads : std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < std::min<std::size_t>(threads, files.size()); ++t) {
-    pool.emplace_back([&] {
-      for (std::size_t i = next++; i < files.size(); i = next++) {
-        try {
-          results[i] = run_one(files[i], base, options.update);
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      }
-    });
-  }
-  for (auto& t : pool) t.join();
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  parallel_for(files.size(), options.threads,
+               [&](std::size_t i) { results[i] = run_one(files[i], base, options.update); });
   return results;
 }
 

@@ -7,15 +7,12 @@
 #include "trainsim/model/params.hpp"
 #include "trainsim/sim/engine.hpp"
 #include "trainsim/topo/topology.hpp"
+#include "trainsim/util/error.hpp"
 
 namespace trainsim::report {
 namespace {
 
-void simulate(RunReport& r, const spec::Job& job, const RunOptions& options) {
-  const auto topo = topo::Topology::build(job.cluster);
-  cost::AlgorithmRegistry registry;
-  cost::register_builtin_algorithms(registry);
-  cost::CostModel costs(topo, registry, options.collectives);
+void simulate(RunReport& r, const spec::Job& job, const RunOptions& options, cost::CostModel& costs) {
   auto step = std::make_shared<SimulatedStep>();
   step->lowered = lower::lower(job, costs, options.lowering);
   step->timeline = sim::run(step->lowered.graph);
@@ -26,6 +23,16 @@ void simulate(RunReport& r, const spec::Job& job, const RunOptions& options) {
 }  // namespace
 
 RunReport build_run_report(const spec::Job& job, const RunOptions& options) {
+  if (!options.simulate) return build_run_report(job, options, nullptr);
+  const auto topo = topo::Topology::build(job.cluster);
+  cost::AlgorithmRegistry registry;
+  cost::register_builtin_algorithms(registry);
+  cost::CostModel costs(topo, registry, options.collectives);
+  return build_run_report(job, options, &costs);
+}
+
+RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost::CostModel* costs) {
+  SIM_ASSERT(!options.simulate || costs != nullptr, "a simulated report needs a cost model");
   RunReport r;
   r.job = &job;
   const auto& m = job.workload.model;
@@ -43,7 +50,7 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options) {
     r.warnings.push_back("memory estimate saturated at 1 EiB: the configuration is far outside any real device");
 
   if (options.simulate) {
-    simulate(r, job, options);
+    simulate(r, job, options, *costs);
     const auto& s = *r.simulation;
     r.peak_memory = s.peak_memory;
     const double tokens =

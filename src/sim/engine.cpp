@@ -4,7 +4,6 @@
 #include <cmath>
 #include <iterator>
 #include <queue>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -29,6 +28,12 @@ struct Event {
   }
 };
 
+// A transfer on a link and its share of the link's capacity.
+struct OnLink {
+  std::uint32_t task;
+  double share;
+};
+
 struct Flow {
   double remaining_ps = 0;  // bandwidth-bound time left at full speed
   double rate = 1.0;
@@ -48,6 +53,7 @@ class Engine {
     started_.assign(n, false);
     finished_.assign(n, false);
     flows_.resize(n);
+    shared_.resize(n);
     for (std::size_t t = 0; t < n; ++t) {
       const auto& task = g.task(TaskId{static_cast<std::uint32_t>(t)});
       waiting_[t] = static_cast<std::uint32_t>(task.deps.size());
@@ -129,14 +135,16 @@ class Engine {
       return;
     }
     f.active = true;
-    bool shared = false;
+    auto& mine = shared_[task];
+    mine.clear();
     for (const auto& s : g_.load(comm.load)) {
-      auto& on = flows_on_link_[s.link];
-      shared = shared || !on.empty();
-      on.push_back(task);
+      auto& on = on_link(s.link);
+      if (on.size() == 1) shared_[on.front().task].push_back({s.link, on.front().share});
+      if (!on.empty()) mine.push_back(s);
+      on.push_back({task, s.share});
     }
     // Alone on every link (the common case): full speed, nothing else changes.
-    if (!shared) {
+    if (mine.empty()) {
       push(now_ + Duration{static_cast<std::int64_t>(std::ceil(f.remaining_ps))}, task, EventKind::Finish, f.version);
       return;
     }
@@ -151,11 +159,23 @@ class Engine {
     std::vector<std::uint32_t> neighbours;
     if (flows_[task].active) {
       flows_[task].active = false;
-      for (const auto& s : g_.load(std::get<CommWork>(t.work).load)) {
+      for (const auto& s : shared_[task]) {
         auto& on = flows_on_link_[s.link];
-        on.erase(std::find(on.begin(), on.end(), task));
-        neighbours.insert(neighbours.end(), on.begin(), on.end());
+        on.erase(std::find_if(on.begin(), on.end(), [&](const OnLink& o) { return o.task == task; }));
+        for (const auto& o : on) neighbours.push_back(o.task);
+        if (on.size() == 1) {  // the link is no longer shared
+          auto& other = shared_[on.front().task];
+          other.erase(std::find_if(other.begin(), other.end(), [&](const LinkShare& x) { return x.link == s.link; }));
+        }
       }
+      // on its other links the transfer was alone
+      if (shared_[task].size() < g_.load(std::get<CommWork>(t.work).load).size()) {
+        for (const auto& s : g_.load(std::get<CommWork>(t.work).load)) {
+          auto& on = flows_on_link_[s.link];
+          if (on.size() == 1 && on.front().task == task) on.clear();
+        }
+      }
+      shared_[task].clear();
     }
     for (const auto s : t.streams) {
       busy_[s.index()] = false;
@@ -184,19 +204,25 @@ class Engine {
     }
   }
 
+  std::vector<OnLink>& on_link(std::uint32_t link) {
+    if (link >= flows_on_link_.size()) flows_on_link_.resize(link + 1);
+    return flows_on_link_[link];
+  }
+
   // Active transfers connected to `task` through shared links, sorted.
-  std::vector<std::uint32_t> component_of(std::uint32_t task) const {
+  std::vector<std::uint32_t> component_of(std::uint32_t task) {
+    ++visit_;
+    if (visited_.size() < flows_.size()) visited_.resize(flows_.size(), 0);
     std::vector<std::uint32_t> seen{task};
-    std::vector<std::uint32_t> todo{task};
-    while (!todo.empty()) {
-      const auto t = todo.back();
-      todo.pop_back();
-      for (const auto& s : g_.load(std::get<CommWork>(g_.task(TaskId{t}).work).load))
-        for (const auto other : flows_on_link_.at(s.link))
-          if (std::find(seen.begin(), seen.end(), other) == seen.end()) {
-            seen.push_back(other);
-            todo.push_back(other);
-          }
+    visited_[task] = visit_;
+    for (std::size_t next = 0; next < seen.size(); ++next) {
+      for (const auto& s : shared_[seen[next]]) {
+        for (const auto& o : flows_on_link_[s.link]) {
+          if (visited_[o.task] == visit_) continue;
+          visited_[o.task] = visit_;
+          seen.push_back(o.task);
+        }
+      }
     }
     std::sort(seen.begin(), seen.end());
     return seen;
@@ -208,9 +234,9 @@ class Engine {
       auto& f = flows_[t];
       f.remaining_ps = std::max(0.0, f.remaining_ps - f.rate * static_cast<double>((now_ - f.updated).ps));
       f.updated = now_;
-      loads.push_back(&g_.load(std::get<CommWork>(g_.task(TaskId{t}).work).load));
+      loads.push_back(&shared_[t]);  // links used by this transfer alone never limit it
     }
-    const auto rates = max_min_rates(loads);
+    const auto& rates = solver_.solve(loads);
     ++timeline_.rate_updates;
     for (std::size_t i = 0; i < ids.size(); ++i) {
       auto& f = flows_[ids[i]];
@@ -258,8 +284,13 @@ class Engine {
   std::vector<std::int64_t> pool_bytes_;
   std::vector<std::array<std::int64_t, kMemoryKinds>> pool_kinds_;
   std::vector<Flow> flows_;
-  // Active transfers per link. Only looked up, never iterated, so the hash order cannot leak out.
-  std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> flows_on_link_;
+  // Active transfers per link id, in the order they began, with their shares of the link.
+  std::vector<std::vector<OnLink>> flows_on_link_;
+  // Per active transfer: the links it shares with another one (the only ones that can slow it).
+  std::vector<std::vector<LinkShare>> shared_;
+  std::vector<std::uint32_t> visited_;  // per task: the component search that last reached it
+  std::uint32_t visit_ = 0;
+  MaxMinSolver solver_;
 };
 
 }  // namespace

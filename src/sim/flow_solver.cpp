@@ -2,59 +2,97 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
 
 namespace trainsim::sim {
 
-std::vector<double> max_min_rates(std::span<const std::vector<LinkShare>* const> flows) {
+const std::vector<double>& MaxMinSolver::solve(std::span<const std::vector<LinkShare>* const> flows) {
   constexpr double kEps = 1e-12;
   const std::size_t n = flows.size();
-  std::vector<double> rate(n, 0.0);
-  std::vector<bool> frozen(n, false);
-  // links in id order; per link the flows that cross it and their shares
-  std::map<std::uint32_t, std::size_t> link_index;
-  for (const auto* f : flows)
-    for (const auto& s : *f) link_index.try_emplace(s.link, 0);
-  std::size_t next = 0;
-  for (auto& [link, idx] : link_index) idx = next++;
-  std::vector<double> capacity(link_index.size(), 1.0);
-  std::vector<std::vector<std::pair<std::size_t, double>>> on_link(link_index.size());
-  for (std::size_t i = 0; i < n; ++i)
-    for (const auto& s : *flows[i]) on_link[link_index.at(s.link)].emplace_back(i, s.share);
-
-  std::size_t unfrozen = n;
-  std::vector<double> demand(capacity.size());
-  while (unfrozen > 0) {
-    double step = std::numeric_limits<double>::infinity();
-    for (std::size_t l = 0; l < on_link.size(); ++l) {
-      demand[l] = 0;
-      for (const auto& [i, share] : on_link[l])
-        if (!frozen[i]) demand[l] += share;
-      if (demand[l] > 0) step = std::min(step, capacity[l] / demand[l]);
+  ++call_;
+  // A link that only one flow crosses never limits it below full speed (each load's shares are at
+  // most 1: its bottleneck alone gives full speed), so only shared links enter the problem. Count
+  // the flows per link first; `local_` holds the count until the shared links are numbered.
+  for (const auto* f : flows) {
+    for (const auto& s : *f) {
+      if (s.link >= stamp_.size()) {
+        stamp_.resize(s.link + 1, 0);
+        local_.resize(s.link + 1, 0);
+      }
+      if (stamp_[s.link] != call_) {
+        stamp_[s.link] = call_;
+        local_[s.link] = 0;
+      }
+      ++local_[s.link];
     }
-    for (std::size_t i = 0; i < n; ++i)
-      if (!frozen[i]) step = std::min(step, 1.0 - rate[i]);
-    step = std::max(step, 0.0);
-    for (std::size_t i = 0; i < n; ++i)
-      if (!frozen[i]) rate[i] += step;
-    for (std::size_t l = 0; l < on_link.size(); ++l) capacity[l] -= step * demand[l];
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!frozen[i] && rate[i] >= 1.0 - kEps) {
-        rate[i] = std::min(rate[i], 1.0);
-        frozen[i] = true;
-        --unfrozen;
+  }
+  ++call_;
+  std::size_t links = 0;
+  flow_links_.clear();
+  flow_shares_.clear();
+  first_share_.assign(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (const auto& s : *flows[i]) {
+      if (stamp_[s.link] == call_ - 1) {  // first visit this round: shared or not
+        const bool shared = local_[s.link] >= 2;
+        stamp_[s.link] = shared ? call_ : call_ + 1;
+        if (shared) local_[s.link] = links++;
+      }
+      if (stamp_[s.link] == call_) {
+        flow_links_.push_back(local_[s.link]);
+        flow_shares_.push_back(s.share);
       }
     }
-    for (std::size_t l = 0; l < on_link.size(); ++l) {
-      if (demand[l] <= 0 || capacity[l] > kEps) continue;
-      for (const auto& [i, share] : on_link[l]) {
-        if (frozen[i]) continue;
-        frozen[i] = true;
-        --unfrozen;
+    first_share_[i + 1] = flow_links_.size();
+  }
+  ++call_;  // past the exclusive links' mark, so that the next call starts afresh
+  residual_.assign(links, 1.0);
+  demand_.assign(links, 0.0);
+  offsets_.assign(links + 1, 0);
+  for (std::size_t k = 0; k < flow_links_.size(); ++k) {
+    demand_[flow_links_[k]] += flow_shares_[k];
+    ++offsets_[flow_links_[k] + 1];
+  }
+  for (std::size_t l = 0; l < links; ++l) offsets_[l + 1] += offsets_[l];
+  members_.resize(flow_links_.size());
+  cursor_.assign(offsets_.begin(), offsets_.end() - 1);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t k = first_share_[i]; k < first_share_[i + 1]; ++k)
+      members_[cursor_[flow_links_[k]]++] = static_cast<std::uint32_t>(i);
+
+  // Every flow still rising runs at the common `level`; it freezes there when one of its links fills.
+  rates_.assign(n, 0.0);
+  frozen_.assign(n, 0);
+  const auto freeze = [&](std::size_t i, double rate) {
+    frozen_[i] = 1;
+    rates_[i] = rate;
+    for (std::size_t k = first_share_[i]; k < first_share_[i + 1]; ++k) demand_[flow_links_[k]] -= flow_shares_[k];
+  };
+  std::size_t rising = n;
+  double level = 0;
+  while (rising > 0) {
+    double step = 1.0 - level;
+    for (std::size_t l = 0; l < links; ++l)
+      if (demand_[l] > kEps) step = std::min(step, residual_[l] / demand_[l]);
+    step = std::max(step, 0.0);
+    level += step;
+    for (std::size_t l = 0; l < links; ++l)
+      if (demand_[l] > kEps) residual_[l] -= step * demand_[l];
+    if (level >= 1.0 - kEps) {
+      for (std::size_t i = 0; i < n; ++i)
+        if (!frozen_[i]) rates_[i] = 1.0;
+      break;
+    }
+    for (std::size_t l = 0; l < links; ++l) {
+      if (demand_[l] <= kEps || residual_[l] > kEps) continue;
+      for (std::uint32_t m = offsets_[l]; m < offsets_[l + 1]; ++m) {
+        const auto i = members_[m];
+        if (frozen_[i]) continue;
+        freeze(i, level);
+        --rising;
       }
     }
   }
-  return rate;
+  return rates_;
 }
 
 }  // namespace trainsim::sim

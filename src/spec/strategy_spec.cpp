@@ -108,6 +108,26 @@ std::string order_text(const std::vector<ParallelDim>& order) {
   return out;
 }
 
+std::string strategy_text(const StrategySpec& s) {
+  const StrategySpec defaults;
+  std::string out = fmt::format("tp={}", s.tp);
+  if (s.sp) out += ",sp=on";
+  if (s.cp != 1) out += fmt::format(",cp={}", s.cp);
+  if (s.ep != 1) out += fmt::format(",ep={}", s.ep);
+  out += fmt::format(",pp={}", s.pp);
+  if (s.vpp != 1) out += fmt::format(",vpp={}", s.vpp);
+  if (s.dp) out += fmt::format(",dp={}", *s.dp);
+  if (s.gpus) out += fmt::format(",gpus={}", *s.gpus);
+  out += fmt::format(",zero={},mb={}", s.zero, s.mb);
+  if (s.pp > 1 || s.schedule != defaults.schedule) out += fmt::format(",schedule={}", schedule_name(s.schedule));
+  out += fmt::format(",recompute={}", recompute_name(s.recompute));
+  if (s.attention != defaults.attention) out += fmt::format(",attention={}", attention_name(s.attention));
+  if (s.first_stage_layers) out += fmt::format(",first_stage_layers={}", *s.first_stage_layers);
+  if (s.last_stage_layers) out += fmt::format(",last_stage_layers={}", *s.last_stage_layers);
+  if (s.order != defaults.order) out += fmt::format(",order={}", order_text(s.order));
+  return out;
+}
+
 StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw SpecError(source, "", fmt::format("expected a JSON object, got {}", describe(json)));
   Diagnostics diagnostics;

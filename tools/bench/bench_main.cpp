@@ -28,5 +28,7 @@ int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "all";
   if (which == "all" || which == "collectives") trainsim::bench::collectives();
   if (which == "all" || which == "engine") trainsim::bench::engine();
+  if (which == "all" || which == "scale") trainsim::bench::scale();
+  if (which == "all" || which == "sweep") trainsim::bench::sweep();
   return 0;
 }

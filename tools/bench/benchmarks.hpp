@@ -10,5 +10,7 @@ std::int64_t resident_kib(const char* field);
 
 void collectives();
 void engine();
+void scale();
+void sweep();
 
 }  // namespace trainsim::bench

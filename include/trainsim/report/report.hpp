@@ -55,6 +55,9 @@ struct RunReport {
 };
 
 RunReport build_run_report(const spec::Job& job, const RunOptions& options = {});
+// The same with a cost model built once for the job's cluster and `options.collectives` (a sweep
+// simulates many jobs on one topology); may be null when `options.simulate` is false.
+RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost::CostModel* costs);
 
 // Overrides the options' defaults with a calibration file's values.
 void apply_calibration(const spec::CalibrationSpec& calibration, RunOptions& options);

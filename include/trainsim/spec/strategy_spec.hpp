@@ -45,6 +45,10 @@ nlohmann::json parse_inline_strategy(std::string_view text, const std::string& s
 // A path to a JSON file, or an inline list when the argument contains '=' and is not a file.
 StrategySpec load_strategy_spec(const std::string& argument, std::string& source);
 
+// The inline list that reads back as `strategy` ("tp=8,sp=on,pp=8,dp=16,zero=1,mb=1,..."); keys at
+// their defaults are left out where that is unambiguous.
+std::string strategy_text(const StrategySpec& strategy);
+
 std::string_view schedule_name(Schedule schedule);
 std::string_view recompute_name(Recompute recompute);
 std::string_view attention_name(AttentionImpl attention);

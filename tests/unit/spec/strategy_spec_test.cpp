@@ -71,3 +71,16 @@ TEST_CASE("rank order is a permutation of the parallel dimensions") {
         "s: /order: \"xx\" is not a parallel dimension; expected a permutation such as \"tp-cp-dp-pp\" (ep may be "
         "added)");
 }
+
+TEST_CASE("strategy_text reads back as the same strategy") {
+  for (const char* text : {"tp=8", "tp=8,sp=on,pp=8,dp=16,zero=1,mb=2,schedule=interleaved,vpp=3,recompute=selective",
+                           "tp=4,cp=16,pp=16,dp=8,first_stage_layers=7,last_stage_layers=7,attention=unfused",
+                           "tp=1,ep=8,pp=4,gpus=256,zero=3,recompute=full,order=tp-cp-dp-ep-pp", "pp=2,schedule=zb-h1",
+                           "schedule=gpipe"}) {
+    const auto s = inline_strategy(text);
+    CAPTURE(text);
+    CHECK(inline_strategy(strategy_text(s)) == s);
+  }
+  CHECK(strategy_text(inline_strategy("pp=2,tp=8,sp=on,dp=4")) ==
+        "tp=8,sp=on,pp=2,dp=4,zero=0,mb=1,schedule=1f1b,recompute=none");
+}

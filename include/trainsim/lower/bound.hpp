@@ -1,0 +1,21 @@
+#pragma once
+// A lower bound on a job's step time that needs no simulation (the sweep uses it to skip
+// configurations that cannot reach its top K; the ranking stays exact).
+//
+// A flow-shop bound: pipeline stage s cannot start before the first micro-batch's forward has
+// crossed stages 0..s−1, must then run all of its passes, and its last backward must still cross
+// stages s−1..0. A pass counts its kernels and the tensor-, context- and expert-parallel
+// collectives its compute stream waits for, each at its uncontended duration (the lowering's own
+// passes, measured rather than issued). Pipeline transfers, data-parallel traffic, ZeRO gathers,
+// the optimizer step and recomputation on the backward path are left out, and link sharing only
+// slows collectives down, so the simulated step is never shorter than this.
+#include "trainsim/cost/cost_model.hpp"
+#include "trainsim/lower/lowering.hpp"
+#include "trainsim/spec/job.hpp"
+#include "trainsim/util/units.hpp"
+
+namespace trainsim::lower {
+
+Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, const LoweringOptions& options);
+
+}  // namespace trainsim::lower

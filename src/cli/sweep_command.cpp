@@ -1,0 +1,160 @@
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "trainsim/search/sweep.hpp"
+#include "trainsim/spec/calibration_spec.hpp"
+#include "trainsim/spec/cluster_spec.hpp"
+#include "trainsim/spec/reader.hpp"
+#include "trainsim/spec/strategy_spec.hpp"
+#include "trainsim/spec/workload_spec.hpp"
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::cli {
+namespace {
+
+struct SweepCommandOptions {
+  std::string topology;
+  std::string workload;
+  std::vector<std::int64_t> gpus;
+  std::size_t top = 10;
+  unsigned threads = 0;
+  std::string format = "table";
+  std::string rank_by = "step_time";
+  std::string fix;
+  std::string shard;
+  std::string calibration;
+  bool exhaustive = false;
+  bool quiet = false;
+  std::vector<std::string> merge_files;
+};
+
+// "I/N" with 0 ≤ I < N.
+std::pair<int, int> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  int index = -1;
+  int count = 0;
+  const auto number = [](std::string_view s, int& out) {
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && end == s.data() + s.size();
+  };
+  if (slash == std::string::npos || !number(std::string_view(text).substr(0, slash), index) ||
+      !number(std::string_view(text).substr(slash + 1), count) || count < 1 || count > (1 << 20) || index < 0 ||
+      index >= count)
+    throw SpecError("--shard", "", fmt::format("\"{}\" is not I/N with 0 ≤ I < N (for example 0/4)", text));
+  return {index, count};
+}
+
+// A progress line on stderr when it is a terminal.
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}
+  void update(std::size_t done, std::size_t at_most) {
+    if (!enabled_) return;
+    constexpr int kWidth = 30;
+    const int filled = at_most ? static_cast<int>(kWidth * done / at_most) : kWidth;
+    fmt::print(stderr, "\rsimulating [{:<{}}] {} of at most {}", std::string(static_cast<std::size_t>(filled), '#'),
+               kWidth, done, at_most);
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (enabled_) fmt::print(stderr, "\r{:<80}\r", "");
+  }
+
+ private:
+  bool enabled_;
+};
+
+void print_result(const search::SweepResult& r, const std::string& format) {
+  switch (parse_format(format)) {
+    case report::Format::Json:
+      fmt::print("{}\n", search::to_json(r).dump(2));
+      break;
+    case report::Format::Csv:
+      fmt::print("{}", search::to_csv(r));
+      break;
+    case report::Format::Table:
+      fmt::print("{}", search::to_table(r));
+      break;
+  }
+}
+
+int run_sweep(const SweepCommandOptions& o) {
+  if (o.topology.empty() || o.workload.empty())
+    throw SpecError("command line", "", "sweep needs --topology and --workload (or: sweep merge FILE...)");
+  const auto cluster = spec::load_cluster_spec(o.topology);
+  const auto workload = spec::load_workload_spec(o.workload);
+  search::SweepOptions options;
+  for (const auto g : o.gpus)
+    if (g < 1 || g > cluster.num_devices())
+      throw SpecError("--gpus", "",
+                      fmt::format("{} is not a device count in [1, {}] of topology \"{}\"", g, cluster.num_devices(),
+                                  cluster.name));
+  options.gpus = o.gpus;
+  if (!o.fix.empty()) options.fixed = spec::parse_inline_strategy(o.fix, "--fix");
+  options.objective = search::objective_from_name(o.rank_by);
+  if (o.top < 1) throw SpecError("--top", "", "must be at least 1");
+  options.top = o.top;
+  options.threads = o.threads;
+  if (!o.shard.empty()) std::tie(options.shard, options.shards) = parse_shard(o.shard);
+  options.exhaustive = o.exhaustive;
+  if (!o.calibration.empty()) report::apply_calibration(spec::load_calibration_spec(o.calibration), options.run);
+  Progress progress(!o.quiet);
+  options.progress = [&](std::size_t done, std::size_t at_most) { progress.update(done, at_most); };
+  const auto result = search::sweep(cluster, workload, spec::Sources{o.topology, o.workload, "--fix"}, options);
+  progress.finish();
+  print_result(result, o.format);
+  if (!o.quiet) {
+    const auto& s = result.stats;
+    fmt::print(stderr,
+               "{} configurations in {:.1f} s ({:.0f} per second); simulated {} of {} candidates ({:.1f} per "
+               "second), {} skipped by the compute bound, {} did not fit once simulated\n",
+               result.enumerated, s.seconds, static_cast<double>(result.enumerated) / s.seconds, s.simulated,
+               result.candidates, static_cast<double>(s.simulated) / s.seconds, s.bounded_out,
+               s.simulated_out_of_memory);
+  }
+  return result.top.empty() ? kDoesNotFit : kOk;
+}
+
+int run_merge(const SweepCommandOptions& o) {
+  std::vector<search::SweepResult> parts;
+  for (const auto& file : o.merge_files) parts.push_back(search::sweep_from_json(spec::load_json_file(file), file));
+  const auto result = search::merge_sweeps(std::move(parts), o.merge_files);
+  print_result(result, o.format);
+  return result.top.empty() ? kDoesNotFit : kOk;
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app, Action& action) {
+  auto o = std::make_shared<SweepCommandOptions>();
+  auto* cmd =
+      app.add_subcommand("sweep", "search every strategy of a workload on a cluster and rank the ones that fit");
+  cmd->add_option("-t,--topology", o->topology, "topology JSON file");
+  cmd->add_option("-w,--workload", o->workload, "workload JSON file");
+  cmd->add_option("--gpus", o->gpus, "device counts to try, e.g. 512,1024 (default: every device)")->delimiter(',');
+  cmd->add_option("--top", o->top, "plans to list (default 10)");
+  cmd->add_option("--threads", o->threads, "threads (default: all cores); the output does not depend on it");
+  cmd->add_option("--rank-by", o->rank_by, "step_time (default), tokens_per_s or cost (GPU-hours per million tokens)");
+  cmd->add_option("--fix", o->fix, "strategy keys to pin, e.g. tp=8,zero=1");
+  cmd->add_option("--shard", o->shard, "run share I of N (0 ≤ I < N) of the space; join with `sweep merge`");
+  cmd->add_option("--calibration", o->calibration, "calibration JSON overriding the model's defaults");
+  cmd->add_flag("--exhaustive", o->exhaustive, "simulate every candidate that fits (no bound)");
+  cmd->add_flag("--quiet", o->quiet, "no progress bar or summary on stderr");
+  add_format_option(*cmd, o->format);
+  cmd->require_subcommand(0, 1);
+  auto* merge = cmd->add_subcommand("merge", "join the JSON results of sweep shards into the whole sweep's answer");
+  merge->add_option("files", o->merge_files, "shard results (sweep --shard I/N --format json)")->required();
+  add_format_option(*merge, o->format);
+  merge->callback([o, &action] { action = [o] { return run_merge(*o); }; });
+  cmd->callback([o, cmd, &action] {
+    if (cmd->got_subcommand("merge")) return;
+    action = [o] { return run_sweep(*o); };
+  });
+}
+
+}  // namespace trainsim::cli

@@ -1,0 +1,350 @@
+#include "trainsim/search/sweep.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "search/space.hpp"
+#include "trainsim/cost/cost_model.hpp"
+#include "trainsim/lower/bound.hpp"
+#include "trainsim/model/memory.hpp"
+#include "trainsim/report/format.hpp"
+#include "trainsim/topo/topology.hpp"
+#include "trainsim/util/error.hpp"
+#include "trainsim/util/parallel.hpp"
+
+namespace trainsim::search {
+namespace {
+
+// Candidates simulated per round before the bound is tightened. Fixed, so that what is simulated
+// does not depend on the thread count.
+constexpr std::size_t kRound = 32;
+
+struct Choice {
+  Objective objective;
+  std::string_view name;
+};
+constexpr Choice kObjectives[] = {
+    {Objective::StepTime, "step_time"}, {Objective::TokensPerS, "tokens_per_s"}, {Objective::Cost, "cost"}};
+
+// What phase one learns about a candidate without simulating it.
+struct Screened {
+  enum class Verdict { Invalid, OutOfMemory, Candidate } verdict = Verdict::Candidate;
+  std::string reason;  // the family, for pruned candidates
+  std::string example;
+  std::unique_ptr<spec::Job> job;
+  double bound = 0;  // lower bound on the objective
+};
+
+double tokens_per_step(const spec::WorkloadSpec& w) {
+  return static_cast<double>(w.training.global_batch) * static_cast<double>(w.training.seq_len);
+}
+
+// The objective to minimise for a step time on `gpus` devices.
+double objective_of(Objective o, double step_time_s, std::int64_t gpus, const spec::WorkloadSpec& w) {
+  switch (o) {
+    case Objective::StepTime:
+    case Objective::TokensPerS:
+      return step_time_s;
+    case Objective::Cost:
+      return gpu_hours_per_mtoken(step_time_s, gpus, w);
+  }
+  return step_time_s;
+}
+
+Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload,
+                const spec::Sources& sources, const SweepOptions& options, cost::CostModel& costs) {
+  Screened out;
+  const auto text = spec::strategy_text(c.strategy);
+  try {
+    out.job = std::make_unique<spec::Job>(spec::resolve_job(cluster, workload, c.strategy, sources));
+  } catch (const SpecError& e) {
+    const auto& d = e.diagnostics().front();
+    out.verdict = Screened::Verdict::Invalid;
+    out.reason = d.pointer.empty() ? d.message : fmt::format("{}: {}", d.pointer, d.message);
+    out.example = text;
+    return out;
+  }
+  auto& job = *out.job;
+  job.strategy.dp = job.dp;  // the plan names its data-parallel degree rather than the device count
+  job.strategy.gpus.reset();
+  const auto memory = model::estimate_memory(job, options.run.lowering.memory);
+  const auto& peak = memory.peak().bytes;
+  const auto device = job.cluster.device.memory;
+  if (peak.total() > device) {
+    out.verdict = Screened::Verdict::OutOfMemory;
+    const auto states = peak.params + peak.grads + peak.optimizer;
+    const auto& s = job.strategy;
+    if (states > device) {
+      out.reason =
+          fmt::format("model states exceed device memory at tp·cp·pp = {}, zero={}", s.tp * s.cp * s.pp, s.zero);
+    } else {
+      out.reason = fmt::format("activations exceed device memory at recompute={}, mb={}",
+                               spec::recompute_name(s.recompute), s.mb);
+    }
+    out.example = fmt::format("{} (analytic peak {})", spec::strategy_text(s), report::human_bytes(peak.total()));
+    out.job.reset();
+    return out;
+  }
+  const double bound = lower::step_time_lower_bound(job, costs, options.run.lowering).seconds();
+  out.bound = objective_of(options.objective, bound, job.gpus, workload);
+  return out;
+}
+
+// Cost models for the simulating threads: one per thread at a time, reused across candidates so
+// that collective plans are laid out once per group.
+class CostModelPool {
+ public:
+  CostModelPool(const spec::ClusterSpec& cluster, const cost::CollectiveTuning& tuning)
+      : topology_(topo::Topology::build(cluster)), tuning_(tuning) {
+    cost::register_builtin_algorithms(registry_);
+  }
+  std::unique_ptr<cost::CostModel> acquire() {
+    const std::scoped_lock lock(mutex_);
+    if (free_.empty()) return std::make_unique<cost::CostModel>(topology_, registry_, tuning_);
+    auto m = std::move(free_.back());
+    free_.pop_back();
+    return m;
+  }
+  void release(std::unique_ptr<cost::CostModel> m) {
+    const std::scoped_lock lock(mutex_);
+    free_.push_back(std::move(m));
+  }
+
+ private:
+  topo::Topology topology_;
+  cost::AlgorithmRegistry registry_;
+  cost::CollectiveTuning tuning_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<cost::CostModel>> free_;
+};
+
+// Best first; ties broken by enumeration order.
+bool better(const Plan& a, const Plan& b) {
+  return std::tie(a.objective, a.index) < std::tie(b.objective, b.index);
+}
+
+void sort_families(std::vector<PrunedFamily>& families) {
+  std::sort(families.begin(), families.end(), [](const PrunedFamily& a, const PrunedFamily& b) {
+    return std::tie(b.count, a.example_index) < std::tie(a.count, b.example_index);
+  });
+}
+
+void add_family(std::map<std::string, PrunedFamily>& families, const std::string& reason, std::size_t index,
+                const std::string& example, std::int64_t count = 1) {
+  auto [it, inserted] = families.try_emplace(reason, PrunedFamily{reason, 0, index, example});
+  it->second.count += count;
+  if (index < it->second.example_index) {
+    it->second.example_index = index;
+    it->second.example = example;
+  }
+}
+
+}  // namespace
+
+double gpu_hours_per_mtoken(double step_time_s, std::int64_t gpus, const spec::WorkloadSpec& workload) {
+  return step_time_s * static_cast<double>(gpus) / 3600.0 / (tokens_per_step(workload) / 1e6);
+}
+
+std::string_view objective_name(Objective objective) {
+  for (const auto& c : kObjectives)
+    if (c.objective == objective) return c.name;
+  return "step_time";
+}
+
+Objective objective_from_name(std::string_view name) {
+  for (const auto& c : kObjectives)
+    if (c.name == name) return c.objective;
+  throw SpecError("--rank-by", "",
+                  fmt::format("\"{}\" is not valid; expected one of: step_time, tokens_per_s, cost", name));
+}
+
+SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload, const spec::Sources& sources,
+                  const SweepOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  SIM_ASSERT(options.shards >= 1 && options.shard >= 0 && options.shard < options.shards, "bad shard {}/{}",
+             options.shard, options.shards);
+  SIM_ASSERT(options.top >= 1, "the top K must hold at least one plan");
+  const auto all = enumerate_space(cluster, workload, options);
+
+  SweepResult result;
+  result.topology = cluster.name;
+  result.workload = workload.name;
+  result.objective = options.objective;
+  result.top_k = options.top;
+  result.shards = options.shards;
+  result.shard_indices = {options.shard};
+  for (const auto& c : all)
+    if (std::find(result.gpus.begin(), result.gpus.end(), c.gpus) == result.gpus.end()) result.gpus.push_back(c.gpus);
+
+  // this shard's candidates, by their index in the whole space
+  std::vector<std::size_t> mine;
+  for (std::size_t i = static_cast<std::size_t>(options.shard); i < all.size();
+       i += static_cast<std::size_t>(options.shards))
+    mine.push_back(i);
+  result.enumerated = static_cast<std::int64_t>(mine.size());
+
+  // phase one: the job rules, the analytic memory estimate and the bound, for every candidate
+  CostModelPool pool(cluster, options.run.collectives);
+  std::vector<Screened> screened(mine.size());
+  parallel_for(mine.size(), options.threads, [&](std::size_t i) {
+    auto costs = pool.acquire();
+    screened[i] = screen(all[mine[i]], cluster, workload, sources, options, *costs);
+    pool.release(std::move(costs));
+  });
+  std::map<std::string, PrunedFamily> families;
+  std::vector<std::size_t> order;  // positions in `mine` still to simulate
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    auto& s = screened[i];
+    switch (s.verdict) {
+      case Screened::Verdict::Invalid:
+        ++result.invalid;
+        add_family(families, s.reason, mine[i], s.example);
+        break;
+      case Screened::Verdict::OutOfMemory:
+        ++result.out_of_memory;
+        add_family(families, s.reason, mine[i], s.example);
+        break;
+      case Screened::Verdict::Candidate:
+        ++result.candidates;
+        order.push_back(i);
+        break;
+    }
+  }
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(screened[a].bound, mine[a]) < std::tie(screened[b].bound, mine[b]);
+  });
+
+  // phase two: simulate in rounds, best bound first, until the bound passes the K-th best
+  report::RunOptions run = options.run;
+  run.simulate = true;
+  std::vector<Plan> kept;
+  std::mutex progress_mutex;
+  std::size_t simulated = 0;
+  std::size_t next = 0;
+  const auto threshold = [&] {
+    if (options.exhaustive || kept.size() < options.top) return std::numeric_limits<double>::infinity();
+    return kept[options.top - 1].objective;
+  };
+  while (next < order.size() && screened[order[next]].bound <= threshold()) {
+    std::vector<std::size_t> round;
+    while (next < order.size() && round.size() < kRound && screened[order[next]].bound <= threshold())
+      round.push_back(order[next++]);
+    std::vector<std::optional<Plan>> plans(round.size());
+    parallel_for(round.size(), options.threads, [&](std::size_t r) {
+      const auto i = round[r];
+      const auto& job = *screened[i].job;
+      auto costs = pool.acquire();
+      const auto report = report::build_run_report(job, run, costs.get());
+      pool.release(std::move(costs));
+      // the ranking is exact only if the bound holds
+      const double step = report.simulation->step_time_s;
+      SIM_ASSERT(objective_of(options.objective, step, job.gpus, workload) >= screened[i].bound * (1 - 1e-9),
+                 "the step-time bound {} s exceeds the simulated {} s for {}", screened[i].bound, step,
+                 spec::strategy_text(job.strategy));
+      if (report.fits) {
+        const auto& sim = *report.simulation;
+        plans[r] = Plan{.index = mine[i],
+                        .strategy = spec::strategy_text(job.strategy),
+                        .gpus = job.gpus,
+                        .step_time_s = sim.step_time_s,
+                        .tokens_per_s = report.tokens_per_s,
+                        .tflops_per_gpu = report.tflops_per_gpu,
+                        .mfu = report.mfu,
+                        .bubble_fraction = sim.bubble_fraction,
+                        .exposed_comm_s = sim.breakdown.exposed_comm_s,
+                        .gpu_hours_per_mtoken = gpu_hours_per_mtoken(sim.step_time_s, job.gpus, workload),
+                        .peak_memory = report.peak_memory,
+                        .objective = objective_of(options.objective, sim.step_time_s, job.gpus, workload)};
+      }
+      if (options.progress) {
+        const std::scoped_lock lock(progress_mutex);
+        ++simulated;
+        options.progress(simulated, order.size() - next + simulated);
+      }
+    });
+    for (std::size_t r = 0; r < round.size(); ++r) {
+      ++result.stats.simulated;
+      screened[round[r]].job.reset();
+      if (!plans[r]) {
+        ++result.stats.simulated_out_of_memory;
+        continue;
+      }
+      kept.push_back(std::move(*plans[r]));
+    }
+    std::sort(kept.begin(), kept.end(), better);
+    if (kept.size() > options.top) kept.resize(options.top);
+  }
+  result.stats.bounded_out = static_cast<std::int64_t>(order.size() - next);
+  result.top = std::move(kept);
+  for (auto& [reason, family] : families) result.pruned.push_back(std::move(family));
+  sort_families(result.pruned);
+  result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+SweepResult merge_sweeps(std::vector<SweepResult> parts, const std::vector<std::string>& sources) {
+  SIM_ASSERT(parts.size() == sources.size(), "one source per sweep result");
+  if (parts.empty()) throw SpecError("sweep merge", "", "no sweep results to merge");
+  SweepResult out = parts.front();
+  out.top.clear();
+  out.pruned.clear();
+  out.shard_indices.clear();
+  out.enumerated = out.invalid = out.out_of_memory = out.candidates = 0;
+  out.stats = {};
+  std::map<std::string, PrunedFamily> families;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const auto& p = parts[i];
+    const auto differs = [&](const char* pointer, const auto& a, const auto& b) {
+      if (a != b)
+        throw SpecError(sources[i], pointer,
+                        fmt::format("differs from {}: the results come from different sweeps", sources.front()));
+    };
+    differs("/topology", p.topology, out.topology);
+    differs("/workload", p.workload, out.workload);
+    differs("/rank_by", objective_name(p.objective), objective_name(out.objective));
+    differs("/top_k", p.top_k, out.top_k);
+    differs("/gpus", p.gpus, out.gpus);
+    differs("/shard/count", p.shards, out.shards);
+    for (const int s : p.shard_indices) {
+      if (std::find(out.shard_indices.begin(), out.shard_indices.end(), s) != out.shard_indices.end())
+        throw SpecError(sources[i], "/shard/index", fmt::format("shard {} of {} appears twice", s, out.shards));
+      out.shard_indices.push_back(s);
+    }
+    out.enumerated += p.enumerated;
+    out.invalid += p.invalid;
+    out.out_of_memory += p.out_of_memory;
+    out.candidates += p.candidates;
+    out.stats.simulated += p.stats.simulated;
+    out.stats.bounded_out += p.stats.bounded_out;
+    out.stats.simulated_out_of_memory += p.stats.simulated_out_of_memory;
+    out.stats.seconds += p.stats.seconds;
+    out.top.insert(out.top.end(), p.top.begin(), p.top.end());
+    for (const auto& f : p.pruned) add_family(families, f.reason, f.example_index, f.example, f.count);
+  }
+  std::sort(out.shard_indices.begin(), out.shard_indices.end());
+  if (static_cast<int>(out.shard_indices.size()) != out.shards) {
+    std::vector<std::string> missing;
+    for (int s = 0; s < out.shards; ++s)
+      if (!std::binary_search(out.shard_indices.begin(), out.shard_indices.end(), s))
+        missing.push_back(fmt::format("{}", s));
+    throw SpecError("sweep merge", "",
+                    fmt::format("shards {} of {} are missing", fmt::join(missing, ", "), out.shards));
+  }
+  // every shard is here: the result is the whole sweep's
+  out.shards = 1;
+  out.shard_indices = {0};
+  std::sort(out.top.begin(), out.top.end(), better);
+  if (out.top.size() > out.top_k) out.top.resize(out.top_k);
+  for (auto& [reason, family] : families) out.pruned.push_back(std::move(family));
+  sort_families(out.pruned);
+  return out;
+}
+
+}  // namespace trainsim::search

@@ -1,0 +1,200 @@
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "common/clusters.hpp"
+#include "common/workloads.hpp"
+#include "trainsim/cost/cost_model.hpp"
+#include "trainsim/lower/bound.hpp"
+#include "trainsim/report/report.hpp"
+#include "trainsim/search/sweep.hpp"
+#include "trainsim/spec/strategy_spec.hpp"
+#include "trainsim/topo/topology.hpp"
+#include "trainsim/util/error.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+const spec::Sources kSources{"test-topology", "test-workload", "--fix"};
+
+search::SweepResult run_sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload,
+                              search::SweepOptions options) {
+  return search::sweep(cluster, workload, kSources, options);
+}
+
+std::string dump(const search::SweepResult& r) {
+  return search::to_json(r).dump(2);
+}
+
+search::SweepOptions options_for(std::vector<std::int64_t> gpus, std::size_t top = 5) {
+  search::SweepOptions o;
+  o.gpus = std::move(gpus);
+  o.top = top;
+  o.threads = 2;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("the compute bound never exceeds the simulated step") {
+  const auto cluster = test::fat_tree_cluster(4, 8, true, 2);
+  const auto topo = topo::Topology::build(cluster);
+  cost::AlgorithmRegistry registry;
+  cost::register_builtin_algorithms(registry);
+  cost::CostModel costs(topo, registry);
+  struct Case {
+    spec::WorkloadSpec workload;
+    const char* strategy;
+  };
+  const std::vector<Case> cases = {
+      {test::gpt3_layers(8, 64), "tp=8,gpus=32,zero=1,mb=1"},
+      {test::gpt3_layers(8, 64), "tp=8,sp=on,pp=4,gpus=32,mb=1"},
+      {test::gpt3_layers(8, 64), "tp=4,pp=4,gpus=32,mb=1,schedule=interleaved,vpp=2,recompute=full"},
+      {test::gpt3_layers(8, 64), "tp=8,pp=4,gpus=32,mb=2,schedule=zb-h1"},
+      {test::gpt3_layers(8, 64), "tp=2,gpus=32,zero=3,mb=1,recompute=full"},
+      {test::gpt3_layers(8, 64), "tp=16,pp=2,gpus=32,mb=1"},  // tensor parallelism across nodes
+      {test::tiny_gpt(8, 64, 8192), "tp=2,sp=on,cp=4,gpus=32,mb=1"},
+      {test::tiny_moe(), "tp=2,ep=4,pp=2,gpus=32,zero=1,mb=1"},
+      {test::tiny_gpt(8, 64), "pp=8,gpus=32,mb=1,schedule=gpipe"},
+  };
+  for (const auto& c : cases) {
+    const std::string strategy = c.strategy;
+    CAPTURE(strategy);
+    const auto job = spec::resolve_job(
+        cluster, c.workload, spec::read_strategy_spec(spec::parse_inline_strategy(c.strategy, "s"), "s"), kSources);
+    const report::RunOptions run;
+    const double bound = lower::step_time_lower_bound(job, costs, run.lowering).seconds();
+    const auto report = report::build_run_report(job, run, &costs);
+    CHECK(bound <= report.simulation->step_time_s);
+    // and it is a useful bound, not zero: compute is most of these steps
+    CHECK(bound >= 0.4 * report.simulation->step_time_s);
+  }
+}
+
+TEST_CASE("the bounded search finds exactly what simulating every candidate finds") {
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto workload = test::tiny_gpt(8, 64);
+  auto options = options_for({16}, 8);
+  const auto bounded = run_sweep(cluster, workload, options);
+  options.exhaustive = true;
+  const auto exhaustive = run_sweep(cluster, workload, options);
+  CHECK(dump(bounded) == dump(exhaustive));
+  CHECK(bounded.stats.simulated < exhaustive.stats.simulated);
+  CHECK(exhaustive.stats.simulated + exhaustive.stats.bounded_out == exhaustive.candidates);
+  REQUIRE(bounded.top.size() == 8);
+  for (std::size_t i = 1; i < bounded.top.size(); ++i)
+    CHECK(bounded.top[i - 1].step_time_s <= bounded.top[i].step_time_s);
+}
+
+TEST_CASE("the answer does not depend on the thread count") {
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto workload = test::tiny_moe();
+  auto options = options_for({16});
+  options.threads = 1;
+  const auto one = dump(run_sweep(cluster, workload, options));
+  options.threads = 3;
+  CHECK(dump(run_sweep(cluster, workload, options)) == one);
+}
+
+TEST_CASE("shards merged give the unsharded answer") {
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto workload = test::tiny_gpt(8, 64);
+  const auto options = options_for({8, 16});
+  const auto whole = run_sweep(cluster, workload, options);
+  std::vector<search::SweepResult> parts;
+  std::vector<std::string> sources;
+  for (int s = 0; s < 3; ++s) {
+    auto o = options;
+    o.shard = s;
+    o.shards = 3;
+    const auto part = run_sweep(cluster, workload, o);
+    // as `sweep merge` reads them: through their JSON
+    parts.push_back(search::sweep_from_json(nlohmann::json::parse(dump(part)), fmt::format("shard{}.json", s)));
+    sources.push_back(fmt::format("shard{}.json", s));
+  }
+  CHECK(parts[0].enumerated + parts[1].enumerated + parts[2].enumerated == whole.enumerated);
+  CHECK(dump(search::merge_sweeps(parts, sources)) == dump(whole));
+
+  SUBCASE("a missing shard is an error") {
+    parts.pop_back();
+    sources.pop_back();
+    CHECK_THROWS_WITH_AS(search::merge_sweeps(parts, sources), "sweep merge: shards 2 of 3 are missing", SpecError);
+  }
+  SUBCASE("a shard twice is an error") {
+    parts[2] = parts[1];
+    CHECK_THROWS_WITH_AS(search::merge_sweeps(parts, sources), "shard2.json: /shard/index: shard 1 of 3 appears twice",
+                         SpecError);
+  }
+  SUBCASE("results of another sweep are refused") {
+    parts[1].workload = "other";
+    CHECK_THROWS_WITH_AS(search::merge_sweeps(parts, sources),
+                         "shard1.json: /workload: differs from shard0.json: the results come from different sweeps",
+                         SpecError);
+  }
+}
+
+TEST_CASE("pinned keys restrict the space and every candidate is distinct") {
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto workload = test::tiny_gpt(8, 64);
+  auto options = options_for({16}, 50);
+  options.exhaustive = true;
+  const auto free = run_sweep(cluster, workload, options);
+  std::set<std::string> seen;
+  for (const auto& p : free.top) CHECK(seen.insert(p.strategy).second);
+  options.fixed = spec::parse_inline_strategy("tp=2,zero=1", "--fix");
+  const auto pinned = run_sweep(cluster, workload, options);
+  CHECK(pinned.enumerated < free.enumerated);
+  REQUIRE(!pinned.top.empty());
+  for (const auto& p : pinned.top) {
+    CHECK(p.strategy.starts_with("tp=2,"));
+    CHECK(p.strategy.find(",zero=1,") != std::string::npos);
+  }
+}
+
+TEST_CASE("what does not fit is pruned with its reason, and nothing ranked exceeds memory") {
+  // GPT-3's layer shape: 8 layers do not fit one 80 GiB GPU unsharded
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto workload = test::gpt3_layers(8, 32);
+  const auto r = run_sweep(cluster, workload, options_for({16}));
+  CHECK(r.out_of_memory > 0);
+  CHECK(r.enumerated == r.invalid + r.out_of_memory + r.candidates);
+  std::int64_t counted = 0;
+  for (const auto& f : r.pruned) counted += f.count;
+  CHECK(counted == r.invalid + r.out_of_memory);
+  for (const auto& p : r.top) CHECK(p.peak_memory <= cluster.device.memory.count);
+  bool states = false;
+  for (const auto& f : r.pruned) states = states || f.reason.starts_with("model states exceed device memory");
+  CHECK(states);
+}
+
+TEST_CASE("ranking by cost weighs the devices used") {
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto workload = test::tiny_gpt(8, 64);
+  auto options = options_for({4, 16}, 1);
+  const auto by_time = run_sweep(cluster, workload, options);
+  options.objective = search::Objective::Cost;
+  const auto by_cost = run_sweep(cluster, workload, options);
+  REQUIRE(by_time.top.size() == 1);
+  REQUIRE(by_cost.top.size() == 1);
+  // more devices finish sooner; fewer waste less on communication per token
+  CHECK(by_time.top[0].gpus == 16);
+  CHECK(by_cost.top[0].gpus == 4);
+  CHECK(by_cost.top[0].gpu_hours_per_mtoken < by_time.top[0].gpu_hours_per_mtoken);
+  CHECK(by_time.top[0].step_time_s < by_cost.top[0].step_time_s);
+}
+
+TEST_CASE("a sweep result reads back with its errors located") {
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto r = run_sweep(cluster, test::tiny_gpt(8, 64), options_for({16}, 2));
+  auto j = nlohmann::json::parse(dump(r));
+  CHECK(dump(search::sweep_from_json(j, "r.json")) == dump(r));
+  j["top"][1]["step_time_s"] = -1;
+  j["counts"].erase("invalid");
+  CHECK_THROWS_WITH_AS(search::sweep_from_json(j, "r.json"),
+                       "r.json: /counts/invalid: missing; expected an integer in [0, 1125899906842624]\n"
+                       "r.json: /top/1/step_time_s: -1 is out of range; expected a positive value of at most 1e+30",
+                       SpecError);
+}
