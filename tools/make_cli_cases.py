@@ -144,6 +144,8 @@ case('strategy-ep-without-experts', f'{RUN} tp=8,ep=2,gpus=16', 2,
      'error: strategy "tp=8,ep=2,gpus=16": /ep: 2 needs a mixture-of-experts model; workload "gpt3-175b" has none')
 case('strategy-negative-mb', f'{RUN} tp=8,mb=-1', 2,
      'error: strategy "tp=8,mb=-1": /mb: -1 is out of range; expected an integer in [1, 1073741824]')
+case('strategy-unknown-cp-comm', f'{RUN} tp=8,cp=2,gpus=16,cp_comm=rings', 2,
+     'error: strategy "tp=8,cp=2,gpus=16,cp_comm=rings": /cp_comm: "rings" is not valid; expected one of: all_gather, ring (did you mean "ring"?)')
 case('cli-missing-workload', f'run -t {T} -s tp=8', 2,
      'error: command line: --workload is required')
 case('cli-unknown-subcommand', 'fly', 2,

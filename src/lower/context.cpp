@@ -121,7 +121,8 @@ sim::CommWork Context::comm_work(const cost::CollectiveCost& c, Bytes bytes) {
 }
 
 TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
-                             std::span<const ParallelDim> dims, StreamKind stream, Category category) {
+                             std::span<const ParallelDim> dims, StreamKind stream, Category category, double fraction,
+                             std::string_view algorithm) {
   const auto& ranks = stage_ranks(stage);
   TaskList out(ranks.size(), kNoTask);
   const std::vector<ParallelDim> key_dims(dims.begin(), dims.end());
@@ -137,7 +138,11 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
         members.push_back(j);
     auto [it, inserted] = groups_.try_emplace({key_dims, static_cast<int>(devices.front().value)}, 0);
     if (inserted) it->second = costs_->intern(cost::Group{devices});
-    const auto c = costs_->cost(cost::make_collective(kind, bytes), it->second);
+    auto c = costs_->cost(cost::make_collective(kind, bytes), it->second, algorithm);
+    if (fraction != 1.0) {
+      c.time = Duration::from_seconds(c.time.seconds() * fraction);
+      c.latency = Duration::from_seconds(c.latency.seconds() * fraction);
+    }
     std::vector<sim::StreamId> streams;
     std::vector<sim::TaskId> deps;
     for (const auto j : members) {
@@ -146,7 +151,8 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
       deps.insert(deps.end(), d.begin(), d.end());
     }
     std::sort(deps.begin(), deps.end());
-    const auto task = graph().add_task(name, streams, comm_work(c, bytes), deps, static_cast<std::uint16_t>(category));
+    const auto task = graph().add_task(name, streams, comm_work(c, Bytes::from_double(bytes.as_double() * fraction)),
+                                       deps, static_cast<std::uint16_t>(category));
     for (const auto j : members) out[j] = task;
   }
   return out;

@@ -39,8 +39,10 @@ class Context {
   TaskList compute(int stage, sim::TaskName name, Duration duration, Category category);
   // One collective per group along `dims` among the stage's ranks, on their `stream`; costed on the
   // whole group the placement gives (all its ranks, simulated or not).
+  // `fraction` of the collective under `algorithm` ("auto": NCCL's choice) is one step of it.
   TaskList collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
-                      std::span<const spec::ParallelDim> dims, StreamKind stream, Category category);
+                      std::span<const spec::ParallelDim> dims, StreamKind stream, Category category,
+                      double fraction = 1.0, std::string_view algorithm = "auto");
   // A collective among explicitly given ranks of two stages (the tied-embedding all-reduce).
   TaskList collective_between(int stage_a, int stage_b, sim::TaskName name, Bytes bytes, StreamKind stream,
                               TaskList& on_b);

@@ -21,6 +21,12 @@ constexpr ParallelDim kEp[] = {ParallelDim::Ep};
 // Share of a layer's stored activations that zero-bubble schedules keep from B until W: the inputs
 // of the GEMMs (X of dW = Xᵀ·dY) and the output gradients.
 constexpr double kWeightGradShare = 0.5;
+// A part of a collective: `fraction` of its time under `algorithm` (a ring-attention step is one of
+// the cp − 1 steps of a ring all-gather).
+struct Share {
+  double fraction = 1.0;
+  std::string_view algorithm = "auto";
+};
 }  // namespace
 
 class Passes::Writer {
@@ -39,6 +45,11 @@ class Passes::Writer {
       for (const auto op : ops)
         if (std::any_of(present.begin(), present.end(), [&](const model::Op& o) { return o.name == op; }))
           queued_.push_back({unit, {op, pass}});
+  }
+
+  // One of `parts` equal blocks of a kernel.
+  void add_part(int unit, std::string_view op, const std::vector<Pass>& passes, int parts) {
+    for (const auto pass : passes) queued_.push_back({unit, {op, pass, parts}});
   }
 
   TaskList flush(Category category) {
@@ -61,19 +72,28 @@ class Passes::Writer {
   // Communication between compute: the kernels so far, then the collective, then the compute
   // stream waits for it.
   void comm(std::string_view what, CollectiveKind kind, Bytes bytes, std::span<const ParallelDim> dims,
-            StreamKind stream, Category category) {
+            StreamKind stream, Category category, const Share& share = {}) {
     flush(Category::Compute);
     if (elapsed_ != nullptr) {
-      auto& ctx = p_.ctx_;
-      const int rank = ctx.rank(ctx.stage_ranks(stage_).front()).rank;
-      *elapsed_ +=
-          ctx.costs().cost(cost::make_collective(kind, bytes), cost::Group{ctx.placement().group(dims, rank)}).time;
+      *elapsed_ += uncontended(kind, bytes, dims, share);
       return;
     }
-    if (!last_.empty()) p_.ctx_.wait(stage_, stream, last_);
-    const auto c = p_.ctx_.collective(stage_, {fmt::format("{}{}", prefix_, what), microbatch_}, kind, bytes, dims,
-                                      stream, category);
-    p_.ctx_.wait(stage_, StreamKind::Compute, c);
+    wait_for(comm_async(what, kind, bytes, dims, stream, category, share, true));
+  }
+
+  // A collective the compute stream does not wait for (yet): `wait_for` joins it. With
+  // `after_compute` it starts once the kernels so far have run (it sends what they produced).
+  TaskList comm_async(std::string_view what, CollectiveKind kind, Bytes bytes, std::span<const ParallelDim> dims,
+                      StreamKind stream, Category category, const Share& share, bool after_compute) {
+    flush(Category::Compute);
+    if (elapsed_ != nullptr) return {};  // overlapped: no part of a lower bound
+    if (after_compute && !last_.empty()) p_.ctx_.wait(stage_, stream, last_);
+    return p_.ctx_.collective(stage_, {fmt::format("{}{}", prefix_, what), microbatch_}, kind, bytes, dims, stream,
+                              category, share.fraction, share.algorithm);
+  }
+
+  void wait_for(const TaskList& tasks) {
+    if (elapsed_ == nullptr && !tasks.empty()) p_.ctx_.wait(stage_, StreamKind::Compute, tasks);
   }
 
   const TaskList& last() const { return last_; }
@@ -83,6 +103,15 @@ class Passes::Writer {
     if (unit == kEmbeddingUnit) return "embedding";
     if (unit == kHeadUnit) return "head";
     return fmt::format("L{}", unit);
+  }
+
+  Duration uncontended(CollectiveKind kind, Bytes bytes, std::span<const ParallelDim> dims, const Share& share) {
+    auto& ctx = p_.ctx_;
+    const int rank = ctx.rank(ctx.stage_ranks(stage_).front()).rank;
+    const auto c =
+        ctx.costs().cost(cost::make_collective(kind, bytes),
+                         ctx.costs().intern(cost::Group{ctx.placement().group(dims, rank)}), share.algorithm);
+    return Duration::from_seconds(c.time.seconds() * share.fraction);
   }
 
   Passes& p_;
@@ -116,13 +145,20 @@ Duration Passes::duration(int unit, const std::vector<Kernel>& kernels) {
   const auto& m = ctx_.job().workload.model;
   const int key = unit < 0 ? unit : (model::is_moe_layer(m, unit) ? 1 : 0);
   std::string signature;
-  for (const auto& k : kernels) signature += fmt::format("{}:{};", k.op, static_cast<int>(k.pass));
+  for (const auto& k : kernels) signature += fmt::format("{}:{}/{};", k.op, static_cast<int>(k.pass), k.parts);
   auto [it, inserted] = durations_.try_emplace({key, signature}, Duration::zero());
   if (!inserted) return it->second;
   const auto& ops = ops_of(unit);
-  for (const auto& k : kernels)
-    for (const auto& op : ops)
-      if (op.name == k.op) it->second += model::kernel_time(op, k.pass, ctx_.kernels());
+  const auto gap = ctx_.kernels().tuning.kernel_gap;
+  for (const auto& k : kernels) {
+    for (const auto& op : ops) {
+      if (op.name != k.op) continue;
+      const auto whole = model::kernel_time(op, k.pass, ctx_.kernels());
+      // a block of a kernel: its share of the work, and a launch of its own
+      it->second +=
+          k.parts == 1 || whole <= gap ? whole : Duration::from_seconds((whole - gap).seconds() / k.parts) + gap;
+    }
+  }
   return it->second;
 }
 
@@ -176,20 +212,38 @@ void Passes::unit_forward(Writer& w, int unit, Category category) {
   w.add(unit, {"norm1"}, fwd);
   if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
   w.add(unit, {"qkv", "rope"}, fwd);
-  if (s.cp > 1)
-    w.comm("cp kv all-gather", CollectiveKind::AllGather, kv_gather_bytes(), kCp, StreamKind::CpComm, Category::CpComm);
-  w.add(unit, {"attention", "out_proj"}, fwd);
+  if (s.cp > 1 && job.strategy.cp_comm == spec::CpComm::Ring) {
+    ring_attention(w, unit, fwd, false, category);
+  } else {
+    if (s.cp > 1)
+      w.comm("cp kv all-gather", CollectiveKind::AllGather, kv_gather_bytes(), kCp, StreamKind::CpComm,
+             Category::CpComm);
+    w.add(unit, {"attention"}, fwd);
+  }
+  w.add(unit, {"out_proj"}, fwd);
   if (tp) w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_out, act, kTp, StreamKind::TpComm, Category::TpComm);
   w.add(unit, {"residual1", "norm2"}, fwd);
   if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
   if (moe) {
     w.add(unit, {"router", "permute"}, fwd);
-    if (s.ep > 1)
-      w.comm("ep dispatch", CollectiveKind::AllToAll, all_to_all_bytes(), kEp, StreamKind::EpComm, Category::EpComm);
-    w.add(unit, {"expert_fc1", "expert_act", "expert_fc2"}, fwd);
-    if (s.ep > 1)
+    if (overlap_shared_experts()) {
+      // the shared experts run while the routed tokens travel
+      const auto dispatch = w.comm_async("ep dispatch", CollectiveKind::AllToAll, all_to_all_bytes(), kEp,
+                                         StreamKind::EpComm, Category::EpComm, {}, true);
+      w.add(unit, {"shared_fc1", "shared_act", "shared_fc2"}, fwd);
+      w.flush(category);
+      w.wait_for(dispatch);
+      w.add(unit, {"expert_fc1", "expert_act", "expert_fc2"}, fwd);
       w.comm("ep combine", CollectiveKind::AllToAll, all_to_all_bytes(), kEp, StreamKind::EpComm, Category::EpComm);
-    w.add(unit, {"unpermute", "shared_fc1", "shared_act", "shared_fc2"}, fwd);
+      w.add(unit, {"unpermute"}, fwd);
+    } else {
+      if (s.ep > 1)
+        w.comm("ep dispatch", CollectiveKind::AllToAll, all_to_all_bytes(), kEp, StreamKind::EpComm, Category::EpComm);
+      w.add(unit, {"expert_fc1", "expert_act", "expert_fc2"}, fwd);
+      if (s.ep > 1)
+        w.comm("ep combine", CollectiveKind::AllToAll, all_to_all_bytes(), kEp, StreamKind::EpComm, Category::EpComm);
+      w.add(unit, {"unpermute", "shared_fc1", "shared_act", "shared_fc2"}, fwd);
+    }
   } else {
     w.add(unit, {"fc1", "act", "fc2"}, fwd);
   }
@@ -224,7 +278,17 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
   const bool moe = model::is_moe_layer(m, unit);
   w.add(unit, {"residual2"}, bwd);
   if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
-  if (moe) {
+  if (moe && overlap_shared_experts()) {
+    w.add(unit, {"unpermute"}, bwd);
+    const auto combine = w.comm_async("ep combine grad", CollectiveKind::AllToAll, all_to_all_bytes(), kEp,
+                                      StreamKind::EpComm, Category::EpComm, {}, true);
+    w.add(unit, {"shared_fc2", "shared_act", "shared_fc1"}, bwd);
+    w.flush(Category::Compute);
+    w.wait_for(combine);
+    w.add(unit, {"expert_fc2", "expert_act", "expert_fc1"}, bwd);
+    w.comm("ep dispatch grad", CollectiveKind::AllToAll, all_to_all_bytes(), kEp, StreamKind::EpComm, Category::EpComm);
+    w.add(unit, {"permute", "router"}, bwd);
+  } else if (moe) {
     w.add(unit, {"unpermute", "shared_fc2", "shared_act", "shared_fc1"}, bwd);
     if (s.ep > 1)
       w.comm("ep combine grad", CollectiveKind::AllToAll, all_to_all_bytes(), kEp, StreamKind::EpComm,
@@ -247,10 +311,14 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
     w.add(unit, {"attention"}, {Pass::Forward});  // selective recomputation: the attention core again
     w.flush(Category::Recompute);
   }
-  w.add(unit, {"attention"}, bwd);
-  if (s.cp > 1)
-    w.comm("cp kv reduce-scatter", CollectiveKind::ReduceScatter, kv_gather_bytes(), kCp, StreamKind::CpComm,
-           Category::CpComm);
+  if (s.cp > 1 && job.strategy.cp_comm == spec::CpComm::Ring) {
+    ring_attention(w, unit, bwd, true, Category::Compute);
+  } else {
+    w.add(unit, {"attention"}, bwd);
+    if (s.cp > 1)
+      w.comm("cp kv reduce-scatter", CollectiveKind::ReduceScatter, kv_gather_bytes(), kCp, StreamKind::CpComm,
+             Category::CpComm);
+  }
   w.add(unit, {"rope", "qkv"}, bwd);
   if (tp) w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_in, act, kTp, StreamKind::TpComm, Category::TpComm);
   w.add(unit, {"norm1"}, bwd);
@@ -273,6 +341,38 @@ Passes::UnitTimes Passes::unit_times(int stage, int unit) {
     w.flush(Category::Compute);
   }
   return t;
+}
+
+bool Passes::overlap_shared_experts() const {
+  const auto& job = ctx_.job();
+  return job.strategy.ep_overlap && job.strategy.ep > 1 && job.workload.model.moe &&
+         job.workload.model.moe->shared_experts > 0;
+}
+
+// Ring attention (Liu et al. 2023): the attention of a cp rank's queries against the cp blocks of
+// keys and values, block by block, while the next block travels one step around the cp ring. Each
+// step moves one block per rank: 1/(cp − 1) of a ring all-gather of all K and V. Backward, each
+// step carries a K/V block and the gradient accumulated for it (twice the bytes), and a last step
+// returns every block's gradient to its owner. Communication hides when a step's transfer is
+// shorter than a block's attention.
+void Passes::ring_attention(Writer& w, int unit, const std::vector<model::Pass>& passes, bool backward,
+                            Category category) {
+  const int cp = ctx_.shape().cp;
+  const Share step{1.0 / (cp - 1), "ring"};
+  const Bytes bytes = backward ? kv_gather_bytes() * 2 : kv_gather_bytes();
+  const auto name = backward ? "cp ring kv+grad" : "cp ring kv";
+  for (int block = 0; block < cp; ++block) {
+    TaskList next;
+    if (block + 1 < cp)
+      next = w.comm_async(name, CollectiveKind::AllGather, bytes, kCp, StreamKind::CpComm, Category::CpComm, step,
+                          block == 0);
+    w.add_part(unit, "attention", passes, cp);
+    w.flush(category);
+    w.wait_for(next);
+  }
+  if (backward)
+    w.comm("cp ring grad return", CollectiveKind::AllGather, kv_gather_bytes(), kCp, StreamKind::CpComm,
+           Category::CpComm, step);
 }
 
 Bytes Passes::kv_gather_bytes() const {

@@ -36,6 +36,7 @@ class Passes {
   struct Kernel {
     std::string_view op;
     model::Pass pass;
+    int parts = 1;  // one of `parts` equal blocks of the kernel (ring attention)
   };
   // Compute kernels queued until the next communication (or the end of the unit).
   class Writer;
@@ -47,6 +48,8 @@ class Passes {
   std::int64_t stored_activations(int unit) const;
   std::int64_t recompute_activations(int unit) const;
   Bytes kv_gather_bytes() const;
+  bool overlap_shared_experts() const;
+  void ring_attention(Writer& w, int unit, const std::vector<model::Pass>& passes, bool backward, Category category);
   Bytes all_to_all_bytes() const;
 
   Context& ctx_;

@@ -45,7 +45,9 @@ ordered_json strategy_json(const spec::Job& job) {
           {"pp", s.pp},
           {"vpp", s.vpp},
           {"cp", s.cp},
+          {"cp_comm", spec::cp_comm_name(s.cp_comm)},
           {"ep", s.ep},
+          {"ep_overlap", s.ep_overlap},
           {"dp", job.dp},
           {"zero", s.zero},
           {"mb", s.mb},
@@ -188,9 +190,10 @@ std::string to_table(const RunReport& r) {
   };
   line("workload", fmt::format("{} on {} ({} of {} devices)", job.workload.name, job.cluster.name, job.gpus,
                                job.cluster.num_devices()));
-  line("strategy", fmt::format("tp={} sp={} pp={} vpp={} cp={} ep={} dp={} zero={} mb={} schedule={} recompute={}",
-                               s.tp, s.sp ? "on" : "off", s.pp, s.vpp, s.cp, s.ep, job.dp, s.zero, s.mb,
-                               spec::schedule_name(s.schedule), spec::recompute_name(s.recompute)));
+  auto named = s;  // with its data-parallel degree rather than the device count
+  named.dp = job.dp;
+  named.gpus.reset();
+  line("strategy", spec::strategy_text(named));
   line("micro-batches", fmt::format("{} per step and pipeline", job.micro_batches));
   line("parameters", fmt::format("{} total, {} per GPU", human_count(r.params_total), human_count(r.params_per_gpu)));
   line("model FLOPs/step", fmt::format("{:.4g} (Megatron formula {:.4g})", r.flops.model, r.megatron_formula_flops));

@@ -16,8 +16,10 @@ struct Candidate {
 
 // The space, dimension by dimension (a key pinned by the user has its value only):
 //  - tp: powers of two up to the heads, at most max(16, two nodes' devices); sp off and on (tp > 1);
-//  - cp: powers of two while a rank's slice keeps at least 4,096 tokens;
-//  - ep: powers of two dividing the experts (MoE only);
+//  - cp: powers of two while a rank's slice keeps at least 4,096 tokens, with K/V all-gathered or
+//    passed around a ring;
+//  - ep: powers of two dividing the experts (MoE only), with and without the shared experts
+//    overlapping the dispatch;
 //  - pp: divisors of the remaining devices up to the layers; uneven splits give the outer stages
 //    (which carry the embedding and the head) the remainder, as Llama 3 405B does; a pp that
 //    cannot split the layers that way is left out;

@@ -71,6 +71,9 @@ void check_model_split(Job& job, Rules& rules) {
     job.warnings.push_back(
         fmt::format("vocab {} is padded to a multiple of tp={} for the vocab-parallel embedding", m.vocab, s.tp));
   if (s.sp && s.tp == 1) job.warnings.push_back("sp=on has no effect with tp=1");
+  if (s.cp_comm != CpComm::AllGather && s.cp == 1) job.warnings.push_back("cp_comm has no effect with cp=1");
+  if (s.ep_overlap && (!m.moe || m.moe->shared_experts == 0))
+    job.warnings.push_back("ep_overlap=on has no effect without shared experts to overlap the dispatch with");
   const auto& t = job.workload.training;
   if (s.cp > 1 && t.seq_len % (2 * s.cp) != 0)
     rules.strategy("/cp", fmt::format("seq_len {} is not divisible by 2·cp = {} (causal load-balanced chunks)",

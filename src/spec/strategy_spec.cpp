@@ -20,6 +20,7 @@ constexpr std::array<Choice<Recompute>, 3> kRecompute{
     {{"none", Recompute::None}, {"selective", Recompute::Selective}, {"full", Recompute::Full}}};
 constexpr std::array<Choice<AttentionImpl>, 2> kAttention{
     {{"flash", AttentionImpl::Flash}, {"unfused", AttentionImpl::Unfused}}};
+constexpr std::array<Choice<CpComm>, 2> kCpComm{{{"all_gather", CpComm::AllGather}, {"ring", CpComm::Ring}}};
 constexpr std::array<Choice<bool>, 4> kSwitch{{{"on", true}, {"off", false}, {"true", true}, {"false", false}}};
 constexpr std::array<Choice<ParallelDim>, 5> kDims{{{"tp", ParallelDim::Tp},
                                                     {"cp", ParallelDim::Cp},
@@ -95,6 +96,9 @@ std::string_view recompute_name(Recompute recompute) {
 std::string_view attention_name(AttentionImpl attention) {
   return choice_name<AttentionImpl>(kAttention, attention);
 }
+std::string_view cp_comm_name(CpComm comm) {
+  return choice_name<CpComm>(kCpComm, comm);
+}
 std::string_view parallel_dim_name(ParallelDim dim) {
   return choice_name<ParallelDim>(kDims, dim);
 }
@@ -113,7 +117,9 @@ std::string strategy_text(const StrategySpec& s) {
   std::string out = fmt::format("tp={}", s.tp);
   if (s.sp) out += ",sp=on";
   if (s.cp != 1) out += fmt::format(",cp={}", s.cp);
+  if (s.cp_comm != defaults.cp_comm) out += fmt::format(",cp_comm={}", cp_comm_name(s.cp_comm));
   if (s.ep != 1) out += fmt::format(",ep={}", s.ep);
+  if (s.ep_overlap) out += ",ep_overlap=on";
   out += fmt::format(",pp={}", s.pp);
   if (s.vpp != 1) out += fmt::format(",vpp={}", s.vpp);
   if (s.dp) out += fmt::format(",dp={}", *s.dp);
@@ -138,7 +144,9 @@ StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& s
   s.pp = static_cast<int>(r.integer_or("pp", 1, kDegree));
   s.vpp = static_cast<int>(r.integer_or("vpp", 1, {1, 1024}));
   s.cp = static_cast<int>(r.integer_or("cp", 1, kDegree));
+  s.cp_comm = r.choice_or<CpComm>("cp_comm", CpComm::AllGather, kCpComm);
   s.ep = static_cast<int>(r.integer_or("ep", 1, kDegree));
+  s.ep_overlap = read_switch(r, "ep_overlap", false);
   s.dp = r.optional_integer("dp", {1, std::int64_t{1} << 22});
   s.zero = static_cast<int>(r.integer_or("zero", 0, {0, 3}));
   s.mb = r.integer_or("mb", 1, {1, 1 << 30});

@@ -16,6 +16,10 @@ enum class Recompute { None, Selective, Full };
 // Flash attention (fused, causal half computed, scores never stored) or the unfused
 // softmax(Q·Kᵀ)·V of Megatron-LM before it (batched GEMMs and memory-bound softmax over a·s²).
 enum class AttentionImpl { Flash, Unfused };
+// How context-parallel ranks get the keys and values of the other sequence chunks: one all-gather
+// before attention (Llama 3) or ring attention, K/V blocks passed around the ring while each block's
+// attention computes (Liu et al. 2023).
+enum class CpComm { AllGather, Ring };
 // Process-group dimensions in rank order, innermost first (Megatron: tp, cp, dp, pp).
 enum class ParallelDim { Tp, Cp, Ep, Dp, Pp };
 
@@ -25,7 +29,11 @@ struct StrategySpec {
   int pp = 1;
   int vpp = 1;
   int cp = 1;
+  CpComm cp_comm = CpComm::AllGather;
   int ep = 1;
+  // The shared experts compute while the routed tokens are dispatched (Megatron-LM's
+  // --moe-shared-expert-overlap) instead of after the combine.
+  bool ep_overlap = false;
   std::optional<std::int64_t> dp;  // derived from the device count when absent
   int zero = 0;
   std::int64_t mb = 1;
@@ -52,6 +60,7 @@ std::string strategy_text(const StrategySpec& strategy);
 std::string_view schedule_name(Schedule schedule);
 std::string_view recompute_name(Recompute recompute);
 std::string_view attention_name(AttentionImpl attention);
+std::string_view cp_comm_name(CpComm comm);
 std::string_view parallel_dim_name(ParallelDim dim);
 std::string order_text(const std::vector<ParallelDim>& order);
 

@@ -57,6 +57,8 @@ TEST_CASE("the compute bound never exceeds the simulated step") {
       {test::gpt3_layers(8, 64), "tp=2,gpus=32,zero=3,mb=1,recompute=full"},
       {test::gpt3_layers(8, 64), "tp=16,pp=2,gpus=32,mb=1"},  // tensor parallelism across nodes
       {test::tiny_gpt(8, 64, 8192), "tp=2,sp=on,cp=4,gpus=32,mb=1"},
+      {test::tiny_gpt(8, 64, 8192), "tp=2,sp=on,cp=4,cp_comm=ring,pp=2,gpus=32,mb=1"},
+      {test::tiny_moe(), "ep=8,gpus=32,ep_overlap=on"},
       {test::tiny_moe(), "tp=2,ep=4,pp=2,gpus=32,zero=1,mb=1"},
       {test::tiny_gpt(8, 64), "pp=8,gpus=32,mb=1,schedule=gpipe"},
   };

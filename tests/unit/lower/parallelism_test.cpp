@@ -1,0 +1,123 @@
+// Context and expert parallelism against closed forms: the bytes they move, when ring attention
+// hides its traffic, and the activation memory context parallelism saves.
+#include <doctest/doctest.h>
+
+#include "common/clusters.hpp"
+#include "common/workloads.hpp"
+#include "trainsim/model/flops.hpp"
+#include "trainsim/model/kernel_model.hpp"
+#include "trainsim/model/layer_ops.hpp"
+#include "trainsim/report/report.hpp"
+#include "trainsim/topo/topology.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+spec::Job job_on(const spec::ClusterSpec& cluster, spec::WorkloadSpec w, const std::string& strategy) {
+  spec::Sources sources{.topology = "test", .workload = w.name, .strategy = "s"};
+  return spec::resolve_job(cluster, std::move(w),
+                           spec::read_strategy_spec(spec::parse_inline_strategy(strategy, "s"), "s"), sources);
+}
+
+report::RunReport simulate(const spec::Job& job) {
+  return report::build_run_report(job, {});
+}
+
+// Bytes of one category's tasks on the simulated ranks.
+double bytes_of(const report::RunReport& r, lower::Category category) {
+  const auto& g = r.step->lowered.graph;
+  double bytes = 0;
+  for (std::uint32_t t = 0; t < g.num_tasks(); ++t) {
+    const auto& task = g.task(sim::TaskId{t});
+    if (task.category != static_cast<std::uint16_t>(category)) continue;
+    if (const auto* c = std::get_if<sim::CommWork>(&task.work)) bytes += static_cast<double>(c->bytes);
+  }
+  return bytes;
+}
+
+double busy(const report::RunReport& r, const std::string& category) {
+  for (const auto& [name, seconds] : r.simulation->comm_busy_s)
+    if (name == category) return seconds;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("expert parallelism moves top_k copies of each token's hidden state, four times per layer") {
+  // dispatch and combine forward, their gradients backward: 4 · top_k · capacity · hidden · 2 bytes
+  // per token and MoE layer (bf16), whatever the expert-parallel degree
+  auto w = test::tiny_moe();  // 4 MoE layers, hidden 1024, top-2 of 8 experts
+  const auto& moe = *w.model.moe;
+  for (const char* strategy : {"ep=2,gpus=16", "ep=8,gpus=16", "tp=2,ep=4,gpus=16"}) {
+    CAPTURE(std::string(strategy));
+    const auto job = job_on(test::fat_tree_cluster(2, 8, true, 2), w, strategy);
+    const auto r = simulate(job);
+    const double tokens = static_cast<double>(job.micro_batches * job.strategy.mb * w.training.seq_len);
+    const double per_token_layer = bytes_of(r, lower::Category::EpComm) / (tokens * w.model.layers);
+    CHECK(per_token_layer == doctest::Approx(4.0 * moe.top_k * moe.capacity_factor * w.model.hidden * 2));
+  }
+}
+
+TEST_CASE("the shared experts can hide the dispatch") {
+  auto w = test::tiny_moe();
+  w.model.moe->shared_experts = 2;
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto plain = simulate(job_on(cluster, w, "ep=8,gpus=16"));
+  const auto overlapped = simulate(job_on(cluster, w, "ep=8,gpus=16,ep_overlap=on"));
+  // the same traffic, less of it on the critical path
+  CHECK(bytes_of(overlapped, lower::Category::EpComm) == bytes_of(plain, lower::Category::EpComm));
+  CHECK(overlapped.simulation->breakdown.exposed_comm_s < plain.simulation->breakdown.exposed_comm_s);
+  CHECK(overlapped.simulation->step_time_s < plain.simulation->step_time_s);
+}
+
+TEST_CASE("ring attention moves the all-gather's bytes and hides them when a block outlasts a step") {
+  // one node of 8 GPUs, cp = 8, 32K tokens: K and V of the whole sequence are 2 · kv_heads ·
+  // head_dim · s · 2 bytes per layer and micro-batch
+  const auto cluster = test::fat_tree_cluster(1, 8, true, 2);
+  const auto w = test::tiny_gpt(2, 8, 32768);
+  const int cp = 8;
+  const auto gathered = job_on(cluster, w, "cp=8,gpus=8");
+  const auto ring = job_on(cluster, w, "cp=8,gpus=8,cp_comm=ring");
+  const auto a = simulate(gathered);
+  const auto b = simulate(ring);
+  const double kv = 2.0 * w.model.kv_heads * w.model.head_dim * static_cast<double>(w.training.seq_len) * 2;
+  const double passes = static_cast<double>(w.model.layers * gathered.micro_batches);
+  // all-gather forward, reduce-scatter of the K/V gradients backward
+  CHECK(bytes_of(a, lower::Category::CpComm) == doctest::Approx(passes * 2 * kv));
+  // ring: cp − 1 steps of K/V forward, of K/V and their gradients backward, and the gradients home
+  CHECK(bytes_of(b, lower::Category::CpComm) == doctest::Approx(passes * (kv + 2 * kv + kv / (cp - 1))));
+
+  // The overlap condition, computed apart from the engine: one step of the ring (1/(cp − 1) of a
+  // ring all-gather of K and V) against the attention of one block of keys (1/cp of the layer's).
+  const auto topo = topo::Topology::build(cluster);
+  cost::AlgorithmRegistry registry;
+  cost::register_builtin_algorithms(registry);
+  cost::CostModel costs(topo, registry);
+  cost::Group group;
+  for (std::uint32_t d = 0; d < 8; ++d) group.devices.push_back(topo::DeviceId{d});
+  const double step = costs.cost(cost::AllGather{Bytes::from_double(kv)}, group, "ring").time.seconds() / (cp - 1);
+  model::KernelContext ctx{.device = &cluster.device, .dtype = spec::Dtype::Bf16};
+  double block = 0;
+  for (const auto& op : model::layer_ops(w.model, model::gpu_layer_shape(ring), false))
+    if (op.attention_core) block = model::kernel_time(op, model::Pass::Forward, ctx).seconds() / cp;
+  REQUIRE(block > step);
+  // so the ring hides nearly all of its traffic, which the all-gather leaves on the critical path
+  CHECK(b.simulation->breakdown.exposed_comm_s < 0.25 * a.simulation->breakdown.exposed_comm_s);
+  CHECK(b.simulation->step_time_s < a.simulation->step_time_s);
+  CHECK(busy(b, "cp") > busy(a, "cp"));  // more steps, each with its own latency
+}
+
+TEST_CASE("context parallelism divides the activations by cp") {
+  // the same data-parallel degree and micro-batches: each rank holds 1/cp of every sequence
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto w = test::tiny_gpt(4, 8, 16384);
+  const auto activations = [&](const std::string& strategy) {
+    const auto r = simulate(job_on(cluster, w, strategy));
+    return static_cast<double>(
+        r.simulation->per_stage.front().memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]);
+  };
+  const double one = activations("cp=1,gpus=2");
+  CHECK(activations("cp=4,gpus=8") == doctest::Approx(one / 4).epsilon(0.03));
+  CHECK(activations("cp=8,gpus=16") == doctest::Approx(one / 8).epsilon(0.03));
+}
