@@ -149,7 +149,7 @@ case('strategy-unknown-cp-comm', f'{RUN} tp=8,cp=2,gpus=16,cp_comm=rings', 2,
 case('cli-missing-workload', f'run -t {T} -s tp=8', 2,
      'error: command line: --workload is required')
 case('cli-unknown-subcommand', 'fly', 2,
-     'error: command line: unknown command "fly"; expected one of: run, collective, sweep, regress')
+     'error: command line: unknown command "fly"; expected one of: run, collective, sweep, trace, replay, calibrate, regress')
 case('cli-bad-format', f'{RUN} tp=8 --format xml', 2,
      'error: command line: --format: xml not in {table,json,csv}')
 case('does-not-fit', f'{RUN} tp=1,gpus=8', 1,
@@ -235,3 +235,34 @@ case('sweep-merge-mixed-sweeps', 'sweep merge @a.json @b.json', 2,
                  "shard": {"index": 1, "count": 2},
                  "counts": {"enumerated": 0, "invalid": 0, "out_of_memory": 0, "candidates": 0},
                  "top": [], "pruned": []}})
+
+# Profiler traces (trace summary, replay, calibrate)
+import gzip
+SMALL_TRACE = {"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+    {"ph": "X", "cat": "kernel", "name": "k" * 4000, "pid": 0, "tid": 7, "ts": 10, "dur": 50,
+     "args": {"stream": 7, "correlation": 1}}]}
+_packed = gzip.compress(json.dumps(SMALL_TRACE).encode(), mtime=0)
+case('trace-truncated-gzip', 'trace summary @t.json.gz', 2,
+     'error: @t.json.gz: corrupt or truncated gzip stream (unexpected end of file) after 4240 decompressed bytes',
+     {'t.json.gz': _packed[:len(_packed) - 12]})
+case('trace-not-kineto', 'trace summary @t.json', 2,
+     'error: @t.json: /traceEvents: missing; expected the profiler\'s list of trace events',
+     {'t.json': {"schemaVersion": 1, "name": "not a trace"}})
+case('trace-events-not-a-list', 'trace summary @t.json', 2,
+     'error: @t.json: /traceEvents: expected a list of trace events',
+     {'t.json': {"traceEvents": {"ph": "X"}}})
+case('trace-top-level-array', 'replay --trace @t.json', 2,
+     'error: @t.json: expected a JSON object with traceEvents, got a list',
+     {'t.json': [SMALL_TRACE]})
+case('trace-cut-mid-event', 'trace summary @t.json', 2,
+     "error: @t.json: invalid JSON near byte 37: syntax error while parsing value - unexpected end of input; expected '[', '{', or a literal",
+     {'t.json': '{"traceEvents": [{"ph": "X", "dur": '})
+case('trace-missing-file', 'trace summary @nope.json.gz', 2,
+     'error: @nope.json.gz: cannot open: No such file or directory', {'.keep': ''})
+case('replay-zero-compute-scale', 'replay --trace @t.json --compute-scale 0', 2,
+     'error: --compute-scale: 0 is not a positive factor of at most 1e6', {'t.json': SMALL_TRACE})
+case('replay-calibration-not-calibration', 'replay --trace @t.json --calibration @c.json', 2,
+     'error: @c.json: /traceEvents: unknown key "traceEvents"', {'t.json': SMALL_TRACE, 'c.json': SMALL_TRACE})
+case('calibrate-output-is-directory', 'calibrate --trace @t.json -o @', 2,
+     'error: @: cannot write', {'t.json': SMALL_TRACE})

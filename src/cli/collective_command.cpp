@@ -3,6 +3,8 @@
 #include "cli/commands.hpp"
 #include "trainsim/cost/cost_model.hpp"
 #include "trainsim/report/collective_report.hpp"
+#include "trainsim/report/report.hpp"
+#include "trainsim/spec/calibration_spec.hpp"
 #include "trainsim/spec/quantity.hpp"
 #include "trainsim/spec/reader.hpp"
 #include "trainsim/topo/placement.hpp"
@@ -19,6 +21,7 @@ struct CollectiveOptions {
   std::string algorithm = "auto";
   std::string strategy;
   std::string format = "table";
+  std::string calibration;
 };
 
 // The placement named groups refer to: the given strategy, or tp = one node and dp = the rest.
@@ -80,7 +83,9 @@ int run(const CollectiveOptions& o) {
   cost::AlgorithmRegistry registry;
   cost::register_builtin_algorithms(registry);
   if (o.algorithm != "auto") registry.get(o.algorithm, "--algo");
-  cost::CostModel model(topo, registry);
+  report::RunOptions tuned;
+  if (!o.calibration.empty()) report::apply_calibration(spec::load_calibration_spec(o.calibration), tuned);
+  cost::CostModel model(topo, registry, tuned.collectives);
   report::CollectiveReport r{
       .topology = cluster.name, .op = o.op, .requested_algorithm = o.algorithm, .warnings = cluster.warnings};
   const auto group = resolve_group(o, topo, r.group);
@@ -105,6 +110,7 @@ void add_collective_command(CLI::App& app, Action& action) {
   cmd->add_option("--group", o->group, "all, tp, dp, pp, cp, ep (rank 0's group) or devices such as 0-7,16-23");
   cmd->add_option("--algo", o->algorithm, "auto or an algorithm: ring, tree, hier, nvls, sharp, torus, direct");
   cmd->add_option("-s,--strategy", o->strategy, "strategy that defines named groups (default: tp = one node)");
+  cmd->add_option("--calibration", o->calibration, "calibration JSON (fitted collectives replace the model)");
   add_format_option(*cmd, o->format);
   cmd->callback([o, &action] { action = [o] { return run(*o); }; });
 }

@@ -17,6 +17,8 @@ void add_run_command(CLI::App& app, Action& action);
 void add_collective_command(CLI::App& app, Action& action);
 void add_regress_command(CLI::App& app, Action& action);
 void add_sweep_command(CLI::App& app, Action& action);
+// trace summary, replay, calibrate
+void add_trace_commands(CLI::App& app, Action& action);
 
 // --format table|json|csv, shared by every command that prints a report.
 void add_format_option(CLI::App& command, std::string& format);

@@ -72,7 +72,19 @@ CollectiveCost CostModel::cost(const Collective& collective, GroupId group, std:
   const auto kind = kind_of(collective);
   const auto bytes = bytes_of(collective);
   if (groups_.at(group).size() < 2) return CollectiveCost{.algorithm = "none"};
-  const auto& algorithms = registry_->all();
+  if (algorithm == "auto") {
+    for (const auto& f : tuning_.fits) {
+      if (f.group_size != static_cast<int>(groups_[group].size()) || f.op != collective_name(kind)) continue;
+      // measured: the fit's time, on the links NCCL's choice would load
+      auto c = best_modelled(kind, group, bytes, source);
+      c.latency = f.latency;
+      c.time = f.latency + bytes / f.bandwidth;
+      c.algorithm = "fitted";
+      c.algbw_Bps = bytes.as_double() / c.time.seconds();
+      c.busbw_Bps = c.algbw_Bps * bus_factor(kind, static_cast<int>(groups_[group].size()));
+      return c;
+    }
+  }
   if (algorithm != "auto") {
     registry_->get(algorithm, source);  // unknown names fail here, listing the known ones
     const auto* p = plan(kind, group, algorithm);
@@ -82,6 +94,11 @@ CollectiveCost CostModel::cost(const Collective& collective, GroupId group, std:
                                   collective_name(kind), groups_[group].size()));
     return evaluate(*p, bytes, tuning_);
   }
+  return best_modelled(kind, group, bytes, source);
+}
+
+CollectiveCost CostModel::best_modelled(CollectiveKind kind, GroupId group, Bytes bytes, const std::string& source) {
+  const auto& algorithms = registry_->all();
   std::optional<CollectiveCost> best;
   for (std::size_t a = 0; a < algorithms.size(); ++a) {
     const auto& p = cached_plan(a, kind, group);

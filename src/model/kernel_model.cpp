@@ -23,13 +23,32 @@ double hbm(const KernelContext& ctx) {
   return ctx.device->memory_bandwidth.bytes_per_s * ctx.tuning.hbm_efficiency;
 }
 
-// Wave and tile quantisation: useful outputs over the outputs the launched waves could compute.
-double utilisation(std::int64_t m, std::int64_t n, std::int64_t count, int sms, std::int64_t tm, std::int64_t tn) {
-  const double tiles = ceil_div(static_cast<double>(m), static_cast<double>(tm)) *
-                       ceil_div(static_cast<double>(n), static_cast<double>(tn)) * static_cast<double>(count);
-  const double waves = ceil_div(tiles, sms);
-  return static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(count) /
+double tiles(std::int64_t m, std::int64_t n, std::int64_t count, std::int64_t tm, std::int64_t tn) {
+  return ceil_div(static_cast<double>(m), static_cast<double>(tm)) *
+         ceil_div(static_cast<double>(n), static_cast<double>(tn)) * static_cast<double>(count);
+}
+
+// Wave and tile quantisation with `split` K slices per tile: useful work over the work the
+// launched waves could do.
+double utilisation(std::int64_t m, std::int64_t n, std::int64_t count, int sms, std::int64_t tm, std::int64_t tn,
+                   std::int64_t split) {
+  const double units = tiles(m, n, count, tm, tn) * static_cast<double>(split);
+  const double waves = ceil_div(units, sms);
+  return static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(count) * static_cast<double>(split) /
          (waves * sms * static_cast<double>(tm * tn));
+}
+
+// Split-K (cuBLAS's splitKreduce kernels): when the output tiles cannot fill the SMs, the K loop
+// is cut into slices computed side by side and summed by a reduction pass. Slices stay at least
+// kMinSliceK deep.
+constexpr std::int64_t kMinSliceK = 256;
+
+std::int64_t split_k(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, int sms,
+                     const KernelTuning& t) {
+  const double fewest = std::min(tiles(m, n, count, t.tile_m, t.tile_n), tiles(m, n, count, t.tile_n, t.tile_m));
+  if (fewest >= sms) return 1;
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(sms / fewest), 1,
+                                  std::max<std::int64_t>(k / kMinSliceK, 1));
 }
 
 double gemm_seconds(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, const KernelContext& ctx) {
@@ -37,11 +56,14 @@ double gemm_seconds(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * count;
   const double compute = flops / (peak(ctx) * gemm_efficiency(m, n, k, count, ctx.device->sms, ctx.tuning));
   const double e = spec::dtype_bytes(ctx.dtype == spec::Dtype::Fp8 ? spec::Dtype::Bf16 : ctx.dtype);
+  const double outputs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(count);
   const double bytes =
-      e * count *
-      (static_cast<double>(m) * static_cast<double>(k) + static_cast<double>(k) * static_cast<double>(n) +
-       static_cast<double>(m) * static_cast<double>(n));
-  return std::max(compute, bytes / hbm(ctx));
+      e * count * (static_cast<double>(m) * static_cast<double>(k) + static_cast<double>(k) * static_cast<double>(n)) +
+      e * outputs;
+  // the split-K reduction writes and reads one fp32 partial per slice
+  const auto split = split_k(m, n, k, count, ctx.device->sms, ctx.tuning);
+  const double reduce = split > 1 ? 2.0 * 4.0 * outputs * static_cast<double>(split) / hbm(ctx) : 0.0;
+  return std::max(compute, bytes / hbm(ctx)) + reduce;
 }
 
 double elementwise_seconds(double bytes, const KernelContext& ctx) {
@@ -80,9 +102,11 @@ double flash_attention_seconds(const AttentionCore& a, Pass pass, const KernelCo
 
 double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, int sms,
                        const KernelTuning& t) {
-  const double util =
-      std::max(utilisation(m, n, count, sms, t.tile_m, t.tile_n), utilisation(m, n, count, sms, t.tile_n, t.tile_m));
-  return t.gemm_ceiling * util * static_cast<double>(k) / (static_cast<double>(k) + t.k_overhead);
+  const auto split = split_k(m, n, k, count, sms, t);
+  const double util = std::max(utilisation(m, n, count, sms, t.tile_m, t.tile_n, split),
+                               utilisation(m, n, count, sms, t.tile_n, t.tile_m, split));
+  const double slice = static_cast<double>(k) / static_cast<double>(split);
+  return t.gemm_ceiling * util * slice / (slice + t.k_overhead);
 }
 
 Duration kernel_time(const Op& op, Pass pass, const KernelContext& ctx) {

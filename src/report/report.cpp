@@ -90,6 +90,7 @@ void apply_calibration(const spec::CalibrationSpec& c, RunOptions& options) {
   t.simple_chunk = cc.simple_chunk.value_or(t.simple_chunk);
   t.in_switch_efficiency = cc.in_switch_efficiency.value_or(t.in_switch_efficiency);
   t.in_switch_latency = cc.in_switch_latency.value_or(t.in_switch_latency);
+  for (const auto& f : cc.fits) t.fits.push_back({f.op, f.group_size, f.latency, f.bandwidth});
   options.lowering.memory.runtime_reserved = c.runtime_reserved.value_or(options.lowering.memory.runtime_reserved);
 }
 

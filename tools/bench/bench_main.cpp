@@ -30,5 +30,6 @@ int main(int argc, char** argv) {
   if (which == "all" || which == "engine") trainsim::bench::engine();
   if (which == "all" || which == "scale") trainsim::bench::scale();
   if (which == "all" || which == "sweep") trainsim::bench::sweep();
+  if (which == "all" || which == "traces") trainsim::bench::traces();
   return 0;
 }

@@ -2,11 +2,6 @@
 // 8,192-token sequences, 16M-token batch, ZeRO-1) on 1k to 64k H100s of the Llama 3 RoCE fabric,
 // folded (one simulated rank per pipeline stage, every data-parallel replica and tensor-parallel
 // peer identical) and, where it stays small, every rank simulated.
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
-
 #include <fmt/format.h>
 
 #include "bench/benchmarks.hpp"
@@ -16,15 +11,8 @@
 namespace trainsim::bench {
 namespace {
 
-// Runs in a child process so that its peak resident memory is its own.
+// One step, run in a child process (in_child) so that its peak resident memory is its own.
 void one(std::int64_t gpus, bool full) {
-  std::fflush(stdout);
-  const pid_t child = fork();
-  if (child != 0) {
-    int status = 0;
-    waitpid(child, &status, 0);
-    return;
-  }
   auto topology = spec::load_json_file("topologies/h100-roce-llama3.json");
   topology["nodes"] = std::max<std::int64_t>(topology["nodes"].get<std::int64_t>(), gpus / 8);
   const auto cluster = spec::read_cluster_spec(topology, "h100-roce-llama3 (scaled)");
@@ -42,8 +30,6 @@ void one(std::int64_t gpus, bool full) {
   fmt::print("{:>7} {:>6} {:>5} {:>12} {:>9} {:>10} {:>8.2f} {:>9.0f} {:>9.2f}\n", gpus, full ? "full" : "folded",
              job.dp, job.micro_batches, s.simulated_ranks, s.events, wall, resident_kib("VmHWM:") / 1024.0,
              s.step_time_s);
-  std::fflush(stdout);
-  _exit(0);
 }
 
 }  // namespace
@@ -52,8 +38,8 @@ void scale() {
   fmt::print("## Llama 3 405B, tp=8 sp pp=16 zero=1, 16M tokens per step: one step\n");
   fmt::print("{:>7} {:>6} {:>5} {:>12} {:>9} {:>10} {:>8} {:>9} {:>9}\n", "gpus", "ranks", "dp", "micro-batch",
              "simulated", "events", "wall (s)", "peak MiB", "step (s)");
-  for (const std::int64_t gpus : {1024, 4096, 16384, 65536}) one(gpus, false);
-  one(1024, true);
+  for (const std::int64_t gpus : {1024, 4096, 16384, 65536}) in_child([gpus] { one(gpus, false); });
+  in_child([] { one(1024, true); });
 }
 
 }  // namespace trainsim::bench

@@ -22,7 +22,8 @@ class CostModel {
   const Group& group(GroupId id) const { return groups_.at(id); }
 
   // `algorithm` is "auto" or a registered name. A named algorithm that cannot run the collective on
-  // the group is a SpecError naming `source`.
+  // the group is a SpecError naming `source`. Under "auto", a fitted collective of the tuning (same
+  // operation and group size) gives the time, on the links of the modelled choice.
   CollectiveCost cost(const Collective& collective, GroupId group, std::string_view algorithm = "auto",
                       const std::string& source = "--algo");
   CollectiveCost cost(const Collective& collective, const Group& group, std::string_view algorithm = "auto") {
@@ -39,6 +40,8 @@ class CostModel {
 
  private:
   const std::optional<CollectivePlan>& cached_plan(std::size_t algorithm, CollectiveKind kind, GroupId group);
+  // The fastest modelled algorithm and protocol (what `auto` picks without a fitted collective).
+  CollectiveCost best_modelled(CollectiveKind kind, GroupId group, Bytes bytes, const std::string& source);
 
   const topo::Topology* topo_;
   const AlgorithmRegistry* registry_;

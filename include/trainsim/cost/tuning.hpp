@@ -2,6 +2,9 @@
 // The physical parameters of the collective model beyond the links themselves. Defaults come from
 // NCCL's design (protocol payload shares, buffer sizes) and from fitting the 8×A100 nccl-tests
 // sweep in reference/nccl_allreduce.json (launch cost); a calibration file overrides them.
+#include <string>
+#include <vector>
+
 #include "trainsim/util/units.hpp"
 
 namespace trainsim::cost {
@@ -15,6 +18,15 @@ struct ProtocolTuning {
   double bandwidth_factor = 1.0;
   // Per-step latency relative to Simple: NCCL's hwLat ratios for NVLink rings (0.47, 1.9, 3.4 µs).
   double latency_factor = 1.0;
+};
+
+// A collective measured on real hardware (`trainsim calibrate`): on groups of `group_size`, `op`
+// (a collective name) takes latency + bytes / bandwidth, replacing the algorithmic model.
+struct FittedCollective {
+  std::string op;
+  int group_size = 0;
+  Duration latency;
+  Bandwidth bandwidth;
 };
 
 struct CollectiveTuning {
@@ -40,6 +52,7 @@ struct CollectiveTuning {
   double in_switch_efficiency = 0.61;
   // ... and its extra latency: multimem set-up and switch reduction (NCCL tuning.cc, baseLat for NVLS).
   Duration in_switch_latency = nanoseconds(23'000);
+  std::vector<FittedCollective> fits;
 
   const ProtocolTuning& protocol(Protocol p) const {
     return p == Protocol::LL ? ll : p == Protocol::LL128 ? ll128 : simple;

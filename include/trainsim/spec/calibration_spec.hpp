@@ -3,8 +3,9 @@
 // kernel, collective and memory models. Every field is optional; a missing one keeps its default.
 #include <optional>
 #include <string>
+#include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "trainsim/util/units.hpp"
 
@@ -22,6 +23,20 @@ struct KernelCalibration {
   std::optional<Duration> kernel_gap;
 };
 
+// A collective measured on real hardware: time = latency + bytes / bandwidth for `op` on groups of
+// `group_size`, `bytes` in nccl-tests' sense; fitted by `trainsim calibrate` over [min_bytes,
+// max_bytes]. It replaces the algorithmic model for that operation and group size.
+struct CollectiveFit {
+  std::string op;
+  int group_size = 0;
+  Duration latency;
+  Bandwidth bandwidth;
+  std::int64_t samples = 0;
+  Bytes min_bytes;
+  Bytes max_bytes;
+  friend bool operator==(const CollectiveFit&, const CollectiveFit&) = default;
+};
+
 struct CollectiveCalibration {
   std::optional<Duration> launch;
   std::optional<int> channels;
@@ -29,6 +44,7 @@ struct CollectiveCalibration {
   std::optional<Bytes> simple_chunk;
   std::optional<double> in_switch_efficiency;
   std::optional<Duration> in_switch_latency;
+  std::vector<CollectiveFit> fits;
 };
 
 struct CalibrationSpec {
@@ -39,5 +55,8 @@ struct CalibrationSpec {
 
 CalibrationSpec read_calibration_spec(const nlohmann::json& json, const std::string& source);
 CalibrationSpec load_calibration_spec(const std::string& path);
+// The file `read_calibration_spec` reads back: only the values that are set, `extra` (traces,
+// residuals) kept as given.
+nlohmann::ordered_json calibration_json(const CalibrationSpec& calibration);
 
 }  // namespace trainsim::spec

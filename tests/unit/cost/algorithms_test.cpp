@@ -86,3 +86,20 @@ TEST_CASE("a group of one costs nothing") {
   test::CostFixture f(test::fat_tree_cluster(1, 40, true, 2));
   CHECK(f.model.cost(AllReduce{gib(1)}, test::devices(3, 1)).time == Duration::zero());
 }
+
+TEST_CASE("a fitted collective replaces the model for its operation and group size only") {
+  CollectiveTuning tuning;
+  tuning.fits.push_back({"all_reduce", 8, microseconds(30), Bandwidth{100e9}});
+  test::CostFixture fitted(spec::load_cluster_spec(test::topology("dgx-a100-superpod")), tuning);
+  test::CostFixture modelled(spec::load_cluster_spec(test::topology("dgx-a100-superpod")));
+  const auto c = fitted.model.cost(AllReduce{mib(64)}, test::devices(0, 8));
+  CHECK(c.algorithm == "fitted");
+  CHECK(c.time.seconds() == doctest::Approx(30e-6 + 64.0 * (1 << 20) / 100e9).epsilon(1e-9));
+  CHECK(c.busbw_Bps == doctest::Approx(64.0 * (1 << 20) / c.time.seconds() * 2 * 7 / 8).epsilon(1e-9));
+  // another size of group, another operation, or a named algorithm: the model
+  CHECK(fitted.model.cost(AllReduce{mib(64)}, test::devices(0, 4)).time ==
+        modelled.model.cost(AllReduce{mib(64)}, test::devices(0, 4)).time);
+  CHECK(fitted.model.cost(AllGather{mib(64)}, test::devices(0, 8)).time ==
+        modelled.model.cost(AllGather{mib(64)}, test::devices(0, 8)).time);
+  CHECK(fitted.model.cost(AllReduce{mib(64)}, test::devices(0, 8), "ring").algorithm == "ring");
+}

@@ -35,6 +35,28 @@ TEST_CASE("wave quantisation: one more tile than SMs costs a second wave") {
   CHECK(gemm_efficiency(tm * 216, tn, 4096, 1, 108, {}) == doctest::Approx(full));
 }
 
+TEST_CASE("split-K: one output tile with a deep K is cut into slices that fill the SMs") {
+  // 128×256 output = one tile; K = 65536 gives up to 256 slices of 256, the SMs take 108:
+  // one full wave of slices 65536/108 deep, then an fp32 reduction of the 108 partials
+  const KernelTuning t;
+  const double slice = 65536.0 / 108;
+  CHECK(gemm_efficiency(128, 256, 65536, 1, 108, t) == doctest::Approx(t.gemm_ceiling * slice / (slice + 64)));
+  auto ctx = a100();
+  ctx.tuning.kernel_gap = Duration::zero();
+  const double flops = 2.0 * 128 * 256 * 65536;
+  const double compute = flops / (312e12 * ctx.tuning.sustained_fraction * t.gemm_ceiling * slice / (slice + 64));
+  const double hbm = 2039e9 * 0.83;
+  const double operands = 2.0 * (128 * 65536 + 65536 * 256 + 128 * 256) / hbm;  // memory-bound here
+  const double reduce = 2.0 * 4 * 128 * 256 * 108 / hbm;
+  CHECK(operands > compute);
+  CHECK(kernel_time(gemm(128, 256, 65536), Pass::Forward, ctx).seconds() ==
+        doctest::Approx(operands + reduce).epsilon(1e-6));
+  // slices stay at least 256 deep: K = 1024 allows 4
+  CHECK(gemm_efficiency(128, 256, 1024, 1, 108, t) == doctest::Approx(t.gemm_ceiling * 4.0 / 108 * 256 / (256 + 64)));
+  // enough tiles for the SMs: no split
+  CHECK(gemm_efficiency(128 * 108, 256, 65536, 1, 108, t) == doctest::Approx(t.gemm_ceiling * 65536 / (65536 + 64.0)));
+}
+
 TEST_CASE("a GEMM with a tiny dimension is memory-bound") {
   auto ctx = a100();
   ctx.tuning.kernel_gap = Duration::zero();

@@ -1,0 +1,22 @@
+#pragma once
+// Rendering what `trace summary`, `replay` and `calibrate` found (INTERFACE.md "Report (trace
+// summary / replay)" and "Calibration").
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainsim/trace/analysis.hpp"
+
+namespace trainsim::report {
+
+nlohmann::ordered_json to_json(const trace::TraceReport& report);
+std::string to_table(const trace::TraceReport& report);
+std::string to_csv(const trace::TraceReport& report);
+
+// The calibration file: the fitted values `run --calibration` reads, the traces they came from
+// ("traces") and the fit's residuals ("fit").
+nlohmann::ordered_json to_json(const trace::CalibrationReport& report, const std::vector<std::string>& traces);
+std::string to_table(const trace::CalibrationReport& report);
+
+}  // namespace trainsim::report

@@ -1,0 +1,98 @@
+#pragma once
+// What real traces say, and what the engine makes of them:
+//  - summarize: per profiler step, what was recorded (step time, compute, communication, their
+//    overlap) and per collective counts, bytes and time;
+//  - replay: the recorded CPU threads and GPU streams rebuilt as a task graph (launch → kernel
+//    edges by correlation, synchronisation calls, stream waits, collectives matched across the
+//    ranks given) and run on the engine, optionally with faster kernels, a faster network or the
+//    cost model's collectives on a topology;
+//  - calibrate: collective latency and bandwidth per operation and group size, and the sustained
+//    GEMM fraction, fitted from the recorded kernels.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainsim/spec/calibration_spec.hpp"
+#include "trainsim/spec/cluster_spec.hpp"
+#include "trainsim/trace/trace.hpp"
+
+namespace trainsim::trace {
+
+struct CollectiveTotals {
+  std::string op;
+  int group_size = 0;  // 0: not recorded
+  std::int64_t count = 0;
+  std::int64_t bytes = 0;    // of the sized ones
+  std::int64_t unsized = 0;  // kernels without size metadata
+  double time_s = 0;         // kernel time
+};
+
+struct StepFigures {
+  int rank = -1;
+  int step = 0;
+  double recorded_s = 0;
+  std::optional<double> replayed_s;  // replay only
+  double gpu_busy_s = 0;             // union of every GPU op
+  double compute_s = 0;              // union of non-NCCL kernels, copies and sets
+  double comm_s = 0;                 // union of NCCL kernels
+  double overlap_s = 0;              // compute and communication at once
+  double exposed_comm_s = 0;         // communication alone
+  std::int64_t kernels = 0;
+  std::int64_t nccl_kernels = 0;
+};
+
+struct FileFigures {
+  std::string path;
+  int rank = -1;
+  int world_size = -1;
+  std::string device;
+  std::int64_t events = 0;
+  std::int64_t kernels = 0;
+  std::int64_t nccl_kernels = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> kernels_per_stream;  // (stream, kernels)
+  std::vector<std::string> warnings;
+};
+
+struct TraceReport {
+  std::vector<FileFigures> files;
+  std::int64_t kernels = 0;
+  std::int64_t nccl_kernels = 0;
+  std::vector<CollectiveTotals> collectives;
+  std::vector<StepFigures> steps;
+  std::vector<std::string> notes;  // what a replay assumed
+};
+
+TraceReport summarize(const std::vector<RankTrace>& traces);
+
+struct ReplayOptions {
+  double compute_scale = 1;  // GPU kernels, copies and sets run this many times faster
+  double network_scale = 1;  // recorded NCCL kernels run this many times faster
+  // Collectives costed on this cluster (ranks are its devices in order) instead of recorded;
+  // kernels without size metadata keep their recorded time.
+  std::optional<spec::ClusterSpec> cluster;
+  std::optional<spec::CalibrationSpec> calibration;
+};
+
+TraceReport replay(const std::vector<RankTrace>& traces, const ReplayOptions& options);
+
+struct CollectiveFitReport {
+  spec::CollectiveFit fit;
+  double median_error = 0;                               // |predicted / recorded − 1| over every kernel
+  double envelope_error = 0;                             // the same against each size's fastest kernel
+  std::vector<std::pair<std::int64_t, double>> fastest;  // (bytes, seconds) per size
+};
+
+struct CalibrationReport {
+  spec::CalibrationSpec calibration;
+  std::vector<CollectiveFitReport> collectives;
+  std::int64_t gemm_samples = 0;
+  double gemm_flops = 0;
+  std::vector<std::string> notes;
+};
+
+// `cluster` gives the device whose kernel model the GEMM fit scales; without it only the
+// collectives are fitted.
+CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::optional<spec::ClusterSpec>& cluster);
+
+}  // namespace trainsim::trace

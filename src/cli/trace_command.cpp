@@ -1,0 +1,105 @@
+// `trace summary`, `replay` and `calibrate`: what real profiler traces recorded, run back through
+// the engine, and the parameters fitted from them.
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "trainsim/report/trace_format.hpp"
+#include "trainsim/spec/calibration_spec.hpp"
+#include "trainsim/spec/cluster_spec.hpp"
+#include "trainsim/trace/analysis.hpp"
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::cli {
+namespace {
+
+struct TraceCommandOptions {
+  std::vector<std::string> traces;
+  std::string topology;
+  std::string calibration;
+  std::string output;
+  double compute_scale = 1;
+  double network_scale = 1;
+  std::string format = "table";
+};
+
+std::vector<trace::RankTrace> read_all(const std::vector<std::string>& paths) {
+  std::vector<trace::RankTrace> out;
+  for (const auto& p : paths) out.push_back(trace::read_trace(p));
+  return out;
+}
+
+void print(const trace::TraceReport& r, const std::string& format) {
+  switch (parse_format(format)) {
+    case report::Format::Json:
+      fmt::print("{}\n", report::to_json(r).dump(2));
+      break;
+    case report::Format::Csv:
+      fmt::print("{}", report::to_csv(r));
+      break;
+    case report::Format::Table:
+      fmt::print("{}", report::to_table(r));
+      break;
+  }
+}
+
+int run_summary(const TraceCommandOptions& o) {
+  print(trace::summarize(read_all(o.traces)), o.format);
+  return kOk;
+}
+
+int run_replay(const TraceCommandOptions& o) {
+  trace::ReplayOptions options;
+  if (!(o.compute_scale > 0 && o.compute_scale <= 1e6))
+    throw SpecError("--compute-scale", "", fmt::format("{} is not a positive factor of at most 1e6", o.compute_scale));
+  if (!(o.network_scale > 0 && o.network_scale <= 1e6))
+    throw SpecError("--network-scale", "", fmt::format("{} is not a positive factor of at most 1e6", o.network_scale));
+  options.compute_scale = o.compute_scale;
+  options.network_scale = o.network_scale;
+  if (!o.topology.empty()) options.cluster = spec::load_cluster_spec(o.topology);
+  if (!o.calibration.empty()) options.calibration = spec::load_calibration_spec(o.calibration);
+  print(trace::replay(read_all(o.traces), options), o.format);
+  return kOk;
+}
+
+int run_calibrate(const TraceCommandOptions& o) {
+  std::optional<spec::ClusterSpec> cluster;
+  if (!o.topology.empty()) cluster = spec::load_cluster_spec(o.topology);
+  const auto result = trace::calibrate(read_all(o.traces), cluster);
+  const auto text = report::to_json(result, o.traces).dump(2) + "\n";
+  std::ofstream out(o.output);
+  out << text;
+  if (!out) throw IoError(fmt::format("{}: cannot write", o.output));
+  fmt::print("{}wrote {}\n", report::to_table(result), o.output);
+  return kOk;
+}
+
+}  // namespace
+
+void add_trace_commands(CLI::App& app, Action& action) {
+  auto o = std::make_shared<TraceCommandOptions>();
+  auto* trace = app.add_subcommand("trace", "read PyTorch-profiler (Kineto) traces");
+  trace->require_subcommand(1);
+  auto* summary = trace->add_subcommand("summary", "per profiler step: time, compute, communication, overlap");
+  summary->add_option("traces", o->traces, "trace files (.json or .json.gz), one per rank")->required();
+  add_format_option(*summary, o->format);
+  summary->callback([o, &action] { action = [o] { return run_summary(*o); }; });
+
+  auto* replay = app.add_subcommand("replay", "run recorded traces back through the engine, optionally changed");
+  replay->add_option("--trace", o->traces, "a rank's trace file (repeat for several ranks)")->required();
+  replay->add_option("-t,--topology", o->topology, "cost the collectives on this topology (ranks = its devices)");
+  replay->add_option("--calibration", o->calibration, "calibration JSON whose fitted collectives replace NCCL times");
+  replay->add_option("--compute-scale", o->compute_scale, "run GPU kernels this many times faster");
+  replay->add_option("--network-scale", o->network_scale, "run recorded NCCL kernels this many times faster");
+  add_format_option(*replay, o->format);
+  replay->callback([o, &action] { action = [o] { return run_replay(*o); }; });
+
+  auto* calibrate = app.add_subcommand("calibrate", "fit collective and GEMM parameters to traces");
+  calibrate->add_option("--trace", o->traces, "a rank's trace file (repeat for several)")->required();
+  calibrate->add_option("-o,--output", o->output, "calibration JSON to write")->required();
+  calibrate->add_option("-t,--topology", o->topology, "the device whose GEMM model to fit (optional)");
+  calibrate->callback([o, &action] { action = [o] { return run_calibrate(*o); }; });
+}
+
+}  // namespace trainsim::cli

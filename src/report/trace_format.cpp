@@ -1,0 +1,129 @@
+#include "trainsim/report/trace_format.hpp"
+
+#include <fmt/format.h>
+
+#include "trainsim/report/format.hpp"
+
+namespace trainsim::report {
+
+using nlohmann::ordered_json;
+
+ordered_json to_json(const trace::TraceReport& r) {
+  ordered_json files = ordered_json::array();
+  for (const auto& f : r.files) {
+    ordered_json streams = ordered_json::object();
+    for (const auto& [stream, kernels] : f.kernels_per_stream) streams[std::to_string(stream)] = kernels;
+    files.push_back({{"path", f.path},
+                     {"rank", f.rank},
+                     {"world_size", f.world_size},
+                     {"device", f.device},
+                     {"events", f.events},
+                     {"kernels", f.kernels},
+                     {"nccl_kernels", f.nccl_kernels},
+                     {"kernels_per_stream", std::move(streams)},
+                     {"warnings", f.warnings}});
+  }
+  ordered_json collectives = ordered_json::array();
+  for (const auto& c : r.collectives)
+    collectives.push_back({{"op", c.op},
+                           {"group_size", c.group_size},
+                           {"count", c.count},
+                           {"bytes", c.bytes},
+                           {"unsized", c.unsized},
+                           {"time_s", c.time_s}});
+  ordered_json steps = ordered_json::array();
+  for (const auto& s : r.steps) {
+    ordered_json step{{"rank", s.rank}, {"step", s.step}, {"recorded_s", s.recorded_s}};
+    if (s.replayed_s) {
+      step["replayed_s"] = *s.replayed_s;
+      step["error"] = *s.replayed_s / s.recorded_s - 1;
+    }
+    step["gpu_busy_s"] = s.gpu_busy_s;
+    step["compute_s"] = s.compute_s;
+    step["comm_s"] = s.comm_s;
+    step["overlap_s"] = s.overlap_s;
+    step["exposed_comm_s"] = s.exposed_comm_s;
+    step["kernels"] = s.kernels;
+    step["nccl_kernels"] = s.nccl_kernels;
+    steps.push_back(std::move(step));
+  }
+  ordered_json out{{"files", std::move(files)},
+                   {"kernels", r.kernels},
+                   {"nccl_kernels", r.nccl_kernels},
+                   {"collectives", std::move(collectives)},
+                   {"steps", std::move(steps)}};
+  if (!r.notes.empty()) out["notes"] = r.notes;
+  return out;
+}
+
+std::string to_table(const trace::TraceReport& r) {
+  std::string out;
+  for (const auto& f : r.files) {
+    out += fmt::format("{}: rank {} of {}, {}, {} events, {} kernels ({} NCCL)\n", f.path, f.rank, f.world_size,
+                       f.device.empty() ? "device unknown" : f.device, f.events, f.kernels, f.nccl_kernels);
+    for (const auto& w : f.warnings) out += fmt::format("  warning: {}\n", w);
+  }
+  if (!r.collectives.empty()) {
+    out += fmt::format("\n{:<16} {:>6} {:>7} {:>14} {:>9} {:>10}\n", "collective", "ranks", "count", "bytes", "unsized",
+                       "time (ms)");
+    for (const auto& c : r.collectives)
+      out += fmt::format("{:<16} {:>6} {:>7} {:>14} {:>9} {:>10.3f}\n", c.op, c.group_size, c.count, c.bytes, c.unsized,
+                         c.time_s * 1e3);
+  }
+  const bool replayed = !r.steps.empty() && r.steps.front().replayed_s.has_value();
+  out += fmt::format("\n{:>4} {:>8} {:>10}", "rank", "step", "recorded");
+  if (replayed) out += fmt::format(" {:>10} {:>7}", "replayed", "error");
+  out += fmt::format(" {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}\n", "gpu busy", "compute", "comm", "overlap", "exposed",
+                     "kernels");
+  for (const auto& s : r.steps) {
+    out += fmt::format("{:>4} {:>8} {:>8.2f}ms", s.rank, s.step, s.recorded_s * 1e3);
+    if (s.replayed_s)
+      out += fmt::format(" {:>8.2f}ms {:>+6.1f}%", *s.replayed_s * 1e3, (*s.replayed_s / s.recorded_s - 1) * 100);
+    out += fmt::format(" {:>7.2f}ms {:>7.2f}ms {:>7.2f}ms {:>7.2f}ms {:>7.2f}ms {:>8}\n", s.gpu_busy_s * 1e3,
+                       s.compute_s * 1e3, s.comm_s * 1e3, s.overlap_s * 1e3, s.exposed_comm_s * 1e3, s.kernels);
+  }
+  for (const auto& n : r.notes) out += fmt::format("note: {}\n", n);
+  return out;
+}
+
+std::string to_csv(const trace::TraceReport& r) {
+  std::string out = "rank,step,recorded_s,replayed_s,gpu_busy_s,compute_s,comm_s,overlap_s,exposed_comm_s,kernels\n";
+  for (const auto& s : r.steps)
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", s.rank, s.step, s.recorded_s,
+                       s.replayed_s ? fmt::format("{}", *s.replayed_s) : std::string(), s.gpu_busy_s, s.compute_s,
+                       s.comm_s, s.overlap_s, s.exposed_comm_s, s.kernels);
+  return out;
+}
+
+ordered_json to_json(const trace::CalibrationReport& r, const std::vector<std::string>& traces) {
+  auto out = spec::calibration_json(r.calibration);
+  out["traces"] = traces;
+  ordered_json fits = ordered_json::array();
+  for (const auto& c : r.collectives) {
+    ordered_json fastest = ordered_json::array();
+    for (const auto& [bytes, seconds] : c.fastest) fastest.push_back({bytes, seconds});
+    fits.push_back({{"op", c.fit.op},
+                    {"group_size", c.fit.group_size},
+                    {"median_error", c.median_error},
+                    {"envelope_error", c.envelope_error},
+                    {"fastest_per_size", std::move(fastest)}});
+  }
+  out["fit"] = {{"collectives", std::move(fits)}, {"gemm_samples", r.gemm_samples}, {"notes", r.notes}};
+  return out;
+}
+
+std::string to_table(const trace::CalibrationReport& r) {
+  std::string out = fmt::format("{:<16} {:>6} {:>8} {:>12} {:>14} {:>22} {:>10} {:>10}\n", "collective", "ranks",
+                                "samples", "latency", "bandwidth", "sizes", "envelope", "all");
+  for (const auto& c : r.collectives)
+    out +=
+        fmt::format("{:<16} {:>6} {:>8} {:>9.1f} us {:>9.2f} GB/s {:>22} {:>9.1f}% {:>9.1f}%\n", c.fit.op,
+                    c.fit.group_size, c.fit.samples, c.fit.latency.seconds() * 1e6, c.fit.bandwidth.bytes_per_s / 1e9,
+                    fmt::format("{}–{}", human_bytes(c.fit.min_bytes), human_bytes(c.fit.max_bytes)),
+                    c.envelope_error * 100, c.median_error * 100);
+  out += "(median |error| of the fit against each size's fastest kernel, and against every kernel)\n";
+  for (const auto& n : r.notes) out += fmt::format("note: {}\n", n);
+  return out;
+}
+
+}  // namespace trainsim::report
