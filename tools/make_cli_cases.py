@@ -261,8 +261,42 @@ case('trace-cut-mid-event', 'trace summary @t.json', 2,
 case('trace-missing-file', 'trace summary @nope.json.gz', 2,
      'error: @nope.json.gz: cannot open: No such file or directory', {'.keep': ''})
 case('replay-zero-compute-scale', 'replay --trace @t.json --compute-scale 0', 2,
-     'error: --compute-scale: 0 is not a positive factor of at most 1e6', {'t.json': SMALL_TRACE})
+     'error: --compute-scale: 0 is not a factor in [0.01, 1e6]', {'t.json': SMALL_TRACE})
 case('replay-calibration-not-calibration', 'replay --trace @t.json --calibration @c.json', 2,
      'error: @c.json: /traceEvents: unknown key "traceEvents"', {'t.json': SMALL_TRACE, 'c.json': SMALL_TRACE})
 case('calibrate-output-is-directory', 'calibrate --trace @t.json -o @', 2,
      'error: @: cannot write', {'t.json': SMALL_TRACE})
+
+# Robustness: bytes that are not UTF-8, counts beyond what a simulation takes, times beyond a
+# session, fields of the wrong type in a trace, calibration fits that cannot be.
+case('strategy-invalid-utf8', f'run -t {T} -w workloads/megatron2020-1b.json -s tp=8BYTEFF,pp=2', 2,
+     'error: strategy "tp=8BYTEFF,pp=2": /tp: expected an integer in [1, 1048576], got "8\ufffd"')
+# a raw 0xFF byte (not UTF-8) in the argument, echoed as given in the error's source
+for _name in ('args', 'stderr'):
+    _path = f'{cases_dir}/strategy-invalid-utf8/{_name}'
+    _data = open(_path, 'rb').read().replace(b'BYTEFF', bytes([0xff]))
+    open(_path, 'wb').write(_data)
+case('workload-too-many-microbatches', f'run -t {T} -w @w.json -s tp=1,gpus=8,mb=1', 2,
+     'error: @w.json: /training/global_batch: 125000000 micro-batches per pipeline per step (global_batch / (dp·mb)) '
+     'are more than a simulation takes (1048576); raise mb or dp, or use --analytic',
+     {'w.json': work(training__global_batch=1000000000, name='big-batch')})
+case('trace-span-of-years', 'trace summary @t.json', 2,
+     'error: @t.json: /traceEvents: events span 11574.1 days; one profiling session spans at most a day (a corrupt timestamp?)',
+     {'t.json': {"traceEvents": [
+         {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.7e15, "dur": 5, "args": {"stream": 7}},
+         {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 7e14, "dur": 5, "args": {"stream": 7}}]}})
+case('trace-wrong-types-everywhere', 'trace summary @t.json --format json', 0, '',
+     {'t.json': {"distributedInfo": {"rank": "zero", "world_size": [2], "backend": 7},
+                 "deviceProperties": [{"name": 5, "totalGlobalMem": "lots"}],
+                 "traceEvents": [
+                     {"ph": 1, "cat": 2, "name": 3, "ts": "now", "dur": {}},
+                     {"ph": "X", "cat": ["kernel"], "name": None, "ts": 1, "dur": 1},
+                     {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "ts": 1, "dur": 1,
+                      "tid": "seven", "args": {"stream": "x", "correlation": [], "In msg nelems": "many",
+                                               "Group size": -4, "dtype": 9, "Process Group Ranks": "[99999999999999]"}},
+                     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#x", "ts": 0, "dur": 1e9},
+                     None, [], "event", 12]}})
+case('calibration-empty-fit-range', f'collective -t {T} --op all_reduce --bytes 1GB --calibration @c.json', 2,
+     'error: @c.json: /collectives/fits/0/max_bytes: 5 is below min_bytes (10): the fitted range is empty',
+     {'c.json': {"collectives": {"fits": [{"op": "all_reduce", "group_size": 2, "latency": 1e-5,
+                                           "bandwidth": 1e10, "min_bytes": 10, "max_bytes": 5}]}}})

@@ -94,6 +94,7 @@ int run(const CollectiveOptions& o) {
   const auto kind = cost::collective_kind_from_name(o.op);
   for (const auto bytes : sizes(o))
     r.rows.push_back({bytes, model.cost(cost::make_collective(kind, bytes), id, o.algorithm, "--group")});
+  for (auto& w : model.warnings()) r.warnings.push_back(std::move(w));
   fmt::print("{}", report::render(r, parse_format(o.format)));
   return kOk;
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "trainsim/report/format.hpp"
 #include "trainsim/search/sweep.hpp"
 #include "trainsim/spec/calibration_spec.hpp"
 #include "trainsim/spec/cluster_spec.hpp"
@@ -72,7 +73,7 @@ class Progress {
 void print_result(const search::SweepResult& r, const std::string& format) {
   switch (parse_format(format)) {
     case report::Format::Json:
-      fmt::print("{}\n", search::to_json(r).dump(2));
+      fmt::print("{}\n", report::json_text(search::to_json(r)));
       break;
     case report::Format::Csv:
       fmt::print("{}", search::to_csv(r));

@@ -67,6 +67,15 @@ CollectiveCost CostModel::p2p(topo::DeviceId src, topo::DeviceId dst, Bytes byte
   return evaluate(it->second, bytes, tuning_);
 }
 
+FittedCollective fitted_collective(const spec::CollectiveFit& f) {
+  FittedCollective out{f.op, f.group_size, f.latency, f.bandwidth};
+  if (f.max_bytes.count > 0) {
+    out.min_bytes = f.min_bytes.count;
+    out.max_bytes = f.max_bytes.count;
+  }
+  return out;
+}
+
 CollectiveCost CostModel::cost(const Collective& collective, GroupId group, std::string_view algorithm,
                                const std::string& source) {
   const auto kind = kind_of(collective);
@@ -82,6 +91,11 @@ CollectiveCost CostModel::cost(const Collective& collective, GroupId group, std:
       c.algorithm = "fitted";
       c.algbw_Bps = bytes.as_double() / c.time.seconds();
       c.busbw_Bps = c.algbw_Bps * bus_factor(kind, static_cast<int>(groups_[group].size()));
+      if (bytes.count < f.min_bytes || bytes.count > f.max_bytes)
+        warnings_.insert(
+            fmt::format("the fitted {} on {} ranks (measured from {} to {} bytes) is extrapolated to "
+                        "messages outside that range",
+                        f.op, f.group_size, f.min_bytes, f.max_bytes));
       return c;
     }
   }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "trainsim/report/format.hpp"
 #include "trainsim/util/error.hpp"
 
 namespace trainsim::report {
@@ -69,7 +70,7 @@ ordered_json to_json(const CollectiveReport& r) {
 std::string render(const CollectiveReport& report, Format format) {
   switch (format) {
     case Format::Json:
-      return to_json(report).dump(2) + "\n";
+      return json_text(to_json(report)) + "\n";
     case Format::Csv:
       return csv(report);
     case Format::Table:

@@ -260,7 +260,7 @@ std::string to_csv(const RunReport& r) {
 std::string render(const RunReport& report, Format format) {
   switch (format) {
     case Format::Json:
-      return to_json(report).dump(2) + "\n";
+      return json_text(to_json(report)) + "\n";
     case Format::Csv:
       return to_csv(report);
     case Format::Table:

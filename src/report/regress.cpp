@@ -194,7 +194,7 @@ CaseResult run_one(const fs::path& path, const fs::path& root, bool update) {
   }
   if (update) {
     std::ofstream out(path);
-    out << rewritten.dump(2) << "\n";
+    out << json_text(rewritten) << "\n";
     if (!out) throw IoError(fmt::format("{}: cannot write", source));
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

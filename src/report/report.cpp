@@ -12,6 +12,8 @@
 namespace trainsim::report {
 namespace {
 
+constexpr std::int64_t kMaxSimulatedMicroBatches = std::int64_t{1} << 20;
+
 void simulate(RunReport& r, const spec::Job& job, const RunOptions& options, cost::CostModel& costs) {
   auto step = std::make_shared<SimulatedStep>();
   step->lowered = lower::lower(job, costs, options.lowering);
@@ -50,6 +52,12 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
     r.warnings.push_back("memory estimate saturated at 1 EiB: the configuration is far outside any real device");
 
   if (options.simulate) {
+    // every micro-batch is a set of tasks: beyond a million per pipeline a step takes hours
+    if (job.micro_batches > kMaxSimulatedMicroBatches)
+      throw SpecError(job.sources.workload, "/training/global_batch",
+                      fmt::format("{} micro-batches per pipeline per step (global_batch / (dp·mb)) are more than "
+                                  "a simulation takes ({}); raise mb or dp, or use --analytic",
+                                  job.micro_batches, kMaxSimulatedMicroBatches));
     simulate(r, job, options, *costs);
     const auto& s = *r.simulation;
     r.peak_memory = s.peak_memory;
@@ -61,6 +69,13 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
     r.tokens_per_s = tokens / s.step_time_s;
     r.tflops_per_gpu = counted / s.step_time_s / gpus / 1e12;
     r.mfu = r.flops.model / s.step_time_s / gpus / peak;
+    const auto& fitted_on = options.lowering.kernel.fitted_on;
+    if (!options.calibrated_kernels && job.cluster.device.name.find(fitted_on) == std::string::npos)
+      r.warnings.push_back(fmt::format(
+          "kernel efficiencies were fitted to {} step times; on {} they are not validated by any measurement "
+          "(calibrate them from a profiler trace: trainsim calibrate)",
+          fitted_on, job.cluster.device.name));
+    for (auto& w : costs->warnings()) r.warnings.push_back(std::move(w));
   }
   r.fits = r.peak_memory <= r.device_memory.count;
 
@@ -90,7 +105,9 @@ void apply_calibration(const spec::CalibrationSpec& c, RunOptions& options) {
   t.simple_chunk = cc.simple_chunk.value_or(t.simple_chunk);
   t.in_switch_efficiency = cc.in_switch_efficiency.value_or(t.in_switch_efficiency);
   t.in_switch_latency = cc.in_switch_latency.value_or(t.in_switch_latency);
-  for (const auto& f : cc.fits) t.fits.push_back({f.op, f.group_size, f.latency, f.bandwidth});
+  for (const auto& f : cc.fits) t.fits.push_back(cost::fitted_collective(f));
+  options.calibrated_kernels = options.calibrated_kernels || ck.gemm_ceiling || ck.sustained_fraction ||
+                               ck.flash_fwd_efficiency || ck.flash_bwd_efficiency || ck.hbm_efficiency;
   options.lowering.memory.runtime_reserved = c.runtime_reserved.value_or(options.lowering.memory.runtime_reserved);
 }
 

@@ -73,6 +73,9 @@ CollectiveCalibration read_collectives(Reader r, Diagnostics& diagnostics) {
         fit.samples = f.integer_or("samples", 0, {0, std::int64_t{1} << 40});
         fit.min_bytes = Bytes::from_double(f.quantity("min_bytes", QuantityKind::Bytes, {0, 1e15}));
         fit.max_bytes = Bytes::from_double(f.quantity("max_bytes", QuantityKind::Bytes, {0, 1e15}));
+        if (fit.max_bytes.count < fit.min_bytes.count)
+          f.error_at("max_bytes", fmt::format("{} is below min_bytes ({}): the fitted range is empty",
+                                              fit.max_bytes.count, fit.min_bytes.count));
         f.finish();
         c.fits.push_back(std::move(fit));
       }

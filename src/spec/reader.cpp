@@ -106,7 +106,9 @@ std::string pointer_join(std::string_view base, std::string_view key) {
 }
 
 std::string describe(const nlohmann::json& value) {
-  std::string text = value.is_object() ? "an object" : value.is_array() ? "a list" : value.dump();
+  std::string text = value.is_object()  ? "an object"
+                     : value.is_array() ? "a list"
+                                        : value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (text.size() > 40) text = text.substr(0, 37) + "...";
   return text;
 }

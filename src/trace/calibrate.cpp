@@ -97,6 +97,9 @@ std::optional<CollectiveFitReport> fit_collective(const std::string& op, int gro
 
 // FLOPs of a recorded matrix product from its input shapes.
 std::optional<model::Gemm> gemm_of(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims) {
+  for (const auto& d : dims)
+    for (const auto x : d)
+      if (x <= 0 || x > (std::int64_t{1} << 32)) return std::nullopt;  // not a recorded product's shape
   const auto two = [](const std::vector<std::int64_t>& d) { return d.size() == 2; };
   const auto three = [](const std::vector<std::int64_t>& d) { return d.size() == 3; };
   if (name == "aten::mm" && dims.size() >= 2 && two(dims[0]) && two(dims[1]))

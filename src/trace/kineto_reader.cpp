@@ -135,9 +135,25 @@ class Builder {
   bool done_ = false;
 };
 
+// A field that should be a string; anything else reads as "".
+std::string string_of(const json& object, const char* key) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// A field that should be an integer (numbers, or strings of digits); the fallback otherwise or
+// when it does not fit an int64.
 std::int64_t as_int(const json& v, std::int64_t fallback) {
-  if (v.is_number_integer() || v.is_number_unsigned()) return v.get<std::int64_t>();
-  if (v.is_number_float()) return static_cast<std::int64_t>(v.get<double>());
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    return u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ? static_cast<std::int64_t>(u)
+                                                                                     : fallback;
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    return std::isfinite(d) && std::abs(d) < 9e18 ? static_cast<std::int64_t>(d) : fallback;
+  }
   if (v.is_string()) {
     const auto& s = v.get_ref<const std::string&>();
     std::int64_t out = 0;
@@ -147,11 +163,16 @@ std::int64_t as_int(const json& v, std::int64_t fallback) {
   return fallback;
 }
 
+constexpr int kMaxRank = 1 << 24;
+constexpr std::int64_t kMaxSpanNs = 86'400'000'000'000;  // a day
+
 std::vector<int> parse_rank_list(const json& v) {
   std::vector<int> out;
   if (v.is_array()) {
-    for (const auto& x : v)
-      if (x.is_number_integer()) out.push_back(x.get<int>());
+    for (const auto& x : v) {
+      const auto r = as_int(x, -1);
+      if (r >= 0 && r <= kMaxRank) out.push_back(static_cast<int>(r));
+    }
     return out;
   }
   if (!v.is_string()) return out;
@@ -160,7 +181,7 @@ std::vector<int> parse_rank_list(const json& v) {
   bool in_number = false;
   for (const char c : s) {
     if (c >= '0' && c <= '9') {
-      value = value * 10 + (c - '0');
+      value = std::min(value * 10 + (c - '0'), kMaxRank + 1);  // an absurd rank stays absurd, not UB
       in_number = true;
     } else if (in_number) {
       out.push_back(value);
@@ -193,7 +214,8 @@ void read_collective_args(const json& args, Collective& c) {
     c.op = op_from_collective_name(it->get<std::string>());
   if (const auto it = args.find("In msg nelems"); it != args.end()) c.in_elements = as_int(*it, -1);
   if (const auto it = args.find("Out msg nelems"); it != args.end()) c.out_elements = as_int(*it, -1);
-  if (const auto it = args.find("Group size"); it != args.end()) c.group_size = static_cast<int>(as_int(*it, 0));
+  if (const auto it = args.find("Group size"); it != args.end())
+    c.group_size = static_cast<int>(std::clamp<std::int64_t>(as_int(*it, 0), 0, kMaxRank));
   if (const auto it = args.find("dtype"); it != args.end() && it->is_string()) c.dtype = it->get<std::string>();
   if (const auto it = args.find("Process Group Ranks"); it != args.end()) c.ranks = parse_rank_list(*it);
   if (const auto it = args.find("Process Group Name"); it != args.end() && it->is_string())
@@ -232,9 +254,11 @@ class TraceReader {
   void keep_top(json value) { top_[top_key_] = std::move(value); }
 
   // Kineto writes microseconds since the epoch (about 1.7e15 today), as integers or with a
-  // fractional part; nanoseconds since the epoch still fit an int64 until 2262.
-  static std::optional<std::int64_t> nanoseconds(json::const_iterator it, json::const_iterator end) {
-    constexpr double kLimitUs = 9e15;
+  // fractional part. Times up to 4e15 us (the year 2096) and durations up to 1e12 us (11 days)
+  // keep start + duration in nanoseconds well inside an int64.
+  static std::optional<std::int64_t> nanoseconds(json::const_iterator it, json::const_iterator end,
+                                                 double limit_us = 4e15) {
+    const double kLimitUs = limit_us;
     if (it == end || !it->is_number()) return std::nullopt;
     if (it->is_number_unsigned()) {
       const auto v = it->get<std::uint64_t>();
@@ -257,8 +281,8 @@ class TraceReader {
       ++ignored_["(not an object)"];
       return;
     }
-    const auto ph = e.value("ph", std::string());
-    const auto cat = e.value("cat", std::string());
+    const auto ph = string_of(e, "ph");
+    const auto cat = string_of(e, "cat");
     if (ph != "X") {
       if (ph != "M" && ph != "f" && ph != "s" && ph != "i" && ph != "I" && ph != "t") ++ignored_["ph " + ph];
       return;
@@ -266,14 +290,14 @@ class TraceReader {
     const auto ts = e.find("ts");
     const auto dur = e.find("dur");
     const auto start_ns = nanoseconds(ts, e.end());
-    const auto dur_ns = nanoseconds(dur, e.end());
+    const auto dur_ns = nanoseconds(dur, e.end(), 1e12);
     if (!start_ns || !dur_ns || *dur_ns < 0) {
       ++skipped_;
       return;
     }
     const std::int64_t start = *start_ns;
     const std::int64_t length = *dur_ns;
-    const auto name = e.value("name", std::string());
+    const auto name = string_of(e, "name");
     static const json kEmpty = json::object();
     const auto args_it = e.find("args");
     const json& args = args_it != e.end() && args_it->is_object() ? *args_it : kEmpty;
@@ -331,14 +355,14 @@ class TraceReader {
     if (const auto it = top_.find("distributedInfo"); it != top_.end() && it->is_object()) {
       out_.rank = static_cast<int>(as_int(it->value("rank", json(-1)), -1));
       out_.world_size = static_cast<int>(as_int(it->value("world_size", json(-1)), -1));
-      out_.backend = it->value("backend", std::string());
-      out_.nccl_version = it->value("nccl_version", std::string());
+      out_.backend = string_of(*it, "backend");
+      out_.nccl_version = string_of(*it, "nccl_version");
     } else {
       out_.warnings.push_back("no distributedInfo: rank and world size unknown");
     }
     if (const auto it = top_.find("deviceProperties");
         it != top_.end() && it->is_array() && !it->empty() && it->front().is_object()) {
-      out_.device = it->front().value("name", std::string());
+      out_.device = string_of(it->front(), "name");
       out_.device_memory = as_int(it->front().value("totalGlobalMem", json(0)), 0);
     }
   }
@@ -381,6 +405,17 @@ class TraceReader {
     for (const auto& s : out_.steps) base = std::min(base, s.start_ns);
     for (const auto& c : out_.cpu_ops) base = std::min(base, c.start_ns);
     if (base == std::numeric_limits<std::int64_t>::max()) base = 0;
+    std::int64_t last = base;
+    for (const auto& g : out_.gpu) last = std::max(last, g.end_ns());
+    for (const auto& r : out_.runtime) last = std::max(last, r.end_ns());
+    for (const auto& st : out_.steps) last = std::max(last, st.end_ns());
+    for (const auto& c : out_.cpu_ops) last = std::max(last, c.end_ns());
+    // one profiling session lasts seconds to hours; replayed times must stay far from overflow
+    if (last - base > kMaxSpanNs)
+      throw SpecError(out_.path, "/traceEvents",
+                      fmt::format("events span {:.1f} days; one profiling session spans at most a day "
+                                  "(a corrupt timestamp?)",
+                                  static_cast<double>(last - base) / 86400e9));
     out_.base_ns = base;
     for (auto& g : out_.gpu) g.start_ns -= base;
     for (auto& r : out_.runtime) r.start_ns -= base;
@@ -503,9 +538,10 @@ int dtype_bytes(std::string_view dtype) {
 
 std::int64_t Collective::bytes() const {
   const int size = dtype_bytes(dtype);
-  if (size == 0 || in_elements < 0) return -1;
-  if (op == "all_gather") return std::max(in_elements, out_elements) * size;
-  return in_elements * size;
+  const auto elements = op == "all_gather" ? std::max(in_elements, out_elements) : in_elements;
+  // an element count whose bytes overflow is as unknown as a missing one
+  if (size == 0 || in_elements < 0 || elements > std::numeric_limits<std::int64_t>::max() / size) return -1;
+  return elements * size;
 }
 
 std::optional<Collective> collective_from_kernel_name(std::string_view name) {

@@ -38,8 +38,9 @@ using sim::TaskId;
 constexpr std::int64_t kCallCostNs = 5'000;   // what a blocking call costs the CPU besides waiting
 constexpr std::int64_t kBurstGapNs = 50'000;  // idle time that separates bursts of calls on a thread
 
+// Recorded nanoseconds as a Duration (the reader keeps them below a day).
 Duration ns(std::int64_t v) {
-  return nanoseconds(std::max<std::int64_t>(v, 0));
+  return v <= 0 ? Duration::zero() : v >= Duration::max().ps / 1000 ? Duration::max() : nanoseconds(v);
 }
 
 bool is_sync(std::string_view name) {
@@ -77,8 +78,7 @@ class Builder {
       cost::register_builtin_algorithms(registry_);
       cost::CollectiveTuning tuning;
       if (options.calibration)
-        for (const auto& f : options.calibration->collectives.fits)
-          tuning.fits.push_back({f.op, f.group_size, f.latency, f.bandwidth});
+        for (const auto& f : options.calibration->collectives.fits) tuning.fits.push_back(cost::fitted_collective(f));
       costs_ = std::make_unique<cost::CostModel>(*topology_, registry_, tuning);
     }
   }
@@ -575,8 +575,11 @@ class Builder {
 }  // namespace
 
 TraceReport replay(const std::vector<RankTrace>& traces, const ReplayOptions& options) {
-  if (options.compute_scale <= 0 || options.network_scale <= 0)
-    throw SpecError("replay", "", "compute and network scales must be positive");
+  // a day of trace slowed 100× still fits the 106 days a Duration holds
+  for (const auto& [name, scale] :
+       {std::pair{"--compute-scale", options.compute_scale}, std::pair{"--network-scale", options.network_scale}})
+    if (!(scale >= 0.01 && scale <= 1e6))
+      throw SpecError(name, "", fmt::format("{} is not a factor in [0.01, 1e6]", scale));
   Builder builder(traces, options);
   const auto graphs = builder.build();
   builder.finish_notes();

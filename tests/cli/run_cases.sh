@@ -10,7 +10,7 @@ for dir in "$cases"/*/; do
   name=$(basename "$dir")
   count=$((count + 1))
   expected_exit=$(cat "$dir/exit")
-  mapfile -t args < <(tr ' ' '\n' < "$dir/args" | grep -v '^$')
+  mapfile -t args < <(tr ' ' '\n' < "$dir/args" | grep -av '^$')
   actual_err=$("$bin" "${args[@]}" 2>&1 >/dev/null)
   actual_exit=$?
   if [ "$actual_exit" != "$expected_exit" ]; then

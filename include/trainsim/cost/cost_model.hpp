@@ -4,14 +4,20 @@
 // for the size, as NCCL's tuner does.
 #include <map>
 #include <optional>
+#include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "trainsim/cost/algorithm.hpp"
+#include "trainsim/spec/calibration_spec.hpp"
 
 namespace trainsim::cost {
 
 using GroupId = std::uint32_t;
+
+// A calibration file's fitted collective, as the model uses it (no recorded range: any size).
+FittedCollective fitted_collective(const spec::CollectiveFit& fit);
 
 class CostModel {
  public:
@@ -37,6 +43,9 @@ class CostModel {
 
   const topo::Topology& topology() const { return *topo_; }
   const CollectiveTuning& tuning() const { return tuning_; }
+  // What the queries so far rested on beyond validated ground: fitted collectives used at sizes
+  // outside the range they were fitted on. Sorted, each once.
+  std::vector<std::string> warnings() const { return {warnings_.begin(), warnings_.end()}; }
 
  private:
   const std::optional<CollectivePlan>& cached_plan(std::size_t algorithm, CollectiveKind kind, GroupId group);
@@ -55,6 +64,7 @@ class CostModel {
   };
   std::vector<std::vector<Slot>> plans_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, CollectivePlan> p2p_plans_;
+  std::set<std::string> warnings_;
 };
 
 }  // namespace trainsim::cost

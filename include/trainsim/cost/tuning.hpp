@@ -2,6 +2,7 @@
 // The physical parameters of the collective model beyond the links themselves. Defaults come from
 // NCCL's design (protocol payload shares, buffer sizes) and from fitting the 8×A100 nccl-tests
 // sweep in reference/nccl_allreduce.json (launch cost); a calibration file overrides them.
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct FittedCollective {
   int group_size = 0;
   Duration latency;
   Bandwidth bandwidth;
+  // the message sizes the fit saw; outside them it extrapolates, and reports say so
+  std::int64_t min_bytes = 0;
+  std::int64_t max_bytes = std::numeric_limits<std::int64_t>::max();
 };
 
 struct CollectiveTuning {

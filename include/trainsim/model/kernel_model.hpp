@@ -6,6 +6,8 @@
 //    unfused form (two batched GEMMs and memory-bound softmax/dropout over the a·s² scores);
 //  - element-wise kernels: bytes / (HBM bandwidth × efficiency);
 //  - a gap per kernel for launch and tail effects.
+#include <string>
+
 #include "trainsim/model/layer_ops.hpp"
 #include "trainsim/spec/cluster_spec.hpp"
 
@@ -37,6 +39,9 @@ struct KernelTuning {
   double hbm_efficiency = 0.83;
   // Gap between consecutive kernels on a stream (launch latency, tail of the previous kernel).
   Duration kernel_gap = nanoseconds(3000);
+  // The devices whose measured step times the defaults above were fitted to (a device name
+  // containing this); elsewhere reports warn until a calibration file sets the efficiencies.
+  std::string fitted_on = "A100";
 };
 
 enum class AttentionKind { Flash, Unfused };

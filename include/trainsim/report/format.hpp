@@ -15,6 +15,13 @@ std::string to_table(const RunReport& report);
 std::string to_csv(const RunReport& report);
 std::string render(const RunReport& report, Format format);
 
+// The JSON text of a report, indented by two. Bytes that are not UTF-8 (a command-line argument
+// can carry any) become U+FFFD instead of an exception.
+template <class Json>
+std::string json_text(const Json& json) {
+  return json.dump(2, ' ', false, Json::error_handler_t::replace);
+}
+
 // RFC 4180: a field holding a comma, a quote or a line break is quoted.
 std::string csv_field(const std::string& s);
 

@@ -26,6 +26,7 @@ struct RunOptions {
   bool simulate = true;  // false: the analytic figures only
   lower::LoweringOptions lowering;
   cost::CollectiveTuning collectives;
+  bool calibrated_kernels = false;  // a calibration file set kernel efficiencies
 };
 
 // The simulated step kept for timelines and tests.

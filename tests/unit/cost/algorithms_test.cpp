@@ -103,3 +103,14 @@ TEST_CASE("a fitted collective replaces the model for its operation and group si
         modelled.model.cost(AllGather{mib(64)}, test::devices(0, 8)).time);
   CHECK(fitted.model.cost(AllReduce{mib(64)}, test::devices(0, 8), "ring").algorithm == "ring");
 }
+
+TEST_CASE("a fitted collective warns only when used outside the sizes it was measured on") {
+  CollectiveTuning tuning;
+  tuning.fits.push_back({"all_reduce", 8, microseconds(30), Bandwidth{100e9}, 1 << 20, 64 << 20});
+  test::CostFixture f(spec::load_cluster_spec(test::topology("dgx-a100-superpod")), tuning);
+  f.model.cost(AllReduce{mib(16)}, test::devices(0, 8));
+  CHECK(f.model.warnings().empty());
+  f.model.cost(AllReduce{gib(1)}, test::devices(0, 8));
+  f.model.cost(AllReduce{gib(2)}, test::devices(0, 8));
+  CHECK(f.model.warnings().size() == 1);  // once per fit
+}
