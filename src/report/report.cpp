@@ -12,8 +12,6 @@
 namespace trainsim::report {
 namespace {
 
-constexpr std::int64_t kMaxSimulatedMicroBatches = std::int64_t{1} << 20;
-
 void simulate(RunReport& r, const spec::Job& job, const RunOptions& options, cost::CostModel& costs) {
   auto step = std::make_shared<SimulatedStep>();
   step->lowered = lower::lower(job, costs, options.lowering);

@@ -72,6 +72,14 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
     return out;
   }
   auto& job = *out.job;
+  if (job.micro_batches > report::kMaxSimulatedMicroBatches) {
+    out.verdict = Screened::Verdict::Invalid;
+    out.reason =
+        fmt::format("more micro-batches per pipeline than a simulation takes ({})", report::kMaxSimulatedMicroBatches);
+    out.example = text;
+    out.job.reset();
+    return out;
+  }
   job.strategy.dp = job.dp;  // the plan names its data-parallel degree rather than the device count
   job.strategy.gpus.reset();
   const auto memory = model::estimate_memory(job, options.run.lowering.memory);

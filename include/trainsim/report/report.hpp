@@ -22,6 +22,10 @@ struct LayerSummary {
   std::vector<model::Op> ops;
 };
 
+// Every micro-batch is a set of tasks: beyond this many per pipeline a step takes hours to
+// simulate, and build_run_report refuses (the analytic report still answers).
+inline constexpr std::int64_t kMaxSimulatedMicroBatches = std::int64_t{1} << 20;
+
 struct RunOptions {
   bool simulate = true;  // false: the analytic figures only
   lower::LoweringOptions lowering;

@@ -202,3 +202,14 @@ TEST_CASE("a sweep result reads back with its errors located") {
                        "r.json: /top/1/step_time_s: -1 is out of range; expected a positive value of at most 1e+30",
                        SpecError);
 }
+
+TEST_CASE("plans with more micro-batches than a simulation takes are pruned, not fatal") {
+  const auto cluster = test::fat_tree_cluster(1, 8, true, 2);
+  auto workload = test::gpt3_layers(2, 2048);
+  workload.training.global_batch = 1 << 30;  // ≥ 2^27 micro-batches per pipeline at dp ≤ 8
+  const auto r = run_sweep(cluster, workload, options_for({8}));
+  CHECK(r.top.empty());
+  CHECK(std::any_of(r.pruned.begin(), r.pruned.end(), [](const auto& f) {
+    return f.reason.starts_with("more micro-batches per pipeline than a simulation takes");
+  }));
+}
