@@ -70,20 +70,6 @@ class Progress {
   bool enabled_;
 };
 
-void print_result(const search::SweepResult& r, const std::string& format) {
-  switch (parse_format(format)) {
-    case report::Format::Json:
-      fmt::print("{}\n", report::json_text(search::to_json(r)));
-      break;
-    case report::Format::Csv:
-      fmt::print("{}", search::to_csv(r));
-      break;
-    case report::Format::Table:
-      fmt::print("{}", search::to_table(r));
-      break;
-  }
-}
-
 int run_sweep(const SweepCommandOptions& o) {
   if (o.topology.empty() || o.workload.empty())
     throw SpecError("command line", "", "sweep needs --topology and --workload (or: sweep merge FILE...)");
@@ -108,7 +94,7 @@ int run_sweep(const SweepCommandOptions& o) {
   options.progress = [&](std::size_t done, std::size_t at_most) { progress.update(done, at_most); };
   const auto result = search::sweep(cluster, workload, spec::Sources{o.topology, o.workload, "--fix"}, options);
   progress.finish();
-  print_result(result, o.format);
+  fmt::print("{}", search::render(result, parse_format(o.format)));
   if (!o.quiet) {
     const auto& s = result.stats;
     fmt::print(stderr,
@@ -125,7 +111,7 @@ int run_merge(const SweepCommandOptions& o) {
   std::vector<search::SweepResult> parts;
   for (const auto& file : o.merge_files) parts.push_back(search::sweep_from_json(spec::load_json_file(file), file));
   const auto result = search::merge_sweeps(std::move(parts), o.merge_files);
-  print_result(result, o.format);
+  fmt::print("{}", search::render(result, parse_format(o.format)));
   return result.top.empty() ? kDoesNotFit : kOk;
 }
 

@@ -31,22 +31,8 @@ std::vector<trace::RankTrace> read_all(const std::vector<std::string>& paths) {
   return out;
 }
 
-void print(const trace::TraceReport& r, const std::string& format) {
-  switch (parse_format(format)) {
-    case report::Format::Json:
-      fmt::print("{}\n", report::json_text(report::to_json(r)));
-      break;
-    case report::Format::Csv:
-      fmt::print("{}", report::to_csv(r));
-      break;
-    case report::Format::Table:
-      fmt::print("{}", report::to_table(r));
-      break;
-  }
-}
-
 int run_summary(const TraceCommandOptions& o) {
-  print(trace::summarize(read_all(o.traces)), o.format);
+  fmt::print("{}", report::render(trace::summarize(read_all(o.traces)), parse_format(o.format)));
   return kOk;
 }
 
@@ -56,7 +42,7 @@ int run_replay(const TraceCommandOptions& o) {
   options.network_scale = o.network_scale;
   if (!o.topology.empty()) options.cluster = spec::load_cluster_spec(o.topology);
   if (!o.calibration.empty()) options.calibration = spec::load_calibration_spec(o.calibration);
-  print(trace::replay(read_all(o.traces), options), o.format);
+  fmt::print("{}", report::render(trace::replay(read_all(o.traces), options), parse_format(o.format)));
   return kOk;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "trainsim/report/format.hpp"
+#include "trainsim/util/error.hpp"
 
 namespace trainsim::report {
 
@@ -93,6 +94,18 @@ std::string to_csv(const trace::TraceReport& r) {
                        s.replayed_s ? fmt::format("{}", *s.replayed_s) : std::string(), s.gpu_busy_s, s.compute_s,
                        s.comm_s, s.overlap_s, s.exposed_comm_s, s.kernels);
   return out;
+}
+
+std::string render(const trace::TraceReport& r, Format format) {
+  switch (format) {
+    case Format::Json:
+      return json_text(to_json(r)) + "\n";
+    case Format::Csv:
+      return to_csv(r);
+    case Format::Table:
+      return to_table(r);
+  }
+  SIM_ASSERT(false, "unhandled format");
 }
 
 ordered_json to_json(const trace::CalibrationReport& r, const std::vector<std::string>& traces) {

@@ -5,6 +5,7 @@
 #include "trainsim/report/format.hpp"
 #include "trainsim/search/sweep.hpp"
 #include "trainsim/spec/reader.hpp"
+#include "trainsim/util/error.hpp"
 
 namespace trainsim::search {
 namespace {
@@ -192,6 +193,18 @@ std::string to_csv(const SweepResult& r) {
                        p.peak_memory, p.gpu_hours_per_mtoken);
   }
   return out;
+}
+
+std::string render(const SweepResult& r, report::Format format) {
+  switch (format) {
+    case report::Format::Json:
+      return report::json_text(to_json(r)) + "\n";
+    case report::Format::Csv:
+      return to_csv(r);
+    case report::Format::Table:
+      return to_table(r);
+  }
+  SIM_ASSERT(false, "unhandled format");
 }
 
 }  // namespace trainsim::search

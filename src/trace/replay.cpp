@@ -48,21 +48,50 @@ bool is_sync(std::string_view name) {
          name == "cudaMemcpy" || name == "cuStreamSynchronize" || name == "cuCtxSynchronize";
 }
 
-// The thread that drives a rank: the one annotating profiler steps, else the busiest.
-std::int64_t main_thread(const RankTrace& t) {
-  if (!t.steps.empty()) return t.steps.front().thread;
-  std::map<std::int64_t, std::int64_t> calls;
-  for (const auto& c : t.runtime) ++calls[c.thread];
-  std::int64_t best = 0, most = -1;
-  for (const auto& [thread, n] : calls)
-    if (n > most) best = thread, most = n;
-  return best;
-}
-
 // A copy call that returned only after its copy finished (to pageable memory) waited for it.
 bool blocking_copy(const RankTrace& t, const RuntimeCall& call, const GpuOp& op) {
   return t.names.at(call.name).find("Memcpy") != std::string::npos && op.end_ns() <= call.end_ns() + 1'000;
 }
+
+// Lookups over one rank's trace that several passes of the replay share, built once.
+struct RankIndex {
+  explicit RankIndex(const RankTrace& t) {
+    by_end.resize(t.gpu.size());
+    for (std::size_t i = 0; i < by_end.size(); ++i) by_end[i] = i;
+    std::sort(by_end.begin(), by_end.end(),
+              [&](std::size_t a, std::size_t b) { return t.gpu[a].end_ns() < t.gpu[b].end_ns(); });
+    for (const auto& c : t.runtime)
+      if (c.correlation >= 0) launch_of.emplace(c.correlation, &c);
+    for (std::size_t i = 0; i < t.gpu.size(); ++i)
+      if (t.gpu[i].correlation >= 0) op_of.emplace(t.gpu[i].correlation, i);
+    // the thread that drives the rank: the one annotating profiler steps, else the busiest
+    if (!t.steps.empty()) {
+      main_thread = t.steps.front().thread;
+    } else {
+      std::map<std::int64_t, std::int64_t> calls;
+      for (const auto& c : t.runtime) ++calls[c.thread];
+      std::int64_t most = -1;
+      for (const auto& [thread, n] : calls)
+        if (n > most) main_thread = thread, most = n;
+    }
+    for (const auto& c : t.runtime)  // in start order
+      if (c.thread == main_thread) main_calls.push_back(&c);
+  }
+
+  // The last call of the main thread that had returned by `time`, if any.
+  const RuntimeCall* returned_by(std::int64_t time) const {
+    auto after = std::lower_bound(main_calls.begin(), main_calls.end(), time,
+                                  [](const RuntimeCall* c, std::int64_t v) { return c->start_ns < v; });
+    while (after != main_calls.begin() && (*std::prev(after))->end_ns() > time) --after;
+    return after == main_calls.begin() ? nullptr : *std::prev(after);
+  }
+
+  std::vector<std::size_t> by_end;                       // GPU ops by end time
+  std::map<std::int64_t, const RuntimeCall*> launch_of;  // correlation -> runtime call
+  std::map<std::int64_t, std::size_t> op_of;             // correlation -> GPU op
+  std::int64_t main_thread = 0;
+  std::vector<const RuntimeCall*> main_calls;
+};
 
 // What one rank's replay keeps to read its results.
 struct RankGraph {
@@ -85,6 +114,7 @@ class Builder {
 
   std::vector<RankGraph> build() {
     std::vector<RankGraph> out(traces_.size());
+    for (const auto& t : traces_) index_.emplace_back(t);
     for (std::size_t r = 0; r < traces_.size(); ++r) {
       find_awaited(r);
       build_cpu(r, out[r]);
@@ -111,13 +141,8 @@ class Builder {
   // launched by its own thread after it began. A call during which nothing finished did not wait.
   void find_awaited(std::size_t r) {
     const auto& t = traces_[r];
-    std::vector<std::size_t> by_end(t.gpu.size());
-    for (std::size_t i = 0; i < by_end.size(); ++i) by_end[i] = i;
-    std::sort(by_end.begin(), by_end.end(),
-              [&](std::size_t a, std::size_t b) { return t.gpu[a].end_ns() < t.gpu[b].end_ns(); });
-    std::map<std::int64_t, const RuntimeCall*> launch_of;
-    for (const auto& c : t.runtime)
-      if (c.correlation >= 0) launch_of.emplace(c.correlation, &c);
+    const auto& by_end = index_[r].by_end;
+    const auto& launch_of = index_[r].launch_of;
     auto& awaited = awaited_[r];
     for (const auto& c : t.runtime) {
       if (!is_sync(t.names.at(c.name))) continue;
@@ -144,9 +169,7 @@ class Builder {
     }
     rg.steps.assign(t.steps.size(), {TaskId{0}, TaskId{0}});
     // a copy call that returned only after its copy finished (to pageable memory) waited for it
-    std::map<std::int64_t, std::size_t> op_of;
-    for (std::size_t i = 0; i < t.gpu.size(); ++i)
-      if (t.gpu[i].correlation >= 0) op_of.emplace(t.gpu[i].correlation, i);
+    const auto& op_of = index_[r].op_of;
     const auto blocking = [&](const RuntimeCall& c) -> std::optional<std::size_t> {
       const auto op = op_of.find(c.correlation);
       if (op == op_of.end() || !blocking_copy(t, c, t.gpu[op->second])) return std::nullopt;
@@ -154,12 +177,11 @@ class Builder {
     };
     auto& calls = call_task_[r];
     // the main thread first: the others' bursts of calls follow its progress
-    const auto main = main_thread(t);
+    const auto main = index_[r].main_thread;
     std::vector<std::int64_t> order;
     if (threads.contains(main)) order.push_back(main);
     for (const auto& [thread, events] : threads)
       if (thread != main) order.push_back(thread);
-    std::vector<const RuntimeCall*> main_calls;
     for (const auto thread : order) {
       auto& events = threads.at(thread);
       std::stable_sort(events.begin(), events.end(),
@@ -167,15 +189,11 @@ class Builder {
       const auto stream = graph_.add_stream({fmt::format("cpu {}", thread), static_cast<std::uint32_t>(r), 0});
       std::int64_t now = 0;
       for (const auto& e : events) {
-        if (thread != main && e.start - now > kBurstGapNs && !main_calls.empty()) {
+        if (thread != main && e.start - now > kBurstGapNs) {
           // a burst on another thread (autograd's backward thread, a data-loader's copies)
           // starts what the main thread set off: the last call it had returned from, plus the
           // recorded gap
-          auto after = std::lower_bound(main_calls.begin(), main_calls.end(), e.start,
-                                        [](const RuntimeCall* c, std::int64_t v) { return c->start_ns < v; });
-          while (after != main_calls.begin() && (*std::prev(after))->end_ns() > e.start) --after;
-          if (after != main_calls.begin()) {
-            const auto* anchor = *std::prev(after);
+          if (const auto* anchor = index_[r].returned_by(e.start)) {
             const TaskId dep[] = {calls.at(anchor)};
             graph_.add_task("cpu", stream, sim::ComputeWork{ns(e.start - std::max(now, anchor->end_ns()))}, dep);
             now = e.start;
@@ -203,7 +221,6 @@ class Builder {
                           : copy                       ? std::min<std::int64_t>(e.call->dur_ns, kCallCostNs)
                                                        : e.call->dur_ns;
         calls[e.call] = graph_.add_task(sim::TaskName(name), stream, sim::ComputeWork{ns(cost)});
-        if (thread == main) main_calls.push_back(e.call);
         if (copy && awaited == awaited_[r].end())
           copy_waits_.push_back(
               {r, *copy, graph_.add_task("wait for copy", stream, sim::ComputeWork{ns(after(*copy))})});
@@ -288,12 +305,9 @@ class Builder {
   void build_gpu(std::vector<RankGraph>& out,
                  const std::map<std::pair<std::size_t, std::size_t>, std::size_t>& matched) {
     launch_.resize(traces_.size());
-    std::vector<std::map<std::int64_t, const RuntimeCall*>> launch_of(traces_.size());
     for (std::size_t r = 0; r < traces_.size(); ++r) {
-      for (const auto& c : traces_[r].runtime)
-        if (c.correlation >= 0) launch_of[r].emplace(c.correlation, &c);
       out[r].gpu_task.assign(traces_[r].gpu.size(), TaskId{0});
-      late_.push_back(analyse_starts(r, launch_of[r]));
+      late_.push_back(analyse_starts(r));
     }
     std::vector<std::size_t> next(traces_.size(), 0);
     const auto match_of = [&](std::size_t r, std::size_t i) -> std::optional<std::size_t> {
@@ -310,10 +324,10 @@ class Builder {
                                 [&](const auto& member) { return next[member.first] == member.second; }))
             break;  // a member still has ops before it
           if (m) {
-            issue_collective(*m, out, launch_of);
+            issue_collective(*m, out);
             for (const auto& [mr, mi] : matches_[*m].members) ++next[mr];
           } else {
-            issue(r, i, out[r], launch_of[r]);
+            issue(r, i, out[r]);
             ++next[r];
           }
           progress = true;
@@ -324,9 +338,9 @@ class Builder {
       SIM_ASSERT(next[r] == traces_[r].gpu.size(), "collectives matched out of order across ranks");
   }
 
-  std::vector<TaskId> launch_dependency(std::size_t r, std::size_t i,
-                                        const std::map<std::int64_t, const RuntimeCall*>& launch_of) {
+  std::vector<TaskId> launch_dependency(std::size_t r, std::size_t i) {
     const auto& g = traces_[r].gpu[i];
+    const auto& launch_of = index_[r].launch_of;
     const auto l = launch_of.find(g.correlation);
     if (l == launch_of.end() || !call_task_[r].contains(l->second)) return anchor_unlaunched(r, i);
     launch_[r][i] = l->second;
@@ -343,10 +357,10 @@ class Builder {
     return {call_task_[r].at(anchor)};
   }
 
-  void issue(std::size_t r, std::size_t i, RankGraph& rg, const std::map<std::int64_t, const RuntimeCall*>& launch_of) {
+  void issue(std::size_t r, std::size_t i, RankGraph& rg) {
     const auto& t = traces_[r];
     const auto& g = t.gpu[i];
-    auto deps = launch_dependency(r, i, launch_of);
+    auto deps = launch_dependency(r, i);
     const auto stream = gpu_stream(r, g.stream);
     if (const auto delay = late_[r][i].delay_ns; delay > 0) {
       // the unexplained wait, after the launch and the stream's previous op
@@ -366,15 +380,14 @@ class Builder {
     delay_streams_[{r, g.stream}].second = rg.gpu_task[i];
   }
 
-  void issue_collective(std::size_t match, std::vector<RankGraph>& out,
-                        const std::vector<std::map<std::int64_t, const RuntimeCall*>>& launch_of) {
+  void issue_collective(std::size_t match, std::vector<RankGraph>& out) {
     std::vector<sim::StreamId> streams;
     std::vector<TaskId> deps;
     Duration shortest = Duration::max();
     for (const auto& [r, i] : matches_[match].members) {
       const auto& g = traces_[r].gpu[i];
       streams.push_back(gpu_stream(r, g.stream));
-      const auto d = launch_dependency(r, i, launch_of[r]);
+      const auto d = launch_dependency(r, i);
       deps.insert(deps.end(), d.begin(), d.end());
       shortest = std::min(shortest, ns(g.dur_ns));
     }
@@ -403,18 +416,12 @@ class Builder {
     std::int64_t delay_ns = 0;              // unexplained
     const RuntimeCall* anchor = nullptr;    // stands in for a launch the trace lost
   };
-  std::vector<LateStart> analyse_starts(std::size_t r, const std::map<std::int64_t, const RuntimeCall*>& launch_of) {
+  std::vector<LateStart> analyse_starts(std::size_t r) {
     constexpr std::int64_t kSlackNs = 10'000;  // launch latency and queueing
     constexpr std::int64_t kToleranceNs = 1'000;
     const auto& t = traces_[r];
-    std::vector<std::size_t> by_end(t.gpu.size());
-    for (std::size_t i = 0; i < by_end.size(); ++i) by_end[i] = i;
-    std::sort(by_end.begin(), by_end.end(),
-              [&](std::size_t a, std::size_t b) { return t.gpu[a].end_ns() < t.gpu[b].end_ns(); });
-    // the main thread's calls, in time order, for ops whose launch was lost
-    std::vector<const RuntimeCall*> main_calls;
-    for (const auto& c : t.runtime)
-      if (c.thread == main_thread(t)) main_calls.push_back(&c);
+    const auto& by_end = index_[r].by_end;
+    const auto& launch_of = index_[r].launch_of;
 
     std::vector<LateStart> out(t.gpu.size());
     std::map<std::int64_t, std::int64_t> stream_free;
@@ -428,15 +435,8 @@ class Builder {
         const auto& call = *l->second;
         ready = std::max(
             ready, call.start_ns + (blocking_copy(t, call, g) ? std::min(call.dur_ns, kCallCostNs) : call.dur_ns));
-      } else {
-        // the last call that had returned when the op started
-        auto after = std::lower_bound(main_calls.begin(), main_calls.end(), g.start_ns,
-                                      [](const RuntimeCall* c, std::int64_t v) { return c->start_ns < v; });
-        while (after != main_calls.begin() && (*std::prev(after))->end_ns() > g.start_ns) --after;
-        if (after != main_calls.begin()) {
-          out[i].anchor = *std::prev(after);
-          ready = std::max(ready, out[i].anchor->end_ns());
-        }
+      } else if ((out[i].anchor = index_[r].returned_by(g.start_ns))) {
+        ready = std::max(ready, out[i].anchor->end_ns());  // the last call that had returned
       }
       if (g.start_ns <= ready) continue;
       if (g.start_ns - ready <= kSlackNs) {
@@ -542,6 +542,7 @@ class Builder {
   const std::vector<RankTrace>& traces_;
   const ReplayOptions& options_;
   sim::TaskGraph graph_;
+  std::vector<RankIndex> index_;  // per rank
   std::map<std::size_t, std::map<const RuntimeCall*, TaskId>> call_task_;
   std::map<std::size_t, std::map<const RuntimeCall*, std::size_t>> awaited_;  // sync call -> GPU op
   std::map<std::size_t, std::map<std::int64_t, sim::StreamId>> gpu_streams_;

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainsim/report/format.hpp"
 #include "trainsim/trace/analysis.hpp"
 
 namespace trainsim::report {
@@ -13,6 +14,7 @@ namespace trainsim::report {
 nlohmann::ordered_json to_json(const trace::TraceReport& report);
 std::string to_table(const trace::TraceReport& report);
 std::string to_csv(const trace::TraceReport& report);
+std::string render(const trace::TraceReport& report, Format format);
 
 // The calibration file: the fitted values `run --calibration` reads, the traces they came from
 // ("traces") and the fit's residuals ("fit").

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainsim/report/format.hpp"
 #include "trainsim/report/report.hpp"
 #include "trainsim/spec/job.hpp"
 
@@ -106,5 +107,6 @@ nlohmann::ordered_json to_json(const SweepResult& result);
 SweepResult sweep_from_json(const nlohmann::json& json, const std::string& source);
 std::string to_table(const SweepResult& result);
 std::string to_csv(const SweepResult& result);
+std::string render(const SweepResult& result, report::Format format);
 
 }  // namespace trainsim::search

@@ -60,29 +60,28 @@ std::pair<int, int> mutate_everywhere(const json& original, Read read) {
   return {rejected, accepted};
 }
 
-}  // namespace
-
-TEST_CASE("every value of every shipped topology, replaced by every wrong type: SpecError or valid") {
+// Every file of a shipped folder, mutated everywhere; returns how many specs were rejected.
+template <class Read>
+int mutate_folder(const std::string& folder, Read read) {
   int rejected = 0;
-  for (const auto& e : fs::directory_iterator(test::source_path("topologies"))) {
+  for (const auto& e : fs::directory_iterator(test::source_path(folder))) {
     CAPTURE(e.path().string());
-    const auto [r, a] = mutate_everywhere(spec::load_json_file(e.path().string()),
-                                          [](const json& j) { (void)spec::read_cluster_spec(j, "t.json"); });
+    const auto [r, a] = mutate_everywhere(spec::load_json_file(e.path().string()), read);
     rejected += r;
     CHECK(r > a);  // most wrong types are wrong
   }
+  return rejected;
+}
+
+}  // namespace
+
+TEST_CASE("every value of every shipped topology, replaced by every wrong type: SpecError or valid") {
+  const int rejected = mutate_folder("topologies", [](const json& j) { (void)spec::read_cluster_spec(j, "t.json"); });
   MESSAGE(rejected << " hostile topologies rejected");
 }
 
 TEST_CASE("every value of every shipped workload, replaced by every wrong type: SpecError or valid") {
-  int rejected = 0;
-  for (const auto& e : fs::directory_iterator(test::source_path("workloads"))) {
-    CAPTURE(e.path().string());
-    const auto [r, a] = mutate_everywhere(spec::load_json_file(e.path().string()),
-                                          [](const json& j) { (void)spec::read_workload_spec(j, "w.json"); });
-    rejected += r;
-    CHECK(r > a);
-  }
+  const int rejected = mutate_folder("workloads", [](const json& j) { (void)spec::read_workload_spec(j, "w.json"); });
   MESSAGE(rejected << " hostile workloads rejected");
 }
 
