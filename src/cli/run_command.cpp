@@ -1,9 +1,9 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "trainsim/driver/run.hpp"
 #include "trainsim/report/format.hpp"
-#include "trainsim/report/report.hpp"
-#include "trainsim/report/simulation.hpp"
+#include "trainsim/report/perfetto.hpp"
 #include "trainsim/spec/job.hpp"
 
 namespace trainsim::cli {
@@ -26,11 +26,11 @@ int run(const RunOptions& o) {
   auto workload = spec::load_workload_spec(o.workload);
   auto strategy = spec::load_strategy_spec(o.strategy, sources.strategy);
   const spec::Job job = spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources);
-  report::RunOptions options;
+  driver::RunOptions options;
   options.simulate = !o.analytic;
-  options.lowering.full = o.full;
-  if (!o.calibration.empty()) report::apply_calibration(spec::load_calibration_spec(o.calibration), options);
-  const auto report = report::build_run_report(job, options);
+  options.full = o.full;
+  if (!o.calibration.empty()) options.calibrate(spec::load_calibration_spec(o.calibration));
+  const auto report = driver::build_run_report(job, options);
   if (!o.timeline.empty() && report.step)
     report::write_perfetto(report.step->lowered, report.step->timeline, o.timeline);
   fmt::print("{}", report::render(report, parse_format(o.format)));

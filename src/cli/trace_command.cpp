@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "trainsim/driver/replay.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/report/trace_format.hpp"
 #include "trainsim/spec/calibration_spec.hpp"
@@ -37,12 +38,10 @@ int run_summary(const TraceCommandOptions& o) {
 }
 
 int run_replay(const TraceCommandOptions& o) {
-  trace::ReplayOptions options;
-  options.compute_scale = o.compute_scale;
-  options.network_scale = o.network_scale;
-  if (!o.topology.empty()) options.cluster = spec::load_cluster_spec(o.topology);
-  if (!o.calibration.empty()) options.calibration = spec::load_calibration_spec(o.calibration);
-  fmt::print("{}", report::render(trace::replay(read_all(o.traces), options), parse_format(o.format)));
+  driver::ReplayRequest request{.compute_scale = o.compute_scale, .network_scale = o.network_scale};
+  if (!o.topology.empty()) request.cluster = spec::load_cluster_spec(o.topology);
+  if (!o.calibration.empty()) request.calibration = spec::load_calibration_spec(o.calibration);
+  fmt::print("{}", report::render(driver::replay(read_all(o.traces), request), parse_format(o.format)));
   return kOk;
 }
 

@@ -7,10 +7,6 @@
 #include "trainsim/util/error.hpp"
 
 namespace trainsim::cost {
-namespace {
-constexpr std::size_t kKinds = 7;
-}
-
 CostModel::CostModel(const topo::Topology& topo, const AlgorithmRegistry& registry, CollectiveTuning tuning)
     : topo_(&topo), registry_(&registry), tuning_(tuning) {}
 
@@ -24,7 +20,7 @@ GroupId CostModel::intern(const Group& group) {
   const auto [it, inserted] = group_ids_.try_emplace(group, static_cast<GroupId>(groups_.size()));
   if (inserted) {
     groups_.push_back(group);
-    plans_.emplace_back(kKinds * registry_->all().size());
+    plans_.emplace_back(kCollectiveKinds * registry_->all().size());
   }
   return it->second;
 }
@@ -67,15 +63,6 @@ CollectiveCost CostModel::p2p(topo::DeviceId src, topo::DeviceId dst, Bytes byte
   return evaluate(it->second, bytes, tuning_);
 }
 
-FittedCollective fitted_collective(const spec::CollectiveFit& f) {
-  FittedCollective out{f.op, f.group_size, f.latency, f.bandwidth};
-  if (f.max_bytes.count > 0) {
-    out.min_bytes = f.min_bytes.count;
-    out.max_bytes = f.max_bytes.count;
-  }
-  return out;
-}
-
 CollectiveCost CostModel::cost(const Collective& collective, GroupId group, std::string_view algorithm,
                                const std::string& source) {
   const auto kind = kind_of(collective);
@@ -87,15 +74,15 @@ CollectiveCost CostModel::cost(const Collective& collective, GroupId group, std:
       // measured: the fit's time, on the links NCCL's choice would load
       auto c = best_modelled(kind, group, bytes, source);
       c.latency = f.latency;
-      c.time = f.latency + bytes / f.bandwidth;
+      c.time = f.time(bytes);
       c.algorithm = "fitted";
       c.algbw_Bps = bytes.as_double() / c.time.seconds();
       c.busbw_Bps = c.algbw_Bps * bus_factor(kind, static_cast<int>(groups_[group].size()));
-      if (bytes.count < f.min_bytes || bytes.count > f.max_bytes)
+      if (!f.covers(bytes))
         warnings_.insert(
             fmt::format("the fitted {} on {} ranks (measured from {} to {} bytes) is extrapolated to "
                         "messages outside that range",
-                        f.op, f.group_size, f.min_bytes, f.max_bytes));
+                        f.op, f.group_size, f.min_bytes.count, f.max_bytes.count));
       return c;
     }
   }

@@ -45,7 +45,7 @@ namespace {
 // Seconds one phase takes for `bytes` of payload under protocol `p`; `latency` gets its latency part.
 double phase_seconds(const Phase& ph, double bytes, int channels, const CollectiveTuning& t, Protocol p,
                      double& latency) {
-  const auto& proto = t.protocol(p);
+  const auto& proto = protocol_tuning(t, p);
   latency += ph.latency.seconds() * proto.latency_factor;
   double seconds = ph.latency.seconds() * proto.latency_factor;
   double transfer = bytes * ph.seconds_per_byte / proto.bandwidth_factor;
@@ -57,7 +57,8 @@ double phase_seconds(const Phase& ph, double bytes, int channels, const Collecti
     // would in a perfect stream. A channel's rate is the rank's bus rate over the channels.
     const double chunk = std::min(t.simple_chunk.as_double(), bytes / ph.chunk_divisor);
     const double channel_rate = ph.bus_bytes_per_byte / ph.seconds_per_byte / channels;
-    seconds += (std::min(ph.pipeline_steps, t.max_fill_chunks) - 1) * chunk / channel_rate;
+    seconds +=
+        static_cast<double>(std::min<std::int64_t>(ph.pipeline_steps, t.max_fill_chunks) - 1) * chunk / channel_rate;
   }
   return seconds;
 }

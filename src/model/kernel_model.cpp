@@ -40,15 +40,13 @@ double utilisation(std::int64_t m, std::int64_t n, std::int64_t count, int sms, 
 
 // Split-K (cuBLAS's splitKreduce kernels): when the output tiles cannot fill the SMs, the K loop
 // is cut into slices computed side by side and summed by a reduction pass. Slices stay at least
-// kMinSliceK deep.
-constexpr std::int64_t kMinSliceK = 256;
-
+// split_k_min_slice deep.
 std::int64_t split_k(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, int sms,
-                     const KernelTuning& t) {
+                     const spec::KernelTuning& t) {
   const double fewest = std::min(tiles(m, n, count, t.tile_m, t.tile_n), tiles(m, n, count, t.tile_n, t.tile_m));
   if (fewest >= sms) return 1;
   return std::clamp<std::int64_t>(static_cast<std::int64_t>(sms / fewest), 1,
-                                  std::max<std::int64_t>(k / kMinSliceK, 1));
+                                  std::max<std::int64_t>(k / t.split_k_min_slice, 1));
 }
 
 double gemm_seconds(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, const KernelContext& ctx) {
@@ -101,7 +99,7 @@ double flash_attention_seconds(const AttentionCore& a, Pass pass, const KernelCo
 }  // namespace
 
 double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, int sms,
-                       const KernelTuning& t) {
+                       const spec::KernelTuning& t) {
   const auto split = split_k(m, n, k, count, sms, t);
   const double util = std::max(utilisation(m, n, count, sms, t.tile_m, t.tile_n, split),
                                utilisation(m, n, count, sms, t.tile_n, t.tile_m, split));

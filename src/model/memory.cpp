@@ -151,7 +151,7 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
 
 }  // namespace
 
-MemoryEstimate estimate_memory(const spec::Job& job, const MemoryAssumptions& assumptions) {
+MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& assumptions) {
   const auto& st = job.strategy;
   const auto per_param = state_bytes_per_param(job.workload.training.dtype, job.workload.training.optimizer);
   const std::int64_t dense_shards = job.dp * st.cp;

@@ -8,6 +8,8 @@
 namespace trainsim::report {
 namespace {
 
+using driver::CollectiveReport;
+using driver::CollectiveRow;
 using nlohmann::ordered_json;
 
 ordered_json row_json(const CollectiveRow& r) {

@@ -9,6 +9,7 @@
 namespace trainsim::report {
 namespace {
 
+using driver::RunReport;
 using nlohmann::ordered_json;
 
 std::int64_t rounded(double v) {

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "trainsim/report/simulation.hpp"
+#include "trainsim/report/perfetto.hpp"
 #include "trainsim/util/error.hpp"
 
 namespace trainsim::report {

@@ -9,13 +9,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "trainsim/cost/cost_model.hpp"
+#include "trainsim/driver/collective.hpp"
+#include "trainsim/driver/run.hpp"
 #include "trainsim/report/collective_report.hpp"
 #include "trainsim/report/format.hpp"
-#include "trainsim/report/report.hpp"
 #include "trainsim/spec/quantity.hpp"
 #include "trainsim/spec/reader.hpp"
-#include "trainsim/topo/placement.hpp"
 #include "trainsim/util/error.hpp"
 #include "trainsim/util/parallel.hpp"
 
@@ -63,46 +62,41 @@ ordered_json run_case(const json& run, const fs::path& root, const std::string& 
                                         sources.strategy);
   }
   const auto job = spec::resolve_job(cluster, workload, strategy, sources);
-  RunOptions options;
+  driver::RunOptions options;
   options.simulate = !run.value("analytic", false);
   if (run.contains("calibration")) {
     std::string cal_source;
-    apply_calibration(
-        spec::read_calibration_spec(
-            input_json(run.at("calibration"), root, cal_source, case_source + " /run/calibration"), cal_source),
-        options);
+    options.calibrate(spec::read_calibration_spec(
+        input_json(run.at("calibration"), root, cal_source, case_source + " /run/calibration"), cal_source));
   }
-  return to_json(build_run_report(job, options));
+  return to_json(driver::build_run_report(job, options));
 }
 
+// The report of a "collective" case, as `trainsim collective --format json` prints it.
 ordered_json collective_case(const json& c, const fs::path& root, const std::string& case_source) {
   std::string topo_source;
   const auto cluster = spec::read_cluster_spec(
       input_json(c.at("topology"), root, topo_source, case_source + " /collective/topology"), topo_source);
-  const auto topo = topo::Topology::build(cluster);
-  cost::AlgorithmRegistry registry;
-  cost::register_builtin_algorithms(registry);
-  cost::CostModel model(topo, registry);
-  const auto group_text = c.value("group", std::string("all"));
-  cost::Group group;
-  if (group_text == "all") {
-    for (std::int64_t d = 0; d < topo.num_devices(); ++d) group.devices.push_back({static_cast<std::uint32_t>(d)});
-  } else {
-    group.devices = topo::parse_device_list(group_text, topo.num_devices(), case_source + " /collective/group");
-  }
-  const auto bytes = spec::parse_bytes_option(c.at("bytes").get<std::string>(), case_source + " /collective/bytes");
   const auto op = c.at("op").get<std::string>();
   const auto& names = cost::collective_names();
   if (std::find(names.begin(), names.end(), op) == names.end())
     throw SpecError(case_source, "/collective/op", fmt::format("unknown operation \"{}\"", op));
-  CollectiveReport r{.topology = cluster.name,
-                     .op = op,
-                     .group = group_text,
-                     .ranks = group.size(),
-                     .requested_algorithm = c.value("algo", std::string("auto"))};
-  r.rows.push_back({bytes, model.cost(cost::make_collective(cost::collective_kind_from_name(op), bytes), group,
-                                      r.requested_algorithm)});
-  return to_json(r);
+  driver::CollectiveQuery query{
+      .op = op,
+      .sizes = {spec::parse_bytes_option(c.at("bytes").get<std::string>(), case_source + " /collective/bytes")},
+      .group = c.value("group", std::string("all")),
+      .algorithm = c.value("algo", std::string("auto")),
+      .strategy = c.value("strategy", std::string()),
+      .group_source = case_source + " /collective/group",
+      .algorithm_source = case_source + " /collective/algo"};
+  spec::Tunables tunables;
+  if (c.contains("calibration")) {
+    std::string cal_source;
+    spec::read_calibration_spec(
+        input_json(c.at("calibration"), root, cal_source, case_source + " /collective/calibration"), cal_source)
+        .apply(tunables);
+  }
+  return to_json(driver::run_collective(cluster, query, tunables));
 }
 
 double field_value(const ordered_json& report, const std::string& field, const std::string& source) {

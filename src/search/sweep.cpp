@@ -11,11 +11,10 @@
 #include <fmt/format.h>
 
 #include "search/space.hpp"
-#include "trainsim/cost/cost_model.hpp"
+#include "trainsim/driver/cluster_model.hpp"
 #include "trainsim/lower/bound.hpp"
 #include "trainsim/model/memory.hpp"
 #include "trainsim/report/format.hpp"
-#include "trainsim/topo/topology.hpp"
 #include "trainsim/util/error.hpp"
 #include "trainsim/util/parallel.hpp"
 
@@ -72,17 +71,17 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
     return out;
   }
   auto& job = *out.job;
-  if (job.micro_batches > report::kMaxSimulatedMicroBatches) {
+  if (job.micro_batches > driver::kMaxSimulatedMicroBatches) {
     out.verdict = Screened::Verdict::Invalid;
     out.reason =
-        fmt::format("more micro-batches per pipeline than a simulation takes ({})", report::kMaxSimulatedMicroBatches);
+        fmt::format("more micro-batches per pipeline than a simulation takes ({})", driver::kMaxSimulatedMicroBatches);
     out.example = text;
     out.job.reset();
     return out;
   }
   job.strategy.dp = job.dp;  // the plan names its data-parallel degree rather than the device count
   job.strategy.gpus.reset();
-  const auto memory = model::estimate_memory(job, options.run.lowering.memory);
+  const auto memory = model::estimate_memory(job, options.run.tunables.memory);
   const auto& peak = memory.peak().bytes;
   const auto device = job.cluster.device.memory;
   if (peak.total() > device) {
@@ -100,7 +99,7 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
     out.job.reset();
     return out;
   }
-  const double bound = lower::step_time_lower_bound(job, costs, options.run.lowering).seconds();
+  const double bound = lower::step_time_lower_bound(job, costs, options.run.lowering()).seconds();
   out.bound = objective_of(options.objective, bound, job.gpus, workload);
   return out;
 }
@@ -109,13 +108,10 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
 // that collective plans are laid out once per group.
 class CostModelPool {
  public:
-  CostModelPool(const spec::ClusterSpec& cluster, const cost::CollectiveTuning& tuning)
-      : topology_(topo::Topology::build(cluster)), tuning_(tuning) {
-    cost::register_builtin_algorithms(registry_);
-  }
+  CostModelPool(const spec::ClusterSpec& cluster, const cost::CollectiveTuning& tuning) : cluster_(cluster, tuning) {}
   std::unique_ptr<cost::CostModel> acquire() {
     const std::scoped_lock lock(mutex_);
-    if (free_.empty()) return std::make_unique<cost::CostModel>(topology_, registry_, tuning_);
+    if (free_.empty()) return cluster_.cost_model();
     auto m = std::move(free_.back());
     free_.pop_back();
     return m;
@@ -126,9 +122,7 @@ class CostModelPool {
   }
 
  private:
-  topo::Topology topology_;
-  cost::AlgorithmRegistry registry_;
-  cost::CollectiveTuning tuning_;
+  driver::ClusterModel cluster_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<cost::CostModel>> free_;
 };
@@ -173,6 +167,131 @@ Objective objective_from_name(std::string_view name) {
                   fmt::format("\"{}\" is not valid; expected one of: step_time, tokens_per_s, cost", name));
 }
 
+namespace {
+
+// This shard's candidates, by their index in the whole space.
+std::vector<std::size_t> shard_of(std::size_t total, const SweepOptions& options) {
+  std::vector<std::size_t> mine;
+  for (auto i = static_cast<std::size_t>(options.shard); i < total; i += static_cast<std::size_t>(options.shards))
+    mine.push_back(i);
+  return mine;
+}
+
+// Phase one: the job rules, the analytic memory estimate and the bound, for every candidate of the
+// shard. Pruned candidates are counted into `result` by family; the rest are returned as positions
+// in `mine`, best bound first.
+std::vector<std::size_t> screen_all(const std::vector<Candidate>& all, const std::vector<std::size_t>& mine,
+                                    const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload,
+                                    const spec::Sources& sources, const SweepOptions& options, CostModelPool& pool,
+                                    std::vector<Screened>& screened, SweepResult& result) {
+  screened.resize(mine.size());
+  parallel_for(mine.size(), options.threads, [&](std::size_t i) {
+    auto costs = pool.acquire();
+    screened[i] = screen(all[mine[i]], cluster, workload, sources, options, *costs);
+    pool.release(std::move(costs));
+  });
+  std::map<std::string, PrunedFamily> families;
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    auto& s = screened[i];
+    switch (s.verdict) {
+      case Screened::Verdict::Invalid:
+        ++result.invalid;
+        add_family(families, s.reason, mine[i], s.example);
+        break;
+      case Screened::Verdict::OutOfMemory:
+        ++result.out_of_memory;
+        add_family(families, s.reason, mine[i], s.example);
+        break;
+      case Screened::Verdict::Candidate:
+        ++result.candidates;
+        order.push_back(i);
+        break;
+    }
+  }
+  for (auto& [reason, family] : families) result.pruned.push_back(std::move(family));
+  sort_families(result.pruned);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(screened[a].bound, mine[a]) < std::tie(screened[b].bound, mine[b]);
+  });
+  return order;
+}
+
+// The plan a simulated candidate ranks as, or nothing when it does not fit once simulated.
+std::optional<Plan> simulate_one(const spec::Job& job, std::size_t index, double bound,
+                                 const spec::WorkloadSpec& workload, const SweepOptions& options,
+                                 const driver::RunOptions& run, CostModelPool& pool) {
+  auto costs = pool.acquire();
+  const auto report = driver::build_run_report(job, run, costs.get());
+  pool.release(std::move(costs));
+  // the ranking is exact only if the bound holds
+  const double step = report.simulation->step_time_s;
+  SIM_ASSERT(objective_of(options.objective, step, job.gpus, workload) >= bound * (1 - 1e-9),
+             "the step-time bound {} s exceeds the simulated {} s for {}", bound, step,
+             spec::strategy_text(job.strategy));
+  if (!report.fits) return std::nullopt;
+  const auto& sim = *report.simulation;
+  return Plan{.index = index,
+              .strategy = spec::strategy_text(job.strategy),
+              .gpus = job.gpus,
+              .step_time_s = sim.step_time_s,
+              .tokens_per_s = report.tokens_per_s,
+              .tflops_per_gpu = report.tflops_per_gpu,
+              .mfu = report.mfu,
+              .bubble_fraction = sim.bubble_fraction,
+              .exposed_comm_s = sim.breakdown.exposed_comm_s,
+              .gpu_hours_per_mtoken = gpu_hours_per_mtoken(sim.step_time_s, job.gpus, workload),
+              .peak_memory = report.peak_memory,
+              .objective = objective_of(options.objective, sim.step_time_s, job.gpus, workload)};
+}
+
+// Phase two: simulate in rounds of kRound, best bound first, until the bound passes the K-th best.
+// Returns the top K; counts what it simulated into `stats`.
+std::vector<Plan> simulate_rounds(const std::vector<std::size_t>& order, const std::vector<std::size_t>& mine,
+                                  std::vector<Screened>& screened, const spec::WorkloadSpec& workload,
+                                  const SweepOptions& options, CostModelPool& pool, SearchStats& stats) {
+  driver::RunOptions run = options.run;
+  run.simulate = true;
+  std::vector<Plan> kept;
+  std::mutex progress_mutex;
+  std::size_t simulated = 0;
+  std::size_t next = 0;
+  const auto threshold = [&] {
+    if (options.exhaustive || kept.size() < options.top) return std::numeric_limits<double>::infinity();
+    return kept[options.top - 1].objective;
+  };
+  while (next < order.size() && screened[order[next]].bound <= threshold()) {
+    std::vector<std::size_t> round;
+    while (next < order.size() && round.size() < kRound && screened[order[next]].bound <= threshold())
+      round.push_back(order[next++]);
+    std::vector<std::optional<Plan>> plans(round.size());
+    parallel_for(round.size(), options.threads, [&](std::size_t r) {
+      const auto i = round[r];
+      plans[r] = simulate_one(*screened[i].job, mine[i], screened[i].bound, workload, options, run, pool);
+      if (options.progress) {
+        const std::scoped_lock lock(progress_mutex);
+        ++simulated;
+        options.progress(simulated, order.size() - next + simulated);
+      }
+    });
+    for (std::size_t r = 0; r < round.size(); ++r) {
+      ++stats.simulated;
+      screened[round[r]].job.reset();
+      if (!plans[r]) {
+        ++stats.simulated_out_of_memory;
+        continue;
+      }
+      kept.push_back(std::move(*plans[r]));
+    }
+    std::sort(kept.begin(), kept.end(), better);
+    if (kept.size() > options.top) kept.resize(options.top);
+  }
+  stats.bounded_out = static_cast<std::int64_t>(order.size() - next);
+  return kept;
+}
+
+}  // namespace
+
 SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload, const spec::Sources& sources,
                   const SweepOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -191,108 +310,12 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
   for (const auto& c : all)
     if (std::find(result.gpus.begin(), result.gpus.end(), c.gpus) == result.gpus.end()) result.gpus.push_back(c.gpus);
 
-  // this shard's candidates, by their index in the whole space
-  std::vector<std::size_t> mine;
-  for (std::size_t i = static_cast<std::size_t>(options.shard); i < all.size();
-       i += static_cast<std::size_t>(options.shards))
-    mine.push_back(i);
+  const auto mine = shard_of(all.size(), options);
   result.enumerated = static_cast<std::int64_t>(mine.size());
-
-  // phase one: the job rules, the analytic memory estimate and the bound, for every candidate
-  CostModelPool pool(cluster, options.run.collectives);
-  std::vector<Screened> screened(mine.size());
-  parallel_for(mine.size(), options.threads, [&](std::size_t i) {
-    auto costs = pool.acquire();
-    screened[i] = screen(all[mine[i]], cluster, workload, sources, options, *costs);
-    pool.release(std::move(costs));
-  });
-  std::map<std::string, PrunedFamily> families;
-  std::vector<std::size_t> order;  // positions in `mine` still to simulate
-  for (std::size_t i = 0; i < mine.size(); ++i) {
-    auto& s = screened[i];
-    switch (s.verdict) {
-      case Screened::Verdict::Invalid:
-        ++result.invalid;
-        add_family(families, s.reason, mine[i], s.example);
-        break;
-      case Screened::Verdict::OutOfMemory:
-        ++result.out_of_memory;
-        add_family(families, s.reason, mine[i], s.example);
-        break;
-      case Screened::Verdict::Candidate:
-        ++result.candidates;
-        order.push_back(i);
-        break;
-    }
-  }
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return std::tie(screened[a].bound, mine[a]) < std::tie(screened[b].bound, mine[b]);
-  });
-
-  // phase two: simulate in rounds, best bound first, until the bound passes the K-th best
-  report::RunOptions run = options.run;
-  run.simulate = true;
-  std::vector<Plan> kept;
-  std::mutex progress_mutex;
-  std::size_t simulated = 0;
-  std::size_t next = 0;
-  const auto threshold = [&] {
-    if (options.exhaustive || kept.size() < options.top) return std::numeric_limits<double>::infinity();
-    return kept[options.top - 1].objective;
-  };
-  while (next < order.size() && screened[order[next]].bound <= threshold()) {
-    std::vector<std::size_t> round;
-    while (next < order.size() && round.size() < kRound && screened[order[next]].bound <= threshold())
-      round.push_back(order[next++]);
-    std::vector<std::optional<Plan>> plans(round.size());
-    parallel_for(round.size(), options.threads, [&](std::size_t r) {
-      const auto i = round[r];
-      const auto& job = *screened[i].job;
-      auto costs = pool.acquire();
-      const auto report = report::build_run_report(job, run, costs.get());
-      pool.release(std::move(costs));
-      // the ranking is exact only if the bound holds
-      const double step = report.simulation->step_time_s;
-      SIM_ASSERT(objective_of(options.objective, step, job.gpus, workload) >= screened[i].bound * (1 - 1e-9),
-                 "the step-time bound {} s exceeds the simulated {} s for {}", screened[i].bound, step,
-                 spec::strategy_text(job.strategy));
-      if (report.fits) {
-        const auto& sim = *report.simulation;
-        plans[r] = Plan{.index = mine[i],
-                        .strategy = spec::strategy_text(job.strategy),
-                        .gpus = job.gpus,
-                        .step_time_s = sim.step_time_s,
-                        .tokens_per_s = report.tokens_per_s,
-                        .tflops_per_gpu = report.tflops_per_gpu,
-                        .mfu = report.mfu,
-                        .bubble_fraction = sim.bubble_fraction,
-                        .exposed_comm_s = sim.breakdown.exposed_comm_s,
-                        .gpu_hours_per_mtoken = gpu_hours_per_mtoken(sim.step_time_s, job.gpus, workload),
-                        .peak_memory = report.peak_memory,
-                        .objective = objective_of(options.objective, sim.step_time_s, job.gpus, workload)};
-      }
-      if (options.progress) {
-        const std::scoped_lock lock(progress_mutex);
-        ++simulated;
-        options.progress(simulated, order.size() - next + simulated);
-      }
-    });
-    for (std::size_t r = 0; r < round.size(); ++r) {
-      ++result.stats.simulated;
-      screened[round[r]].job.reset();
-      if (!plans[r]) {
-        ++result.stats.simulated_out_of_memory;
-        continue;
-      }
-      kept.push_back(std::move(*plans[r]));
-    }
-    std::sort(kept.begin(), kept.end(), better);
-    if (kept.size() > options.top) kept.resize(options.top);
-  }
-  result.stats.bounded_out = static_cast<std::int64_t>(order.size() - next);
-  result.top = std::move(kept);
-  for (auto& [reason, family] : families) result.pruned.push_back(std::move(family));
-  sort_families(result.pruned);
+  CostModelPool pool(cluster, options.run.tunables.collectives);
+  std::vector<Screened> screened;
+  const auto order = screen_all(all, mine, cluster, workload, sources, options, pool, screened, result);
+  result.top = simulate_rounds(order, mine, screened, workload, options, pool, result.stats);
   result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -166,7 +166,7 @@ CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::opt
     report.notes.push_back(fmt::format("{} NCCL kernel(s) without size or group metadata left out", unsized));
   for (const auto& [key, list] : samples) {
     if (auto fit = fit_collective(key.first, key.second, list, report.notes)) {
-      report.calibration.collectives.fits.push_back(fit->fit);
+      report.calibration.fits.push_back(fit->fit);
       report.collectives.push_back(std::move(*fit));
     }
   }
@@ -228,7 +228,7 @@ CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::opt
     report.notes.push_back("the device has neither an fp32 nor a tf32 peak: GEMM efficiency not fitted");
     return report;
   }
-  report.calibration.kernels.sustained_fraction = best->second;
+  report.calibration.values.set("kernels", "sustained_fraction", best->second);
   report.notes.push_back(
       fmt::format("sustained_fraction {:.3f} of the {} peak from {} fp32 matrix product shapes ({:.3g} GFLOP), rms log "
                   "error {:.3f}",

@@ -101,16 +101,8 @@ struct RankGraph {
 
 class Builder {
  public:
-  Builder(const std::vector<RankTrace>& traces, const ReplayOptions& options) : traces_(traces), options_(options) {
-    if (options.cluster) {
-      topology_ = std::make_unique<topo::Topology>(topo::Topology::build(*options.cluster));
-      cost::register_builtin_algorithms(registry_);
-      cost::CollectiveTuning tuning;
-      if (options.calibration)
-        for (const auto& f : options.calibration->collectives.fits) tuning.fits.push_back(cost::fitted_collective(f));
-      costs_ = std::make_unique<cost::CostModel>(*topology_, registry_, tuning);
-    }
-  }
+  Builder(const std::vector<RankTrace>& traces, const ReplayOptions& options)
+      : traces_(traces), options_(options), costs_(options.costs) {}
 
   std::vector<RankGraph> build() {
     std::vector<RankGraph> out(traces_.size());
@@ -285,15 +277,15 @@ class Builder {
             group.devices.push_back(topo::DeviceId{static_cast<std::uint32_t>(rank)});
         }
         std::sort(group.devices.begin(), group.devices.end());
-        if (static_cast<std::int64_t>(group.devices.back().value) < topology_->num_devices()) {
+        if (static_cast<std::int64_t>(group.devices.back().value) < costs_->topology().num_devices()) {
           ++costed_;
           return costs_->cost(cost::make_collective(cost::collective_kind_from_name(c.op), Bytes{bytes}), group).time;
         }
-      } else if (options_.calibration) {
-        for (const auto& f : options_.calibration->collectives.fits) {
+      } else if (options_.fits) {
+        for (const auto& f : *options_.fits) {
           if (f.op != c.op || f.group_size != c.group_size) continue;
           ++costed_;
-          return f.latency + Bytes{bytes} / f.bandwidth;
+          return f.time(Bytes{bytes});
         }
       }
     }
@@ -533,7 +525,7 @@ class Builder {
     if (contradicted_ > 0)
       notes_.push_back(
           fmt::format("{} stream wait(s) ignored: the recording shows the ops overlapping", contradicted_));
-    if (costs_ || options_.calibration)
+    if (costs_ || options_.fits)
       notes_.push_back(fmt::format("{} NCCL kernel(s) costed by the {}", costed_,
                                    costs_ ? "cost model on the given topology" : "calibration's fits"));
   }
@@ -561,9 +553,7 @@ class Builder {
   std::int64_t delayed_ = 0;
   std::int64_t anchored_bursts_ = 0;
   std::int64_t long_delays_ = 0;
-  std::unique_ptr<topo::Topology> topology_;
-  cost::AlgorithmRegistry registry_;
-  std::unique_ptr<cost::CostModel> costs_;
+  cost::CostModel* costs_;
   std::vector<std::string> notes_;
   std::int64_t unlaunched_ = 0;
   std::int64_t syncs_ = 0;

@@ -2,7 +2,7 @@
 // bytes, as a strategy JSON file; a valid strategy of a small model on a small cluster is
 // simulated for one step.
 #include "fuzz/fuzz.hpp"
-#include "trainsim/report/report.hpp"
+#include "trainsim/driver/run.hpp"
 #include "trainsim/spec/job.hpp"
 #include "trainsim/spec/reader.hpp"
 #include "trainsim/spec/strategy_spec.hpp"
@@ -16,10 +16,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::expect_clean([&] {
     const auto strategy = spec::read_strategy_spec(spec::parse_inline_strategy(input, "s"), "s");
     const auto job = spec::resolve_job(cluster, workload, strategy, {"t", "w", "s"});
-    report::RunOptions options;
+    driver::RunOptions options;
     // a simulation per input stays cheap: at most 64 GPUs and 64 micro-batches
     options.simulate = job.gpus <= 64 && job.micro_batches <= 64;
-    (void)report::build_run_report(job, options);
+    (void)driver::build_run_report(job, options);
   });
   fuzz::expect_clean([&] { (void)spec::read_strategy_spec(spec::parse_json_text(input, "s.json"), "s.json"); });
   return 0;

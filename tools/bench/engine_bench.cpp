@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 
 #include "bench/benchmarks.hpp"
-#include "trainsim/report/report.hpp"
+#include "trainsim/driver/run.hpp"
 #include "trainsim/spec/reader.hpp"
 
 namespace trainsim::bench {
@@ -14,11 +14,11 @@ void one(const std::string& topology, const std::string& workload, const std::st
       spec::resolve_job(spec::load_cluster_spec("topologies/" + topology + ".json"),
                         spec::load_workload_spec("workloads/" + workload + ".json"),
                         spec::read_strategy_spec(spec::parse_inline_strategy(strategy, "s"), "s"), sources);
-  report::RunOptions options;
-  options.lowering.full = full;
+  driver::RunOptions options;
+  options.full = full;
   const auto rss = resident_kib("VmHWM:");
   const auto start = std::chrono::steady_clock::now();
-  const auto r = report::build_run_report(job, options);
+  const auto r = driver::build_run_report(job, options);
   const double wall = seconds_since(start);
   const auto& s = *r.simulation;
   fmt::print("{:<12} {:<16} {:<44} {:>5} {:>6} {:>9} {:>10} {:>8.2f} {:>10.2f} {:>9.1f}\n", topology.substr(0, 12),

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "bench/benchmarks.hpp"
-#include "trainsim/report/report.hpp"
+#include "trainsim/driver/run.hpp"
 #include "trainsim/spec/reader.hpp"
 
 namespace trainsim::bench {
@@ -21,10 +21,10 @@ void one(std::int64_t gpus, bool full) {
   const auto job =
       spec::resolve_job(cluster, spec::load_workload_spec("workloads/llama3-405b.json"),
                         spec::read_strategy_spec(spec::parse_inline_strategy(strategy, "s"), "s"), sources);
-  report::RunOptions options;
-  options.lowering.full = full;
+  driver::RunOptions options;
+  options.full = full;
   const auto start = std::chrono::steady_clock::now();
-  const auto r = report::build_run_report(job, options);
+  const auto r = driver::build_run_report(job, options);
   const double wall = seconds_since(start);
   const auto& s = *r.simulation;
   fmt::print("{:>7} {:>6} {:>5} {:>12} {:>9} {:>10} {:>8.2f} {:>9.0f} {:>9.2f}\n", gpus, full ? "full" : "folded",

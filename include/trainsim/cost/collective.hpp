@@ -36,6 +36,9 @@ struct SendRecv {
 using Collective = std::variant<AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, SendRecv>;
 
 enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, SendRecv };
+inline constexpr std::size_t kCollectiveKinds = std::variant_size_v<Collective>;
+static_assert(static_cast<std::size_t>(CollectiveKind::SendRecv) + 1 == kCollectiveKinds,
+              "every collective kind has an operation type");
 
 CollectiveKind kind_of(const Collective& c);
 Bytes bytes_of(const Collective& c);

@@ -10,14 +10,10 @@
 #include <vector>
 
 #include "trainsim/cost/algorithm.hpp"
-#include "trainsim/spec/calibration_spec.hpp"
 
 namespace trainsim::cost {
 
 using GroupId = std::uint32_t;
-
-// A calibration file's fitted collective, as the model uses it (no recorded range: any size).
-FittedCollective fitted_collective(const spec::CollectiveFit& fit);
 
 class CostModel {
  public:

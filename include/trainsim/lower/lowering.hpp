@@ -38,8 +38,8 @@ enum class MemoryKind : std::uint8_t { Static, Activations, Buffers };
 
 struct LoweringOptions {
   bool full = false;  // simulate every rank instead of one representative per pipeline stage
-  model::KernelTuning kernel;
-  model::MemoryAssumptions memory;
+  spec::KernelTuning kernel;
+  spec::MemoryTuning memory;
   // Megatron-LM's data-parallel bucket: max(40M, 1M · dp) parameters.
   double min_bucket_params = 40e6;
 };

@@ -7,6 +7,7 @@
 
 #include "trainsim/model/layer_ops.hpp"
 #include "trainsim/spec/job.hpp"
+#include "trainsim/spec/tunables.hpp"
 #include "trainsim/util/units.hpp"
 
 namespace trainsim::model {
@@ -47,12 +48,6 @@ double inflight_layer_microbatches(spec::Schedule schedule, int stage, int pp, i
 // Micro-batches in flight on a stage (for the embedding and loss buffers of the outer stages).
 double inflight_microbatches(spec::Schedule schedule, int stage, int pp, int vpp, std::int64_t micro_batches);
 
-// What the memory model assumes beyond the model: documented in README "Model and assumptions".
-struct MemoryAssumptions {
-  // CUDA context, NCCL communicator buffers, cuBLAS workspaces: resident before the first step.
-  Bytes runtime_reserved = gib(1);
-};
-
 struct MemoryBreakdown {
   Bytes params;
   Bytes grads;
@@ -74,6 +69,7 @@ struct MemoryEstimate {
   const StageMemory& peak() const { return stages.at(peak_stage); }
 };
 
-MemoryEstimate estimate_memory(const spec::Job& job, const MemoryAssumptions& assumptions = {});
+// `assumptions` (spec::MemoryTuning) adds what the runtime reserves to every stage's buffers.
+MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& assumptions = {});
 
 }  // namespace trainsim::model

@@ -4,16 +4,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trainsim/report/report.hpp"
+#include "trainsim/driver/run.hpp"
 
 namespace trainsim::report {
 
 enum class Format { Table, Json, Csv };
 
-nlohmann::ordered_json to_json(const RunReport& report);
-std::string to_table(const RunReport& report);
-std::string to_csv(const RunReport& report);
-std::string render(const RunReport& report, Format format);
+nlohmann::ordered_json to_json(const driver::RunReport& report);
+std::string to_table(const driver::RunReport& report);
+std::string to_csv(const driver::RunReport& report);
+std::string render(const driver::RunReport& report, Format format);
 
 // The JSON text of a report, indented by two. Bytes that are not UTF-8 (a command-line argument
 // can carry any) become U+FFFD instead of an exception.

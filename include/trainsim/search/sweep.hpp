@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainsim/driver/run.hpp"
 #include "trainsim/report/format.hpp"
-#include "trainsim/report/report.hpp"
 #include "trainsim/spec/job.hpp"
 
 namespace trainsim::search {
@@ -42,7 +42,7 @@ struct SweepOptions {
   int shard = 0;         // this process's share: candidates whose index ≡ shard (mod shards)
   int shards = 1;
   bool exhaustive = false;  // simulate every candidate that fits instead of skipping bounded ones
-  report::RunOptions run;   // kernel and collective tuning (a calibration file)
+  driver::RunOptions run;   // kernel and collective tuning (a calibration file)
   // Called after each simulation with (simulated so far, candidates left to consider at most);
   // serialised, from worker threads.
   std::function<void(std::size_t, std::size_t)> progress;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "trainsim/cost/cost_model.hpp"
 #include "trainsim/spec/calibration_spec.hpp"
 #include "trainsim/spec/cluster_spec.hpp"
 #include "trainsim/trace/trace.hpp"
@@ -68,10 +69,12 @@ TraceReport summarize(const std::vector<RankTrace>& traces);
 struct ReplayOptions {
   double compute_scale = 1;  // GPU kernels, copies and sets run this many times faster
   double network_scale = 1;  // recorded NCCL kernels run this many times faster
-  // Collectives costed on this cluster (ranks are its devices in order) instead of recorded;
+  // Collectives costed by this model (ranks are its cluster's devices in order) instead of recorded;
   // kernels without size metadata keep their recorded time.
-  std::optional<spec::ClusterSpec> cluster;
-  std::optional<spec::CalibrationSpec> calibration;
+  cost::CostModel* costs = nullptr;
+  // Without a cost model: measured collectives (a calibration's fits) replace the recorded NCCL
+  // kernels of their operation and group size.
+  std::optional<std::vector<spec::CollectiveFit>> fits;
 };
 
 TraceReport replay(const std::vector<RankTrace>& traces, const ReplayOptions& options);

@@ -1,6 +1,10 @@
 #pragma once
-// Paths of shipped specs and reference data, for tests.
+// Paths of shipped specs and reference data, and scratch directories, for tests.
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 
 namespace trainsim::test {
 
@@ -16,5 +20,27 @@ inline std::string workload(const std::string& name) {
 inline std::string reference(const std::string& name) {
   return std::string(TRAINSIM_REFERENCE_DIR) + "/" + name;
 }
+
+// A fresh directory under the system's temporary directory, removed with everything in it when
+// the object goes: tests never write into the source tree, and two runs never share files.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix) {
+    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("cannot create a scratch directory");
+    path_ = pattern;
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace trainsim::test

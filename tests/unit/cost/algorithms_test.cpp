@@ -106,7 +106,12 @@ TEST_CASE("a fitted collective replaces the model for its operation and group si
 
 TEST_CASE("a fitted collective warns only when used outside the sizes it was measured on") {
   CollectiveTuning tuning;
-  tuning.fits.push_back({"all_reduce", 8, microseconds(30), Bandwidth{100e9}, 1 << 20, 64 << 20});
+  tuning.fits.push_back({.op = "all_reduce",
+                         .group_size = 8,
+                         .latency = microseconds(30),
+                         .bandwidth = Bandwidth{100e9},
+                         .min_bytes = mib(1),
+                         .max_bytes = mib(64)});
   test::CostFixture f(spec::load_cluster_spec(test::topology("dgx-a100-superpod")), tuning);
   f.model.cost(AllReduce{mib(16)}, test::devices(0, 8));
   CHECK(f.model.warnings().empty());

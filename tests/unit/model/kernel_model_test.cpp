@@ -38,7 +38,7 @@ TEST_CASE("wave quantisation: one more tile than SMs costs a second wave") {
 TEST_CASE("split-K: one output tile with a deep K is cut into slices that fill the SMs") {
   // 128×256 output = one tile; K = 65536 gives up to 256 slices of 256, the SMs take 108:
   // one full wave of slices 65536/108 deep, then an fp32 reduction of the 108 partials
-  const KernelTuning t;
+  const spec::KernelTuning t;
   const double slice = 65536.0 / 108;
   CHECK(gemm_efficiency(128, 256, 65536, 1, 108, t) == doctest::Approx(t.gemm_ceiling * slice / (slice + 64)));
   auto ctx = a100();

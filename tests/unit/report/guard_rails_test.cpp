@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "common/jobs.hpp"
-#include "trainsim/report/report.hpp"
+#include "trainsim/driver/run.hpp"
 #include "trainsim/util/error.hpp"
 
 using namespace trainsim;
@@ -20,36 +20,36 @@ bool mentions(const std::vector<std::string>& warnings, const std::string& text)
 TEST_CASE("a device the kernel efficiencies were not fitted on is flagged until calibrated") {
   const auto h100 = test::make_job("dgx-h100-superpod", "llama3-8b", "tp=1,gpus=8");
   const auto a100 = test::make_job("dgx-a100-superpod", "llama3-8b", "tp=1,gpus=8");
-  report::RunOptions options;
-  CHECK(mentions(report::build_run_report(h100, options).warnings, "not validated"));
-  CHECK_FALSE(mentions(report::build_run_report(a100, options).warnings, "not validated"));
+  driver::RunOptions options;
+  CHECK(mentions(driver::build_run_report(h100, options).warnings, "not validated"));
+  CHECK_FALSE(mentions(driver::build_run_report(a100, options).warnings, "not validated"));
   spec::CalibrationSpec calibration;
-  calibration.kernels.sustained_fraction = 0.8;
-  report::apply_calibration(calibration, options);
-  CHECK_FALSE(mentions(report::build_run_report(h100, options).warnings, "not validated"));
+  calibration.values.set("kernels", "sustained_fraction", 0.8);
+  options.calibrate(calibration);
+  CHECK_FALSE(mentions(driver::build_run_report(h100, options).warnings, "not validated"));
   // the analytic report makes no time prediction to warn about
-  report::RunOptions analytic;
+  driver::RunOptions analytic;
   analytic.simulate = false;
-  CHECK_FALSE(mentions(report::build_run_report(h100, analytic).warnings, "not validated"));
+  CHECK_FALSE(mentions(driver::build_run_report(h100, analytic).warnings, "not validated"));
 }
 
 TEST_CASE("a fitted collective used outside its measured sizes is flagged") {
   auto job = test::make_job("dgx-a100-superpod", "megatron2021-7.5b", "tp=1,gpus=16");
   spec::CalibrationSpec calibration;
-  calibration.collectives.fits.push_back(
+  calibration.fits.push_back(
       {"all_reduce", 16, microseconds(50), Bandwidth{100e9}, 10, Bytes{1 << 20}, Bytes{1 << 22}});
-  report::RunOptions options;
-  report::apply_calibration(calibration, options);
+  driver::RunOptions options;
+  options.calibrate(calibration);
   // data-parallel gradients of 7.5B parameters are far beyond 4 MiB
-  CHECK(mentions(report::build_run_report(job, options).warnings, "extrapolated"));
+  CHECK(mentions(driver::build_run_report(job, options).warnings, "extrapolated"));
 }
 
 TEST_CASE("more micro-batches than a simulation takes is a bad-input error naming the batch") {
   auto workload = spec::load_workload_spec(test::workload("megatron2020-1b"));
   workload.training.global_batch = 1'000'000'000;
   const auto job = test::make_job("dgx-a100-superpod", workload, "tp=1,gpus=8,mb=1");
-  CHECK_THROWS_WITH_AS(report::build_run_report(job, {}), doctest::Contains("/training/global_batch"), SpecError);
-  report::RunOptions analytic;
+  CHECK_THROWS_WITH_AS(driver::build_run_report(job, {}), doctest::Contains("/training/global_batch"), SpecError);
+  driver::RunOptions analytic;
   analytic.simulate = false;
-  CHECK(report::build_run_report(job, analytic).job != nullptr);
+  CHECK(driver::build_run_report(job, analytic).job != nullptr);
 }

@@ -6,12 +6,11 @@
 
 #include "common/clusters.hpp"
 #include "common/workloads.hpp"
-#include "trainsim/cost/cost_model.hpp"
+#include "trainsim/driver/cluster_model.hpp"
+#include "trainsim/driver/run.hpp"
 #include "trainsim/lower/bound.hpp"
-#include "trainsim/report/report.hpp"
 #include "trainsim/search/sweep.hpp"
 #include "trainsim/spec/strategy_spec.hpp"
-#include "trainsim/topo/topology.hpp"
 #include "trainsim/util/error.hpp"
 
 using namespace trainsim;
@@ -41,10 +40,9 @@ search::SweepOptions options_for(std::vector<std::int64_t> gpus, std::size_t top
 
 TEST_CASE("the compute bound never exceeds the simulated step") {
   const auto cluster = test::fat_tree_cluster(4, 8, true, 2);
-  const auto topo = topo::Topology::build(cluster);
-  cost::AlgorithmRegistry registry;
-  cost::register_builtin_algorithms(registry);
-  cost::CostModel costs(topo, registry);
+  const driver::ClusterModel model(cluster, {});
+  const auto owned = model.cost_model();
+  auto& costs = *owned;
   struct Case {
     spec::WorkloadSpec workload;
     const char* strategy;
@@ -67,9 +65,9 @@ TEST_CASE("the compute bound never exceeds the simulated step") {
     CAPTURE(strategy);
     const auto job = spec::resolve_job(
         cluster, c.workload, spec::read_strategy_spec(spec::parse_inline_strategy(c.strategy, "s"), "s"), kSources);
-    const report::RunOptions run;
-    const double bound = lower::step_time_lower_bound(job, costs, run.lowering).seconds();
-    const auto report = report::build_run_report(job, run, &costs);
+    const driver::RunOptions run;
+    const double bound = lower::step_time_lower_bound(job, costs, run.lowering()).seconds();
+    const auto report = driver::build_run_report(job, run, &costs);
     CHECK(bound <= report.simulation->step_time_s);
     // and it is a useful bound, not zero: compute is most of these steps
     CHECK(bound >= 0.4 * report.simulation->step_time_s);

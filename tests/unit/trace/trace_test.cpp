@@ -348,8 +348,8 @@ TEST_CASE("calibration recovers a known latency and bandwidth from the lower env
   }
   const auto path = write_trace("fit.json", {{"traceEvents", events}});
   const auto report = trace::calibrate({trace::read_trace(path)}, std::nullopt);
-  REQUIRE(report.calibration.collectives.fits.size() == 1);
-  const auto& fit = report.calibration.collectives.fits.front();
+  REQUIRE(report.calibration.fits.size() == 1);
+  const auto& fit = report.calibration.fits.front();
   CHECK(fit.op == "all_reduce");
   CHECK(fit.group_size == 4);
   CHECK(fit.latency.seconds() == doctest::Approx(12e-6).epsilon(0.01));
@@ -358,9 +358,9 @@ TEST_CASE("calibration recovers a known latency and bandwidth from the lower env
 
   // the file `run --calibration` reads gives the same fit back
   const auto back = spec::read_calibration_spec(spec::calibration_json(report.calibration), "calibration");
-  REQUIRE(back.collectives.fits.size() == 1);
-  CHECK(back.collectives.fits.front().latency.seconds() == doctest::Approx(fit.latency.seconds()));
-  CHECK(back.collectives.fits.front().bandwidth.bytes_per_s == doctest::Approx(fit.bandwidth.bytes_per_s));
+  REQUIRE(back.fits.size() == 1);
+  CHECK(back.fits.front().latency.seconds() == doctest::Approx(fit.latency.seconds()));
+  CHECK(back.fits.front().bandwidth.bytes_per_s == doctest::Approx(fit.bandwidth.bytes_per_s));
 }
 
 TEST_CASE("calibration on nccl_parser_config reproduces its large all-reduces within 10%") {
@@ -378,9 +378,9 @@ TEST_CASE("calibration on nccl_parser_config reproduces its large all-reduces wi
   REQUIRE(fastest.size() == 3);
   const auto report =
       trace::calibrate({trace::read_trace(trace_path("nccl_parser_config_nccl_data.json.gz"))}, std::nullopt);
-  const auto fit = std::find_if(report.calibration.collectives.fits.begin(), report.calibration.collectives.fits.end(),
+  const auto fit = std::find_if(report.calibration.fits.begin(), report.calibration.fits.end(),
                                 [](const auto& f) { return f.op == "all_reduce" && f.group_size == 2; });
-  REQUIRE(fit != report.calibration.collectives.fits.end());
+  REQUIRE(fit != report.calibration.fits.end());
   for (const auto& [bytes, seconds] : fastest) {
     const double predicted = fit->latency.seconds() + static_cast<double>(bytes) / fit->bandwidth.bytes_per_s;
     CAPTURE(bytes);

@@ -9,7 +9,7 @@
 #include "trainsim/lower/lowering.hpp"
 #include "trainsim/sim/timeline.hpp"
 
-namespace trainsim::report {
+namespace trainsim::driver {
 
 struct Breakdown {
   double compute_s = 0;
@@ -42,7 +42,4 @@ struct Simulation {
 
 Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timeline);
 
-// Chrome/Perfetto trace events: a process per simulated rank, a thread per stream.
-void write_perfetto(const lower::Lowered& lowered, const sim::Timeline& timeline, const std::string& path);
-
-}  // namespace trainsim::report
+}  // namespace trainsim::driver

@@ -1,21 +1,22 @@
 #pragma once
-// The `run` report (INTERFACE.md "Report"): what a job costs in parameters, FLOPs, time and memory.
+// A `run`: a job's parameters, FLOPs and analytic memory, and (unless analytic) its step lowered,
+// simulated and measured: step time, throughput, MFU, the memory peak. What report/ renders.
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "trainsim/cost/tuning.hpp"
+#include "trainsim/driver/simulation.hpp"
 #include "trainsim/lower/lowering.hpp"
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/layer_ops.hpp"
 #include "trainsim/model/memory.hpp"
-#include "trainsim/report/simulation.hpp"
 #include "trainsim/spec/calibration_spec.hpp"
 #include "trainsim/spec/job.hpp"
+#include "trainsim/spec/tunables.hpp"
 
-namespace trainsim::report {
+namespace trainsim::driver {
 
 struct LayerSummary {
   std::string kind;  // "dense" or "moe"
@@ -28,9 +29,15 @@ inline constexpr std::int64_t kMaxSimulatedMicroBatches = std::int64_t{1} << 20;
 
 struct RunOptions {
   bool simulate = true;  // false: the analytic figures only
-  lower::LoweringOptions lowering;
-  cost::CollectiveTuning collectives;
+  bool full = false;     // simulate every rank instead of one per pipeline stage
+  spec::Tunables tunables;
   bool calibrated_kernels = false;  // a calibration file set kernel efficiencies
+  // Megatron-LM's data-parallel bucket: max(40M, 1M · dp) parameters.
+  double min_bucket_params = 40e6;
+
+  // Overrides the tunables with a calibration file's values.
+  void calibrate(const spec::CalibrationSpec& calibration);
+  lower::LoweringOptions lowering() const;
 };
 
 // The simulated step kept for timelines and tests.
@@ -59,12 +66,11 @@ struct RunReport {
   std::vector<std::string> warnings;
 };
 
+// Builds the job's cluster model (topology, algorithms, the options' collective tuning) when it
+// simulates.
 RunReport build_run_report(const spec::Job& job, const RunOptions& options = {});
-// The same with a cost model built once for the job's cluster and `options.collectives` (a sweep
+// The same on a cost model made for the job's cluster with `options.tunables.collectives` (a sweep
 // simulates many jobs on one topology); may be null when `options.simulate` is false.
 RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost::CostModel* costs);
 
-// Overrides the options' defaults with a calibration file's values.
-void apply_calibration(const spec::CalibrationSpec& calibration, RunOptions& options);
-
-}  // namespace trainsim::report
+}  // namespace trainsim::driver

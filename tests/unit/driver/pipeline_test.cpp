@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clusters.hpp"
-#include "trainsim/report/report.hpp"
+#include "trainsim/driver/run.hpp"
 #include "trainsim/spec/reader.hpp"
 
 using namespace trainsim;
@@ -43,16 +43,16 @@ spec::Job toy(const std::string& strategy, std::int64_t batch = 64, bool gemm_he
                            spec::read_strategy_spec(spec::parse_inline_strategy(strategy, "s"), "s"), sources);
 }
 
-report::RunOptions free_communication() {
-  report::RunOptions o;
-  o.collectives.launch = Duration::zero();
-  o.lowering.kernel.kernel_gap = Duration::zero();
+driver::RunOptions free_communication() {
+  driver::RunOptions o;
+  o.tunables.collectives.launch = Duration::zero();
+  o.tunables.kernels.kernel_gap = Duration::zero();
   return o;
 }
 
 double bubble_of(const std::string& strategy, std::int64_t batch = 64, bool gemm_heavy = false) {
   const auto job = toy(strategy, batch, gemm_heavy);
-  return report::build_run_report(job, free_communication()).simulation->bubble_fraction;
+  return driver::build_run_report(job, free_communication()).simulation->bubble_fraction;
 }
 
 }  // namespace
@@ -81,7 +81,7 @@ TEST_CASE("interleaving divides the bubble by the virtual stages: (p−1)/(v·m+
 TEST_CASE("ZB-H1's bubble is (p−1)(F+B−W), about a third of 1F1B's when the passes are equal") {
   const int p = 4, m = 8;
   const auto job = toy("pp=4,gpus=4,schedule=zb-h1", m, true);
-  const auto r = report::build_run_report(job, free_communication());
+  const auto r = driver::build_run_report(job, free_communication());
   // F, B and W of one micro-batch on an inner stage, from the timeline
   const auto& g = r.step->lowered.graph;
   const auto& rank = r.step->lowered.ranks.at(1);
@@ -115,7 +115,7 @@ TEST_CASE("activation memory follows the schedule") {
   // per-stage activations at each stage's peak, in layer-micro-batches of the toy's layer
   const auto activations = [](const std::string& strategy) {
     const auto job = toy(strategy);
-    const auto r = report::build_run_report(job, free_communication());
+    const auto r = driver::build_run_report(job, free_communication());
     const double per_layer = model::layer_activation_bytes(job.workload.model, model::gpu_layer_shape(job),
                                                            spec::Recompute::Selective, false);
     std::vector<double> out;

@@ -1,9 +1,9 @@
-#include "trainsim/report/simulation.hpp"
+#include "trainsim/driver/simulation.hpp"
 
 #include <algorithm>
 #include <map>
 
-namespace trainsim::report {
+namespace trainsim::driver {
 namespace {
 
 using Interval = std::pair<std::int64_t, std::int64_t>;
@@ -126,4 +126,4 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
   return out;
 }
 
-}  // namespace trainsim::report
+}  // namespace trainsim::driver

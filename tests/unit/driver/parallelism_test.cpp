@@ -4,10 +4,10 @@
 
 #include "common/clusters.hpp"
 #include "common/workloads.hpp"
+#include "trainsim/driver/run.hpp"
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/kernel_model.hpp"
 #include "trainsim/model/layer_ops.hpp"
-#include "trainsim/report/report.hpp"
 #include "trainsim/topo/topology.hpp"
 
 using namespace trainsim;
@@ -20,12 +20,12 @@ spec::Job job_on(const spec::ClusterSpec& cluster, spec::WorkloadSpec w, const s
                            spec::read_strategy_spec(spec::parse_inline_strategy(strategy, "s"), "s"), sources);
 }
 
-report::RunReport simulate(const spec::Job& job) {
-  return report::build_run_report(job, {});
+driver::RunReport simulate(const spec::Job& job) {
+  return driver::build_run_report(job, {});
 }
 
 // Bytes of one category's tasks on the simulated ranks.
-double bytes_of(const report::RunReport& r, lower::Category category) {
+double bytes_of(const driver::RunReport& r, lower::Category category) {
   const auto& g = r.step->lowered.graph;
   double bytes = 0;
   for (std::uint32_t t = 0; t < g.num_tasks(); ++t) {
@@ -36,7 +36,7 @@ double bytes_of(const report::RunReport& r, lower::Category category) {
   return bytes;
 }
 
-double busy(const report::RunReport& r, const std::string& category) {
+double busy(const driver::RunReport& r, const std::string& category) {
   for (const auto& [name, seconds] : r.simulation->comm_busy_s)
     if (name == category) return seconds;
   return 0;

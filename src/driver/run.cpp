@@ -1,20 +1,20 @@
-#include "trainsim/report/report.hpp"
+#include "trainsim/driver/run.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
+#include "trainsim/driver/cluster_model.hpp"
 #include "trainsim/model/params.hpp"
 #include "trainsim/sim/engine.hpp"
-#include "trainsim/topo/topology.hpp"
 #include "trainsim/util/error.hpp"
 
-namespace trainsim::report {
+namespace trainsim::driver {
 namespace {
 
 void simulate(RunReport& r, const spec::Job& job, const RunOptions& options, cost::CostModel& costs) {
   auto step = std::make_shared<SimulatedStep>();
-  step->lowered = lower::lower(job, costs, options.lowering);
+  step->lowered = lower::lower(job, costs, options.lowering());
   step->timeline = sim::run(step->lowered.graph);
   r.simulation = summarize(step->lowered, step->timeline);
   r.step = std::move(step);
@@ -24,11 +24,9 @@ void simulate(RunReport& r, const spec::Job& job, const RunOptions& options, cos
 
 RunReport build_run_report(const spec::Job& job, const RunOptions& options) {
   if (!options.simulate) return build_run_report(job, options, nullptr);
-  const auto topo = topo::Topology::build(job.cluster);
-  cost::AlgorithmRegistry registry;
-  cost::register_builtin_algorithms(registry);
-  cost::CostModel costs(topo, registry, options.collectives);
-  return build_run_report(job, options, &costs);
+  const ClusterModel cluster(job.cluster, options.tunables.collectives);
+  const auto costs = cluster.cost_model();
+  return build_run_report(job, options, costs.get());
 }
 
 RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost::CostModel* costs) {
@@ -41,9 +39,9 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
   r.flops = model::step_flops(job);
   r.megatron_formula_flops =
       model::megatron_formula_flops(job.workload, job.strategy.recompute == spec::Recompute::Full);
-  r.memory = model::estimate_memory(job, options.lowering.memory);
+  r.memory = model::estimate_memory(job, options.tunables.memory);
   r.device_memory = job.cluster.device.memory;
-  r.runtime_reserved = options.lowering.memory.runtime_reserved;
+  r.runtime_reserved = options.tunables.memory.runtime_reserved;
   r.warnings = job.warnings;
   r.peak_memory = r.memory.peak().bytes.total().count;
   if (r.peak_memory >= Bytes::kSaturated)
@@ -67,7 +65,7 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
     r.tokens_per_s = tokens / s.step_time_s;
     r.tflops_per_gpu = counted / s.step_time_s / gpus / 1e12;
     r.mfu = r.flops.model / s.step_time_s / gpus / peak;
-    const auto& fitted_on = options.lowering.kernel.fitted_on;
+    const auto& fitted_on = options.tunables.kernels.fitted_on;
     if (!options.calibrated_kernels && job.cluster.device.name.find(fitted_on) == std::string::npos)
       r.warnings.push_back(fmt::format(
           "kernel efficiencies were fitted to {} step times; on {} they are not validated by any measurement "
@@ -83,30 +81,13 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
   return r;
 }
 
-void apply_calibration(const spec::CalibrationSpec& c, RunOptions& options) {
-  auto& k = options.lowering.kernel;
-  const auto& ck = c.kernels;
-  k.gemm_ceiling = ck.gemm_ceiling.value_or(k.gemm_ceiling);
-  k.sustained_fraction = ck.sustained_fraction.value_or(k.sustained_fraction);
-  k.tile_m = ck.tile_m.value_or(k.tile_m);
-  k.tile_n = ck.tile_n.value_or(k.tile_n);
-  k.k_overhead = ck.k_overhead.value_or(k.k_overhead);
-  k.flash_fwd_efficiency = ck.flash_fwd_efficiency.value_or(k.flash_fwd_efficiency);
-  k.flash_bwd_efficiency = ck.flash_bwd_efficiency.value_or(k.flash_bwd_efficiency);
-  k.hbm_efficiency = ck.hbm_efficiency.value_or(k.hbm_efficiency);
-  k.kernel_gap = ck.kernel_gap.value_or(k.kernel_gap);
-  auto& t = options.collectives;
-  const auto& cc = c.collectives;
-  t.launch = cc.launch.value_or(t.launch);
-  t.channels = cc.channels.value_or(t.channels);
-  t.ll128_channel_cap = cc.ll128_channel_cap.value_or(t.ll128_channel_cap);
-  t.simple_chunk = cc.simple_chunk.value_or(t.simple_chunk);
-  t.in_switch_efficiency = cc.in_switch_efficiency.value_or(t.in_switch_efficiency);
-  t.in_switch_latency = cc.in_switch_latency.value_or(t.in_switch_latency);
-  for (const auto& f : cc.fits) t.fits.push_back(cost::fitted_collective(f));
-  options.calibrated_kernels = options.calibrated_kernels || ck.gemm_ceiling || ck.sustained_fraction ||
-                               ck.flash_fwd_efficiency || ck.flash_bwd_efficiency || ck.hbm_efficiency;
-  options.lowering.memory.runtime_reserved = c.runtime_reserved.value_or(options.lowering.memory.runtime_reserved);
+void RunOptions::calibrate(const spec::CalibrationSpec& calibration) {
+  calibration.apply(tunables);
+  calibrated_kernels = calibrated_kernels || calibration.values.sets_kernel_efficiency();
 }
 
-}  // namespace trainsim::report
+lower::LoweringOptions RunOptions::lowering() const {
+  return {.full = full, .kernel = tunables.kernels, .memory = tunables.memory, .min_bucket_params = min_bucket_params};
+}
+
+}  // namespace trainsim::driver

@@ -1,0 +1,22 @@
+#pragma once
+// A `replay`: recorded traces run back through the engine, their collectives optionally costed on
+// a cluster with the tuning in force (a calibration file's values and fits) or by the fits alone.
+#include <optional>
+#include <vector>
+
+#include "trainsim/spec/calibration_spec.hpp"
+#include "trainsim/spec/cluster_spec.hpp"
+#include "trainsim/trace/analysis.hpp"
+
+namespace trainsim::driver {
+
+struct ReplayRequest {
+  double compute_scale = 1;
+  double network_scale = 1;
+  std::optional<spec::ClusterSpec> cluster;
+  std::optional<spec::CalibrationSpec> calibration;
+};
+
+trace::TraceReport replay(const std::vector<trace::RankTrace>& traces, const ReplayRequest& request);
+
+}  // namespace trainsim::driver

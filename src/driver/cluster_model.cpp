@@ -1,0 +1,14 @@
+#include "trainsim/driver/cluster_model.hpp"
+
+namespace trainsim::driver {
+
+ClusterModel::ClusterModel(const spec::ClusterSpec& cluster, cost::CollectiveTuning tuning)
+    : topology_(topo::Topology::build(cluster)), tuning_(std::move(tuning)) {
+  cost::register_builtin_algorithms(registry_);
+}
+
+std::unique_ptr<cost::CostModel> ClusterModel::cost_model() const {
+  return std::make_unique<cost::CostModel>(topology_, registry_, tuning_);
+}
+
+}  // namespace trainsim::driver

@@ -1,0 +1,21 @@
+#include "trainsim/driver/replay.hpp"
+
+#include "trainsim/driver/cluster_model.hpp"
+
+namespace trainsim::driver {
+
+trace::TraceReport replay(const std::vector<trace::RankTrace>& traces, const ReplayRequest& request) {
+  trace::ReplayOptions options{.compute_scale = request.compute_scale, .network_scale = request.network_scale};
+  if (!request.cluster) {
+    if (request.calibration) options.fits = request.calibration->fits;
+    return trace::replay(traces, options);
+  }
+  spec::Tunables tunables;
+  if (request.calibration) request.calibration->apply(tunables);
+  const ClusterModel cluster(*request.cluster, tunables.collectives);
+  const auto costs = cluster.cost_model();
+  options.costs = costs.get();
+  return trace::replay(traces, options);
+}
+
+}  // namespace trainsim::driver

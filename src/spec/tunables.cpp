@@ -1,0 +1,269 @@
+#include "trainsim/spec/tunables.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::spec {
+namespace {
+
+double to_si(double v) {
+  return v;
+}
+double to_si(std::int64_t v) {
+  return static_cast<double>(v);
+}
+double to_si(int v) {
+  return v;
+}
+double to_si(Duration v) {
+  return v.seconds();
+}
+double to_si(Bandwidth v) {
+  return v.bytes_per_s;
+}
+double to_si(Bytes v) {
+  return v.as_double();
+}
+
+template <class T>
+T from_si(double v);
+template <>
+double from_si<double>(double v) {
+  return v;
+}
+template <>
+std::int64_t from_si<std::int64_t>(double v) {
+  return static_cast<std::int64_t>(std::llround(v));
+}
+template <>
+int from_si<int>(double v) {
+  return static_cast<int>(std::lround(v));
+}
+template <>
+Duration from_si<Duration>(double v) {
+  return Duration::from_seconds(v);
+}
+template <>
+Bandwidth from_si<Bandwidth>(double v) {
+  return Bandwidth{v};
+}
+template <>
+Bytes from_si<Bytes>(double v) {
+  return Bytes::from_double(v);
+}
+
+// A field of one of the tuning structs: Section is the Tunables member, Member the field in it.
+template <auto Section, auto Member>
+constexpr TunableField field(std::string_view section, std::string_view key, TunableKind kind, NumberRange range,
+                             std::string_view meaning, std::string_view source, bool efficiency = false) {
+  return TunableField{.section = section,
+                      .key = key,
+                      .kind = kind,
+                      .range = range,
+                      .meaning = meaning,
+                      .source = source,
+                      .get = [](const Tunables& t) { return to_si(t.*Section.*Member); },
+                      .set =
+                          [](Tunables& t, double v) {
+                            auto& slot = t.*Section.*Member;
+                            slot = from_si<std::decay_t<decltype(slot)>>(v);
+                          },
+                      .kernel_efficiency = efficiency};
+}
+
+// A field of a protocol's tuning inside the collective tuning.
+template <auto Protocol, auto Member>
+constexpr TunableField protocol_field(std::string_view key, std::string_view meaning, std::string_view source) {
+  return TunableField{.section = "collectives",
+                      .key = key,
+                      .kind = TunableKind::Number,
+                      .range = {0, 1e3, true},
+                      .meaning = meaning,
+                      .source = source,
+                      .get = [](const Tunables& t) { return t.collectives.*Protocol.*Member; },
+                      .set = [](Tunables& t, double v) { t.collectives.*Protocol.*Member = v; }};
+}
+
+constexpr NumberRange kShare{0, 1.0, true};
+constexpr NumberRange kSmallDuration{0, 1.0};
+
+using K = KernelTuning;
+using C = CollectiveTuning;
+using P = ProtocolTuning;
+constexpr auto kK = &Tunables::kernels;
+constexpr auto kC = &Tunables::collectives;
+constexpr auto kM = &Tunables::memory;
+
+constexpr std::array kFields{
+    field<kK, &K::gemm_ceiling>(
+        "kernels", "gemm_ceiling", TunableKind::Share, kShare,
+        "share of peak a large GEMM reaches once tiles fill every SM",
+        "reproduces the 253.7 TFLOP/s of an 8192³ bf16 GEMM on A100 (cuBLASLt) with the tile and K terms", true),
+    field<kK, &K::sustained_fraction>(
+        "kernels", "sustained_fraction", TunableKind::Share, kShare,
+        "share of the microbenchmark rate compute-bound kernels sustain inside a training step (clocks under "
+        "sustained power draw, SMs taken by overlapped NCCL kernels)",
+        "fitted once across every A100 reference row (Megatron-LM 2020 and 2021, Korthikanti 2022)", true),
+    field<kK, &K::tile_m>("kernels", "tile_m", TunableKind::Integer, {1, 4096},
+                          "rows of one thread block's output tile (either orientation is used)",
+                          "cuBLAS's usual 128×256 bf16 tile on A100 and H100"),
+    field<kK, &K::tile_n>("kernels", "tile_n", TunableKind::Integer, {1, 4096},
+                          "columns of one thread block's output tile", "cuBLAS's usual 128×256 bf16 tile"),
+    field<kK, &K::k_overhead>("kernels", "k_overhead", TunableKind::Number, {0, 1e6},
+                              "prologue and epilogue of the K loop, in K elements: efficiency k / (k + k0)",
+                              "fitted with gemm_ceiling to the A100 GEMM sweep"),
+    field<kK, &K::split_k_min_slice>("kernels", "split_k_min_slice", TunableKind::Integer, {1, 1 << 20},
+                                     "shallowest K slice cuBLAS's split-K cuts a GEMM into when its output "
+                                     "tiles cannot fill the SMs",
+                                     "the splitKreduce kernels of the reference traces"),
+    field<kK, &K::flash_fwd_efficiency>("kernels", "flash_fwd_efficiency", TunableKind::Share, kShare,
+                                        "flash attention's share of peak, forward",
+                                        "FlashAttention-2 (Dao 2023) on A100: 50–73% forward at head dim 128", true),
+    field<kK, &K::flash_bwd_efficiency>("kernels", "flash_bwd_efficiency", TunableKind::Share, kShare,
+                                        "flash attention's share of peak, backward",
+                                        "FlashAttention-2 on A100: about two thirds of the forward rate", true),
+    field<kK, &K::hbm_efficiency>("kernels", "hbm_efficiency", TunableKind::Share, kShare,
+                                  "achievable share of the HBM datasheet bandwidth",
+                                  "A100 STREAM triad: 1.70 of 2.04 TB/s", true),
+    field<kK, &K::kernel_gap>("kernels", "kernel_gap", TunableKind::Duration, kSmallDuration,
+                              "gap between consecutive kernels on a stream (launch latency, tails)",
+                              "assumed; matters for small models"),
+    field<kC, &C::launch>("collectives", "launch", TunableKind::Duration, kSmallDuration,
+                          "fixed cost of one collective call: kernel launch, synchronisation, proxy start",
+                          "the flat 42–45 µs of the 8×A100 nccl-tests sweep below 256 KiB"),
+    field<kC, &C::channels>("collectives", "channels", TunableKind::Integer, {1, 64},
+                            "parallel rings or trees NCCL runs, each moving 1/channels of the data",
+                            "NCCL's usual count on DGX systems"),
+    field<kC, &C::ll128_channel_cap>("collectives", "ll128_channel_cap", TunableKind::Bandwidth, {0, 1e13, true},
+                                     "LL128 bus bandwidth per channel, limited by the channel's SMs",
+                                     "NCCL tuning.cc ll128MaxBwPerCh (A100)"),
+    field<kC, &C::simple_chunk>("collectives", "simple_chunk", TunableKind::Bytes, {1, 1e9},
+                                "chunk the Simple protocol moves per pipeline step",
+                                "NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8"),
+    field<kC, &C::max_fill_chunks>("collectives", "max_fill_chunks", TunableKind::Integer, {1, 1024},
+                                   "chunk-times a ring's fill and drain cost at most (send and receive slots)",
+                                   "2 × NCCL_STEPS"),
+    field<kC, &C::in_switch_efficiency>("collectives", "in_switch_efficiency", TunableKind::Share, kShare,
+                                        "usable share of the NVLink line rate under in-switch reduction (NVLS)",
+                                        "480 GB/s all-reduce busbw on 8 H100s (nccl-tests issue 212)"),
+    field<kC, &C::in_switch_latency>("collectives", "in_switch_latency", TunableKind::Duration, kSmallDuration,
+                                     "extra latency of in-switch reduction: multimem set-up and switch reduction",
+                                     "NCCL tuning.cc baseLat for NVLS"),
+    protocol_field<&C::ll, &P::bandwidth_factor>("ll_bandwidth_factor",
+                                                 "share of the link rate LL's payload gets (4 data bytes in 8-byte "
+                                                 "lines, and NCCL's own 1/4 for all-reduce)",
+                                                 "NCCL tuning.cc"),
+    protocol_field<&C::ll, &P::latency_factor>("ll_latency_factor", "LL's per-step latency relative to Simple",
+                                               "NCCL tuning.cc hwLat ratios for NVLink rings (0.47 of 3.4 µs)"),
+    protocol_field<&C::ll128, &P::bandwidth_factor>(
+        "ll128_bandwidth_factor", "share of the link rate LL128's payload gets (120 of 128 bytes)", "NCCL tuning.cc"),
+    protocol_field<&C::ll128, &P::latency_factor>("ll128_latency_factor", "LL128's per-step latency relative to Simple",
+                                                  "NCCL tuning.cc hwLat ratios (1.9 of 3.4 µs)"),
+    protocol_field<&C::simple, &P::bandwidth_factor>(
+        "simple_bandwidth_factor", "share of the link rate Simple's payload gets", "NCCL: Simple moves payload only"),
+    protocol_field<&C::simple, &P::latency_factor>("simple_latency_factor", "Simple's per-step latency factor",
+                                                   "the reference of the other two"),
+    field<kM, &MemoryTuning::runtime_reserved>("memory", "runtime_reserved", TunableKind::Bytes, {0, 1e13},
+                                               "resident before the first step: CUDA context, NCCL communicator "
+                                               "buffers, cuBLAS workspaces",
+                                               "assumed"),
+};
+
+}  // namespace
+
+std::span<const TunableField> tunable_fields() {
+  return kFields;
+}
+
+const TunableField* find_tunable(std::string_view section, std::string_view key) {
+  for (const auto& f : kFields)
+    if (f.section == section && f.key == key) return &f;
+  return nullptr;
+}
+
+void TunableValues::apply(Tunables& tunables) const {
+  for (const auto& [f, v] : values) f->set(tunables, v);
+}
+
+void TunableValues::set(std::string_view section, std::string_view key, double value) {
+  const auto* f = find_tunable(section, key);
+  SIM_ASSERT(f != nullptr, "no tunable {}.{}", section, key);
+  for (auto& [field, v] : values)
+    if (field == f) {
+      v = value;
+      return;
+    }
+  values.emplace_back(f, value);
+  std::sort(values.begin(), values.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
+bool TunableValues::sets(std::string_view section, std::string_view key) const {
+  return std::any_of(values.begin(), values.end(),
+                     [&](const auto& v) { return v.first->section == section && v.first->key == key; });
+}
+
+bool TunableValues::sets_kernel_efficiency() const {
+  return std::any_of(values.begin(), values.end(), [](const auto& v) { return v.first->kernel_efficiency; });
+}
+
+TunableValues read_tunables(Reader& r, std::string_view section) {
+  TunableValues out;
+  for (const auto& f : kFields) {
+    if (f.section != section || !r.has(f.key)) continue;
+    double v = 0;
+    switch (f.kind) {
+      case TunableKind::Share:
+      case TunableKind::Number:
+        v = r.number(f.key, f.range);
+        break;
+      case TunableKind::Integer:
+        v = static_cast<double>(
+            r.integer(f.key, {static_cast<std::int64_t>(f.range.min), static_cast<std::int64_t>(f.range.max)}));
+        break;
+      case TunableKind::Duration:
+        v = r.duration(f.key, f.range).seconds();
+        break;
+      case TunableKind::Bandwidth:
+        v = r.bandwidth(f.key, f.range).bytes_per_s;
+        break;
+      case TunableKind::Bytes:
+        v = r.bytes(f.key, f.range).as_double();
+        break;
+    }
+    out.values.emplace_back(&f, v);
+  }
+  return out;
+}
+
+nlohmann::ordered_json tunables_json(const TunableValues& values, std::string_view section) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [f, v] : values.values) {
+    if (f->section != section) continue;
+    if (f->kind == TunableKind::Integer || f->kind == TunableKind::Bytes)
+      out[std::string(f->key)] = static_cast<std::int64_t>(std::llround(v));
+    else
+      out[std::string(f->key)] = v;
+  }
+  return out;
+}
+
+std::string_view tunable_unit(TunableKind kind) {
+  switch (kind) {
+    case TunableKind::Duration:
+      return "s";
+    case TunableKind::Bandwidth:
+      return "B/s";
+    case TunableKind::Bytes:
+      return "B";
+    case TunableKind::Share:
+    case TunableKind::Number:
+    case TunableKind::Integer:
+      return "";
+  }
+  return "";
+}
+
+}  // namespace trainsim::spec
