@@ -78,8 +78,7 @@ void DataParallel::build_buckets(int stage) {
 }
 
 TaskList DataParallel::gather(int stage, const UnitParams& p, std::string_view name) {
-  const auto w = spec::dtype_bytes(ctx_.job().workload.training.dtype == spec::Dtype::Fp32 ? spec::Dtype::Fp32
-                                                                                           : spec::Dtype::Bf16);
+  const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
   TaskList last;
   if (p.dense > 0)
     last = ctx_.collective(stage, name, CollectiveKind::AllGather, Bytes::from_double(p.dense * w), dense_dims_,
@@ -91,8 +90,7 @@ TaskList DataParallel::gather(int stage, const UnitParams& p, std::string_view n
 }
 
 void DataParallel::reduce(int stage, const UnitParams& p, bool scatter, std::string_view name) {
-  const auto g = spec::dtype_bytes(ctx_.job().workload.training.dtype == spec::Dtype::Fp32 ? spec::Dtype::Fp32
-                                                                                           : spec::Dtype::Bf16);
+  const auto g = model::weight_bytes(ctx_.job().workload.training.dtype);
   const auto kind = scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
   auto& st = stages_[static_cast<std::size_t>(stage)];
   if (p.dense > 0)
@@ -130,7 +128,7 @@ void DataParallel::before_pass(int stage, int chunk, int unit, int microbatch, b
     const auto key = std::make_tuple(u, microbatch, forward);
     const auto g = gather(stage, unit_params(stage, u), fmt::format("zero3 gather {}{}", forward ? "F" : "B", u));
     const auto p = unit_params(stage, u);
-    const auto w = spec::dtype_bytes(spec::Dtype::Bf16);
+    const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
     ctx_.memory(stage, g, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
     st.gathered[key] = g;
   };
@@ -149,7 +147,8 @@ void DataParallel::before_pass(int stage, int chunk, int unit, int microbatch, b
 void DataParallel::after_pass(int stage, int unit, bool /*forward*/, const TaskList& last) {
   if (zero_ != 3) return;
   const auto p = unit_params(stage, unit);
-  ctx_.memory(stage, last, -static_cast<std::int64_t>((p.dense + p.expert) * 2), MemoryKind::Buffers, true);
+  const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
+  ctx_.memory(stage, last, -static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, true);
 }
 
 void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatch, const TaskList& last) {
@@ -158,9 +157,10 @@ void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatc
   if (zero_ >= 2) {
     // every micro-batch: the unit's full gradients exist until their reduce-scatter ends
     const auto p = unit_params(stage, unit);
-    ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * 2), MemoryKind::Buffers, true);
+    const auto g = model::weight_bytes(ctx_.job().workload.training.dtype);
+    ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers, true);
     reduce(stage, p, true, fmt::format("grad reduce-scatter {}", unit));
-    ctx_.memory(stage, st.reductions.back(), -static_cast<std::int64_t>((p.dense + p.expert) * 2), MemoryKind::Buffers,
+    ctx_.memory(stage, st.reductions.back(), -static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers,
                 true);
     return;
   }
@@ -182,7 +182,8 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
     ctx_.wait(0, StreamKind::DpComm, last_compute.front());
     ctx_.wait(pp - 1, StreamKind::DpComm, last_compute.back());
     TaskList on_last;
-    const auto first = ctx_.collective_between(0, pp - 1, "tied embedding all-reduce", Bytes::from_double(params * 2),
+    const auto first = ctx_.collective_between(0, pp - 1, "tied embedding all-reduce",
+                                               Bytes::from_double(params * model::weight_bytes(job.workload.training.dtype)),
                                                StreamKind::DpComm, on_last);
     stages_.front().reductions.push_back(first);
     stages_.back().reductions.push_back(on_last);

@@ -38,8 +38,7 @@ class Driver {
     const auto& shape = ctx.shape();
     // Megatron sends 1/tp of the activations per tp rank (already sharded under SP; with the
     // scatter-gather optimisation otherwise, all-gathered over NVLink on arrival).
-    const double act = static_cast<double>(shape.micro_batch * (shape.seq_len / shape.cp)) *
-                       static_cast<double>(ctx.job().workload.model.hidden) * 2.0;
+    const double act = model::hidden_state_bytes(ctx.job().workload.model, shape);
     boundary_ = Bytes::from_double(act / shape.tp);
     gather_after_recv_ = shape.tp > 1 && !shape.sp;
     full_activation_ = Bytes::from_double(act);

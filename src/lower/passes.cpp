@@ -186,8 +186,7 @@ void Passes::unit_forward(Writer& w, int unit, Category category) {
   const auto& job = ctx_.job();
   const auto& s = ctx_.shape();
   const bool tp = s.tp > 1;
-  const Bytes act = Bytes::from_double(static_cast<double>(s.micro_batch * (s.seq_len / s.cp)) *
-                                       static_cast<double>(job.workload.model.hidden) * 2.0);
+  const Bytes act = Bytes::from_double(model::hidden_state_bytes(job.workload.model, s));
   const auto tp_out = s.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
   const std::vector<Pass> fwd{Pass::Forward};
   if (unit == kEmbeddingUnit) {
@@ -256,8 +255,7 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
   const auto& job = ctx_.job();
   const auto& s = ctx_.shape();
   const bool tp = s.tp > 1;
-  const Bytes act = Bytes::from_double(static_cast<double>(s.micro_batch * (s.seq_len / s.cp)) *
-                                       static_cast<double>(job.workload.model.hidden) * 2.0);
+  const Bytes act = Bytes::from_double(model::hidden_state_bytes(job.workload.model, s));
   // backward of a column-parallel input: all-reduce (SP: reduce-scatter); of an SP reduce-scatter: all-gather
   const auto tp_in = s.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
   const std::vector<Pass> bwd =
@@ -380,7 +378,7 @@ Bytes Passes::kv_gather_bytes() const {
   const auto& m = ctx_.job().workload.model;
   const auto& s = ctx_.shape();
   const double kv_local = std::max(1.0, static_cast<double>(m.kv_heads) / s.tp) * static_cast<double>(m.head_dim);
-  return Bytes::from_double(2.0 * kv_local * static_cast<double>(s.micro_batch * s.seq_len) * 2.0);
+  return Bytes::from_double(2.0 * kv_local * static_cast<double>(s.micro_batch * s.seq_len) * s.activation_bytes);
 }
 
 Bytes Passes::all_to_all_bytes() const {
@@ -388,7 +386,8 @@ Bytes Passes::all_to_all_bytes() const {
   const auto& m = ctx_.job().workload.model;
   const auto& s = ctx_.shape();
   const double tokens = static_cast<double>(s.micro_batch * (s.seq_len / s.cp));
-  return Bytes::from_double(tokens * m.moe->top_k * m.moe->capacity_factor * static_cast<double>(m.hidden) * 2.0);
+  return Bytes::from_double(tokens * m.moe->top_k * m.moe->capacity_factor * static_cast<double>(m.hidden) *
+                            s.activation_bytes);
 }
 
 TaskList Passes::forward(int stage, int chunk, int microbatch) {

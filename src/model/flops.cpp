@@ -12,7 +12,7 @@ LayerShape gpu_layer_shape(const spec::Job& job) {
                     .cp = s.cp,
                     .ep = s.ep,
                     .sp = s.sp && s.tp > 1,
-                    .activation_bytes = job.workload.training.dtype == spec::Dtype::Fp32 ? 4 : 2};
+                    .activation_bytes = activation_bytes(job.workload.training.dtype)};
 }
 
 StepFlops step_flops(const spec::Job& job) {

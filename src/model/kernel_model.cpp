@@ -53,7 +53,7 @@ double gemm_seconds(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t
   if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0;
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * count;
   const double compute = flops / (peak(ctx) * gemm_efficiency(m, n, k, count, ctx.device->sms, ctx.tuning));
-  const double e = spec::dtype_bytes(ctx.dtype == spec::Dtype::Fp8 ? spec::Dtype::Bf16 : ctx.dtype);
+  const double e = activation_bytes(ctx.dtype);
   const double outputs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(count);
   const double bytes =
       e * count * (static_cast<double>(m) * static_cast<double>(k) + static_cast<double>(k) * static_cast<double>(n)) +
@@ -73,7 +73,7 @@ double elementwise_seconds(double bytes, const KernelContext& ctx) {
 double unfused_attention_seconds(const AttentionCore& a, Pass pass, const KernelContext& ctx, bool dropout) {
   const std::int64_t batch = a.batch * a.heads;
   const double scores = static_cast<double>(batch) * static_cast<double>(a.q_len) * static_cast<double>(a.kv_len);
-  const double e = 2;
+  const double e = activation_bytes(ctx.dtype);
   const double softmax = (pass == Pass::Forward ? 2 * e : 3 * e) * scores;
   const double drop = dropout ? (2 * e + 1) * scores : 0;
   if (pass == Pass::Forward)

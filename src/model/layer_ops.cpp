@@ -120,6 +120,19 @@ void add_moe_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, 
 
 }  // namespace
 
+int activation_bytes(spec::Dtype dtype) {
+  return dtype == spec::Dtype::Fp32 ? 4 : 2;
+}
+
+int weight_bytes(spec::Dtype dtype) {
+  return dtype == spec::Dtype::Fp32 ? 4 : 2;
+}
+
+double hidden_state_bytes(const ModelSpec& model, const LayerShape& shape) {
+  return static_cast<double>(shape.micro_batch * (shape.seq_len / shape.cp)) * static_cast<double>(model.hidden) *
+         shape.activation_bytes;
+}
+
 OpClass op_class(const OpShape& shape) {
   return std::visit(
       [](const auto& s) {

@@ -55,6 +55,12 @@ struct Op {
   friend bool operator==(const Op&, const Op&) = default;
 };
 
+// Bytes per activation element of a training dtype: fp32 jobs keep fp32 activations; bf16, fp16
+// and fp8 jobs bf16/fp16 ones (FP8 casts only the GEMM inputs).
+int activation_bytes(spec::Dtype dtype);
+// Bytes per element of the weights and gradients the training copy keeps (fp32: 4, else 2).
+int weight_bytes(spec::Dtype dtype);
+
 // What one GPU runs for one micro-batch.
 struct LayerShape {
   std::int64_t micro_batch = 1;  // sequences
@@ -65,6 +71,10 @@ struct LayerShape {
   bool sp = false;
   int activation_bytes = 2;  // bytes per activation element (bf16/fp16: 2)
 };
+
+// Bytes of one hidden-state tensor of the micro-batch on this cp rank (b·s/cp·h elements): what a
+// TP collective of the layer, or a pipeline stage boundary, carries.
+double hidden_state_bytes(const spec::ModelSpec& model, const LayerShape& shape);
 
 // The kernels of one transformer layer (dense MLP or MoE block).
 std::vector<Op> layer_ops(const spec::ModelSpec& model, const LayerShape& shape, bool moe);

@@ -13,7 +13,7 @@ inline spec::ClusterSpec fat_tree_cluster(int nodes, int leaf_radix, bool rail_o
       {"name", "test-fat-tree"},
       {"device",
        {{"name", "A100"},
-        {"peak_flops", {{"bf16", "312 TFLOP/s"}}},
+        {"peak_flops", {{"bf16", "312 TFLOP/s"}, {"fp32", "19.5 TFLOP/s"}}},
         {"memory", "80 GiB"},
         {"memory_bandwidth", "2039 GB/s"},
         {"sms", 108}}},

@@ -130,3 +130,26 @@ TEST_CASE("expert and context parallelism put their traffic on their own streams
     cp_busy = cp_busy || (category == "cp" && seconds > 0);
   CHECK(cp_busy);
 }
+
+TEST_CASE("fp32 training moves fp32 activations and gradients: twice the bytes of bf16") {
+  auto fp32 = test::tiny_gpt();
+  fp32.training.dtype = spec::Dtype::Fp32;
+  const auto bytes = [](const driver::RunReport& r, lower::Category category) {
+    const auto& g = r.step->lowered.graph;
+    double total = 0;
+    for (std::uint32_t t = 0; t < g.num_tasks(); ++t) {
+      const auto& task = g.task(sim::TaskId{t});
+      if (task.category != static_cast<std::uint16_t>(category)) continue;
+      if (const auto* c = std::get_if<sim::CommWork>(&task.work)) total += static_cast<double>(c->bytes);
+    }
+    return total;
+  };
+  const auto half = simulate(tiny_job("tp=2,pp=2,gpus=16"));
+  const auto full = simulate(tiny_job("tp=2,pp=2,gpus=16", 2, fp32));
+  for (const auto category : {lower::Category::TpComm, lower::Category::PpComm, lower::Category::DpComm}) {
+    CAPTURE(static_cast<int>(category));
+    REQUIRE(bytes(half, category) > 0);
+    // the gradient-norm all-reduce (8 bytes) is the same in both
+    CHECK(bytes(full, category) == doctest::Approx(2 * bytes(half, category)).epsilon(1e-4));
+  }
+}
