@@ -149,7 +149,7 @@ case('strategy-unknown-cp-comm', f'{RUN} tp=8,cp=2,gpus=16,cp_comm=rings', 2,
 case('cli-missing-workload', f'run -t {T} -s tp=8', 2,
      'error: command line: --workload is required')
 case('cli-unknown-subcommand', 'fly', 2,
-     'error: command line: unknown command "fly"; expected one of: run, collective, sweep, trace, replay, calibrate, regress')
+     'error: command line: unknown command "fly"; expected one of: run, collective, sweep, trace, replay, calibrate, regress, tunables')
 case('cli-bad-format', f'{RUN} tp=8 --format xml', 2,
      'error: command line: --format: xml not in {table,json,csv}')
 case('does-not-fit', f'{RUN} tp=1,gpus=8', 1,

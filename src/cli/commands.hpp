@@ -16,6 +16,7 @@ enum ExitCode : int { kOk = 0, kDoesNotFit = 1, kBadInput = 2, kInternalError = 
 void add_run_command(CLI::App& app, Action& action);
 void add_collective_command(CLI::App& app, Action& action);
 void add_regress_command(CLI::App& app, Action& action);
+void add_tunables_command(CLI::App& app, Action& action);
 void add_sweep_command(CLI::App& app, Action& action);
 // trace summary, replay, calibrate
 void add_trace_commands(CLI::App& app, Action& action);

@@ -29,7 +29,7 @@ int run(const RunOptions& o) {
   driver::RunOptions options;
   options.simulate = !o.analytic;
   options.full = o.full;
-  if (!o.calibration.empty()) options.calibrate(spec::load_calibration_spec(o.calibration));
+  if (!o.calibration.empty()) options.calibration = spec::load_calibration_spec(o.calibration);
   const auto report = driver::build_run_report(job, options);
   if (!o.timeline.empty() && report.step)
     report::write_perfetto(report.step->lowered, report.step->timeline, o.timeline);

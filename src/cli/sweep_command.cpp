@@ -89,7 +89,7 @@ int run_sweep(const SweepCommandOptions& o) {
   options.threads = o.threads;
   if (!o.shard.empty()) std::tie(options.shard, options.shards) = parse_shard(o.shard);
   options.exhaustive = o.exhaustive;
-  if (!o.calibration.empty()) options.run.calibrate(spec::load_calibration_spec(o.calibration));
+  if (!o.calibration.empty()) options.run.calibration = spec::load_calibration_spec(o.calibration);
   Progress progress(!o.quiet);
   options.progress = [&](std::size_t done, std::size_t at_most) { progress.update(done, at_most); };
   const auto result = search::sweep(cluster, workload, spec::Sources{o.topology, o.workload, "--fix"}, options);

@@ -12,9 +12,9 @@
 namespace trainsim::driver {
 namespace {
 
-void simulate(RunReport& r, const spec::Job& job, const RunOptions& options, cost::CostModel& costs) {
+void simulate(RunReport& r, const spec::Job& job, const lower::LoweringOptions& lowering, cost::CostModel& costs) {
   auto step = std::make_shared<SimulatedStep>();
-  step->lowered = lower::lower(job, costs, options.lowering());
+  step->lowered = lower::lower(job, costs, lowering);
   step->timeline = sim::run(step->lowered.graph);
   r.simulation = summarize(step->lowered, step->timeline);
   r.step = std::move(step);
@@ -24,13 +24,15 @@ void simulate(RunReport& r, const spec::Job& job, const RunOptions& options, cos
 
 RunReport build_run_report(const spec::Job& job, const RunOptions& options) {
   if (!options.simulate) return build_run_report(job, options, nullptr);
-  const ClusterModel cluster(job.cluster, options.tunables.collectives);
+  const ClusterModel cluster(job.cluster, options.tunables(job.cluster).values.collectives);
   const auto costs = cluster.cost_model();
   return build_run_report(job, options, costs.get());
 }
 
 RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost::CostModel* costs) {
   SIM_ASSERT(!options.simulate || costs != nullptr, "a simulated report needs a cost model");
+  const auto tuned = options.tunables(job.cluster);
+  const auto& tunables = tuned.values;
   RunReport r;
   r.job = &job;
   const auto& m = job.workload.model;
@@ -39,9 +41,9 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
   r.flops = model::step_flops(job);
   r.megatron_formula_flops =
       model::megatron_formula_flops(job.workload, job.strategy.recompute == spec::Recompute::Full);
-  r.memory = model::estimate_memory(job, options.tunables.memory);
+  r.memory = model::estimate_memory(job, tunables.memory);
   r.device_memory = job.cluster.device.memory;
-  r.runtime_reserved = options.tunables.memory.runtime_reserved;
+  r.runtime_reserved = tunables.memory.runtime_reserved;
   r.warnings = job.warnings;
   r.peak_memory = r.memory.peak().bytes.total().count;
   if (r.peak_memory >= Bytes::kSaturated)
@@ -54,7 +56,7 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
                       fmt::format("{} micro-batches per pipeline per step (global_batch / (dp·mb)) are more than "
                                   "a simulation takes ({}); raise mb or dp, or use --analytic",
                                   job.micro_batches, kMaxSimulatedMicroBatches));
-    simulate(r, job, options, *costs);
+    simulate(r, job, options.lowering(tunables), *costs);
     const auto& s = *r.simulation;
     r.peak_memory = s.peak_memory;
     const double tokens =
@@ -65,8 +67,8 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
     r.tokens_per_s = tokens / s.step_time_s;
     r.tflops_per_gpu = counted / s.step_time_s / gpus / 1e12;
     r.mfu = r.flops.model / s.step_time_s / gpus / peak;
-    const auto& fitted_on = options.tunables.kernels.fitted_on;
-    if (!options.calibrated_kernels && job.cluster.device.name.find(fitted_on) == std::string::npos)
+    const auto& fitted_on = tunables.kernels.fitted_on;
+    if (!tuned.calibrated_kernels && job.cluster.device.name.find(fitted_on) == std::string::npos)
       r.warnings.push_back(fmt::format(
           "kernel efficiencies were fitted to {} step times; on {} they are not validated by any measurement "
           "(calibrate them from a profiler trace: trainsim calibrate)",
@@ -81,12 +83,11 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
   return r;
 }
 
-void RunOptions::calibrate(const spec::CalibrationSpec& calibration) {
-  calibration.apply(tunables);
-  calibrated_kernels = calibrated_kernels || calibration.values.sets_kernel_efficiency();
+ResolvedTunables RunOptions::tunables(const spec::ClusterSpec& cluster) const {
+  return resolve_tunables(cluster, calibration ? &*calibration : nullptr, &overrides);
 }
 
-lower::LoweringOptions RunOptions::lowering() const {
+lower::LoweringOptions RunOptions::lowering(const spec::Tunables& tunables) const {
   return {.full = full, .kernel = tunables.kernels, .memory = tunables.memory, .min_bucket_params = min_bucket_params};
 }
 

@@ -66,7 +66,7 @@ ordered_json run_case(const json& run, const fs::path& root, const std::string& 
   options.simulate = !run.value("analytic", false);
   if (run.contains("calibration")) {
     std::string cal_source;
-    options.calibrate(spec::read_calibration_spec(
+    options.calibration = (spec::read_calibration_spec(
         input_json(run.at("calibration"), root, cal_source, case_source + " /run/calibration"), cal_source));
   }
   return to_json(driver::build_run_report(job, options));

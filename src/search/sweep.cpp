@@ -81,7 +81,8 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
   }
   job.strategy.dp = job.dp;  // the plan names its data-parallel degree rather than the device count
   job.strategy.gpus.reset();
-  const auto memory = model::estimate_memory(job, options.run.tunables.memory);
+  const auto tunables = options.run.tunables(cluster).values;
+  const auto memory = model::estimate_memory(job, tunables.memory);
   const auto& peak = memory.peak().bytes;
   const auto device = job.cluster.device.memory;
   if (peak.total() > device) {
@@ -99,7 +100,7 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
     out.job.reset();
     return out;
   }
-  const double bound = lower::step_time_lower_bound(job, costs, options.run.lowering()).seconds();
+  const double bound = lower::step_time_lower_bound(job, costs, options.run.lowering(tunables)).seconds();
   out.bound = objective_of(options.objective, bound, job.gpus, workload);
   return out;
 }
@@ -312,7 +313,7 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
 
   const auto mine = shard_of(all.size(), options);
   result.enumerated = static_cast<std::int64_t>(mine.size());
-  CostModelPool pool(cluster, options.run.tunables.collectives);
+  CostModelPool pool(cluster, options.run.tunables(cluster).values.collectives);
   std::vector<Screened> screened;
   const auto order = screen_all(all, mine, cluster, workload, sources, options, pool, screened, result);
   result.top = simulate_rounds(order, mine, screened, workload, options, pool, result.stats);

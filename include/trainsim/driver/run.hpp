@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "trainsim/driver/simulation.hpp"
+#include "trainsim/driver/tunables.hpp"
 #include "trainsim/lower/lowering.hpp"
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/layer_ops.hpp"
@@ -30,14 +31,14 @@ inline constexpr std::int64_t kMaxSimulatedMicroBatches = std::int64_t{1} << 20;
 struct RunOptions {
   bool simulate = true;  // false: the analytic figures only
   bool full = false;     // simulate every rank instead of one per pipeline stage
-  spec::Tunables tunables;
-  bool calibrated_kernels = false;  // a calibration file set kernel efficiencies
+  // The tunables are the defaults, then the device's, then this calibration's, then `overrides`.
+  std::optional<spec::CalibrationSpec> calibration;
+  spec::TunableValues overrides;
   // Megatron-LM's data-parallel bucket: max(40M, 1M · dp) parameters.
   double min_bucket_params = 40e6;
 
-  // Overrides the tunables with a calibration file's values.
-  void calibrate(const spec::CalibrationSpec& calibration);
-  lower::LoweringOptions lowering() const;
+  ResolvedTunables tunables(const spec::ClusterSpec& cluster) const;
+  lower::LoweringOptions lowering(const spec::Tunables& tunables) const;
 };
 
 // The simulated step kept for timelines and tests.
@@ -69,7 +70,7 @@ struct RunReport {
 // Builds the job's cluster model (topology, algorithms, the options' collective tuning) when it
 // simulates.
 RunReport build_run_report(const spec::Job& job, const RunOptions& options = {});
-// The same on a cost model made for the job's cluster with `options.tunables.collectives` (a sweep
+// The same on a cost model made for the job's cluster with the options' collective tuning (a sweep
 // simulates many jobs on one topology); may be null when `options.simulate` is false.
 RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost::CostModel* costs);
 

@@ -45,8 +45,8 @@ spec::Job toy(const std::string& strategy, std::int64_t batch = 64, bool gemm_he
 
 driver::RunOptions free_communication() {
   driver::RunOptions o;
-  o.tunables.collectives.launch = Duration::zero();
-  o.tunables.kernels.kernel_gap = Duration::zero();
+  o.overrides.set("collectives", "launch", 0);
+  o.overrides.set("kernels", "kernel_gap", 0);
   return o;
 }
 

@@ -25,7 +25,7 @@ TEST_CASE("a device the kernel efficiencies were not fitted on is flagged until 
   CHECK_FALSE(mentions(driver::build_run_report(a100, options).warnings, "not validated"));
   spec::CalibrationSpec calibration;
   calibration.values.set("kernels", "sustained_fraction", 0.8);
-  options.calibrate(calibration);
+  options.calibration = calibration;
   CHECK_FALSE(mentions(driver::build_run_report(h100, options).warnings, "not validated"));
   // the analytic report makes no time prediction to warn about
   driver::RunOptions analytic;
@@ -39,7 +39,7 @@ TEST_CASE("a fitted collective used outside its measured sizes is flagged") {
   calibration.fits.push_back(
       {"all_reduce", 16, microseconds(50), Bandwidth{100e9}, 10, Bytes{1 << 20}, Bytes{1 << 22}});
   driver::RunOptions options;
-  options.calibrate(calibration);
+  options.calibration = calibration;
   // data-parallel gradients of 7.5B parameters are far beyond 4 MiB
   CHECK(mentions(driver::build_run_report(job, options).warnings, "extrapolated"));
 }

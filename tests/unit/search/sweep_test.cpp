@@ -66,7 +66,7 @@ TEST_CASE("the compute bound never exceeds the simulated step") {
     const auto job = spec::resolve_job(
         cluster, c.workload, spec::read_strategy_spec(spec::parse_inline_strategy(c.strategy, "s"), "s"), kSources);
     const driver::RunOptions run;
-    const double bound = lower::step_time_lower_bound(job, costs, run.lowering()).seconds();
+    const double bound = lower::step_time_lower_bound(job, costs, run.lowering(run.tunables(cluster).values)).seconds();
     const auto report = driver::build_run_report(job, run, &costs);
     CHECK(bound <= report.simulation->step_time_s);
     // and it is a useful bound, not zero: compute is most of these steps
