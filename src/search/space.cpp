@@ -10,146 +10,215 @@ namespace {
 using spec::Recompute;
 using spec::Schedule;
 
+// How far each dimension of the space reaches. Each limit keeps the space to what a practitioner
+// would try; a pinned key (--fix) overrides its dimension entirely.
+struct SearchLimits {
+  // tp stays inside two nodes (NVLink domains) or 16, whichever is larger: beyond, TP traffic
+  // crosses the network on every layer (Megatron-LM's guidance: TP within a node).
+  std::int64_t min_tp_cap = 16;
+  // cp degrees tried, while a rank keeps at least this many tokens (Llama 3 ran 16 ranks at 128K
+  // tokens: 8,192 each; below 4,096 the K/V exchange outweighs the attention it splits).
+  int max_cp = 64;
+  std::int64_t min_tokens_per_cp_rank = 4096;
+  // virtual stages per device: Megatron-LM's examples use 2–8 chunks.
+  int max_vpp = 8;
+  // micro-batch sizes, in sequences: beyond 16 activations dominate memory for any LLM.
+  std::int64_t max_mb = 16;
+  // degrees are enumerated as powers of two up to this (the job rules reject larger ones anyway)
+  std::int64_t max_degree = 1 << 20;
+};
+constexpr SearchLimits kLimits{};
+
 std::vector<int> powers_of_two_up_to(std::int64_t limit) {
   std::vector<int> out;
-  for (std::int64_t v = 1; v <= limit && v <= (1 << 20); v *= 2) out.push_back(static_cast<int>(v));
+  for (std::int64_t v = 1; v <= limit && v <= kLimits.max_degree; v *= 2) out.push_back(static_cast<int>(v));
   return out;
 }
 
-// A dimension's values: the pinned one, or the space's.
-template <typename T>
-std::vector<T> values(const std::set<std::string>& pinned, const char* key, T pinned_value, std::vector<T> space) {
-  if (pinned.contains(key)) return {pinned_value};
-  return space;
-}
-
-struct ScheduleChoice {
-  Schedule schedule;
-  int vpp;
+// The keys the user pinned, and their values.
+struct Pins {
+  spec::StrategySpec fixed;
+  std::set<std::string> keys;
+  bool has(const char* key) const { return keys.contains(key); }
+  // A dimension's values: the pinned one, or the space's.
+  template <typename T>
+  std::vector<T> values(const char* key, T pinned_value, std::vector<T> space) const {
+    if (has(key)) return {pinned_value};
+    return space;
+  }
 };
 
-}  // namespace
+// Tensor, sequence, context and expert parallelism: how a layer is split.
+struct LayerSplit {
+  int tp = 1;
+  bool sp = false;
+  int cp = 1;
+  spec::CpComm cp_comm = spec::CpComm::AllGather;
+  int ep = 1;
+  bool ep_overlap = false;
+};
 
-std::vector<Candidate> enumerate_space(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload,
-                                       const SweepOptions& options) {
-  const auto fixed = spec::read_strategy_spec(options.fixed, options.fixed_source);
-  std::set<std::string> pinned;
-  for (const auto& [key, value] : options.fixed.items()) pinned.insert(key);
-  const auto& m = workload.model;
-  const auto& t = workload.training;
+// Pipeline parallelism: stages, the outer stages' layers, the schedule.
+struct PipelineSplit {
+  int pp = 1;
+  std::optional<int> first_stage_layers;
+  std::optional<int> last_stage_layers;
+  Schedule schedule = Schedule::OneFOneB;
+  int vpp = 1;
+};
 
-  std::vector<std::int64_t> gpus = options.gpus;
-  if (gpus.empty()) gpus.push_back(fixed.gpus.value_or(cluster.num_devices()));
+// Data parallelism and memory: ZeRO stage, micro-batch, recomputation.
+struct DataChoice {
+  int zero = 0;
+  std::int64_t mb = 1;
+  Recompute recompute = Recompute::None;
+};
 
-  const std::int64_t tp_limit = std::min<std::int64_t>(m.heads, std::max<std::int64_t>(16, 2 * cluster.node.devices));
+std::vector<LayerSplit> layer_splits(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& w, const Pins& p) {
+  const auto& m = w.model;
+  const auto& f = p.fixed;
+  const std::int64_t tp_cap =
+      std::min<std::int64_t>(m.heads, std::max<std::int64_t>(kLimits.min_tp_cap, 2 * cluster.node.devices));
   std::vector<int> cps;
-  for (const int c : powers_of_two_up_to(64))
-    if (c == 1 || t.seq_len / c >= 4096) cps.push_back(c);
+  for (const int c : powers_of_two_up_to(kLimits.max_cp))
+    if (c == 1 || w.training.seq_len / c >= kLimits.min_tokens_per_cp_rank) cps.push_back(c);
   std::vector<int> eps{1};
   if (m.moe) {
     eps.clear();
     for (const int e : powers_of_two_up_to(m.moe->experts))
       if (m.moe->experts % e == 0) eps.push_back(e);
   }
-  // Flash attention never stores the attention scores, which is all selective recomputation saves.
-  const std::vector<Recompute> recomputes =
-      values<Recompute>(pinned, "recompute", fixed.recompute,
-                        fixed.attention == spec::AttentionImpl::Flash
-                            ? std::vector<Recompute>{Recompute::None, Recompute::Full}
-                            : std::vector<Recompute>{Recompute::None, Recompute::Selective, Recompute::Full});
+  std::vector<LayerSplit> out;
+  for (const int tp : p.values("tp", f.tp, powers_of_two_up_to(tp_cap)))
+    for (const bool sp : p.values("sp", f.sp, tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}))
+      for (const int cp : p.values("cp", f.cp, cps))
+        for (const auto cp_comm :
+             p.values("cp_comm", f.cp_comm,
+                      cp > 1 ? std::vector<spec::CpComm>{spec::CpComm::AllGather, spec::CpComm::Ring}
+                             : std::vector<spec::CpComm>{spec::CpComm::AllGather}))
+          for (const int ep : p.values("ep", f.ep, eps)) {
+            const bool can_overlap = ep > 1 && m.moe && m.moe->shared_experts > 0;
+            for (const bool overlap : p.values("ep_overlap", f.ep_overlap,
+                                               can_overlap ? std::vector<bool>{false, true} : std::vector<bool>{false}))
+              out.push_back({tp, sp, cp, cp_comm, ep, overlap});
+          }
+  return out;
+}
 
+// Stage layers: even, or the remainder split between the outer stages (which carry the embedding
+// and the head), as Llama 3 405B does. False when the layers cannot be split that way.
+bool split_layers(int layers, int pp, PipelineSplit& split) {
+  if (layers % pp == 0 || split.first_stage_layers || split.last_stage_layers) return true;
+  const int inner = (layers + pp - 1) / pp;
+  const int rest = layers - (pp - 2) * inner;
+  if (pp <= 2 || rest < 2) return false;
+  split.first_stage_layers = rest / 2;
+  split.last_stage_layers = rest - rest / 2;
+  return true;
+}
+
+std::vector<PipelineSplit> pipeline_splits(const spec::WorkloadSpec& w, std::int64_t replicas, const Pins& p) {
+  const int layers = w.model.layers;
+  const auto& f = p.fixed;
+  std::vector<int> pps;
+  for (std::int64_t d = 1; d <= replicas && d <= layers; ++d)
+    if (replicas % d == 0) pps.push_back(static_cast<int>(d));
+  std::vector<PipelineSplit> out;
+  for (const int pp : p.values("pp", f.pp, pps)) {
+    if (replicas % pp != 0) continue;
+    PipelineSplit base{.pp = pp, .first_stage_layers = f.first_stage_layers, .last_stage_layers = f.last_stage_layers};
+    if (!split_layers(layers, pp, base) && !p.has("pp")) continue;  // no split of the layers: not a strategy
+    std::vector<std::pair<Schedule, int>> schedules{{Schedule::OneFOneB, 1}};
+    if (pp > 1) {
+      schedules.emplace_back(Schedule::ZbH1, 1);
+      if (layers % pp == 0)
+        for (int v = 2; v <= kLimits.max_vpp; ++v)
+          if ((layers / pp) % v == 0) schedules.emplace_back(Schedule::Interleaved, v);
+    }
+    if (p.has("schedule") || p.has("vpp")) {
+      std::erase_if(schedules, [&](const auto& c) {
+        return (p.has("schedule") && c.first != f.schedule) || (p.has("vpp") && c.second != f.vpp);
+      });
+      if (schedules.empty()) schedules.emplace_back(f.schedule, f.vpp);
+    }
+    for (const auto& [schedule, vpp] : schedules) {
+      auto split = base;
+      split.schedule = schedule;
+      split.vpp = vpp;
+      out.push_back(split);
+    }
+  }
+  return out;
+}
+
+std::vector<DataChoice> data_choices(const spec::WorkloadSpec& w, std::int64_t dp, const PipelineSplit& pipe,
+                                     const Pins& p) {
+  const auto& f = p.fixed;
+  const auto batch = w.training.global_batch;
+  std::vector<std::int64_t> mbs;
+  for (std::int64_t b = 1; b <= kLimits.max_mb; b *= 2)
+    if (batch % (dp * b) == 0) mbs.push_back(b);
+  if (mbs.empty()) mbs.push_back(1);  // rejected by the job rules, reported as such
+  // Flash attention never stores the attention scores, which is all selective recomputation saves.
+  const auto recomputes =
+      p.values<Recompute>("recompute", f.recompute,
+                          f.attention == spec::AttentionImpl::Flash
+                              ? std::vector<Recompute>{Recompute::None, Recompute::Full}
+                              : std::vector<Recompute>{Recompute::None, Recompute::Selective, Recompute::Full});
+  std::vector<DataChoice> out;
+  for (const int zero : p.values("zero", f.zero, dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0}))
+    for (const auto mb : p.values("mb", f.mb, mbs)) {
+      // Megatron-LM interleaves micro-batches in groups of pp
+      if (pipe.schedule == Schedule::Interleaved && !p.has("schedule") && !p.has("vpp") &&
+          (batch / (dp * mb)) % pipe.pp != 0)
+        continue;
+      for (const auto recompute : recomputes) out.push_back({zero, mb, recompute});
+    }
+  return out;
+}
+
+spec::StrategySpec compose(spec::StrategySpec s, const LayerSplit& l, const PipelineSplit& pipe, const DataChoice& d,
+                           std::int64_t gpus) {
+  s.tp = l.tp;
+  s.sp = l.sp;
+  s.cp = l.cp;
+  s.cp_comm = l.cp_comm;
+  s.ep = l.ep;
+  s.ep_overlap = l.ep_overlap;
+  s.pp = pipe.pp;
+  s.schedule = pipe.schedule;
+  s.vpp = pipe.vpp;
+  s.first_stage_layers = pipe.first_stage_layers;
+  s.last_stage_layers = pipe.last_stage_layers;
+  s.zero = d.zero;
+  s.mb = d.mb;
+  s.recompute = d.recompute;
+  s.dp.reset();
+  s.gpus = gpus;
+  return s;
+}
+
+}  // namespace
+
+std::vector<Candidate> enumerate_space(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload,
+                                       const SweepOptions& options) {
+  Pins pins{.fixed = spec::read_strategy_spec(options.fixed, options.fixed_source)};
+  for (const auto& [key, value] : options.fixed.items()) pins.keys.insert(key);
+  std::vector<std::int64_t> gpus = options.gpus;
+  if (gpus.empty()) gpus.push_back(pins.fixed.gpus.value_or(cluster.num_devices()));
+
+  const auto splits = layer_splits(cluster, workload, pins);
   std::vector<Candidate> out;
   for (const auto g : gpus) {
-    for (const int tp : values(pinned, "tp", fixed.tp, powers_of_two_up_to(tp_limit))) {
-      for (const bool sp :
-           values(pinned, "sp", fixed.sp, tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
-        for (const int cp : values(pinned, "cp", fixed.cp, cps)) {
-          const std::vector<spec::CpComm> cp_comms =
-              values(pinned, "cp_comm", fixed.cp_comm,
-                     cp > 1 ? std::vector<spec::CpComm>{spec::CpComm::AllGather, spec::CpComm::Ring}
-                            : std::vector<spec::CpComm>{spec::CpComm::AllGather});
-          for (const auto cp_comm : cp_comms)
-            for (const int ep : values(pinned, "ep", fixed.ep, eps)) {
-              const bool can_overlap = ep > 1 && m.moe && m.moe->shared_experts > 0;
-              for (const bool ep_overlap :
-                   values(pinned, "ep_overlap", fixed.ep_overlap,
-                          can_overlap ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
-                const std::int64_t model_parallel = std::int64_t{tp} * cp;
-                if (g % model_parallel != 0) continue;
-                std::vector<int> pps;
-                for (std::int64_t d = 1; d <= g / model_parallel && d <= m.layers; ++d)
-                  if ((g / model_parallel) % d == 0) pps.push_back(static_cast<int>(d));
-                for (const int pp : values(pinned, "pp", fixed.pp, pps)) {
-                  if (g % (model_parallel * pp) != 0) continue;
-                  const std::int64_t dp = g / (model_parallel * pp);
-                  if (pinned.contains("dp") && fixed.dp != dp) continue;
-                  // stage layers: even, or the remainder split between the outer stages
-                  std::optional<int> first = fixed.first_stage_layers;
-                  std::optional<int> last = fixed.last_stage_layers;
-                  const bool even = m.layers % pp == 0;
-                  if (!even && !first && !last) {
-                    const int inner = (m.layers + pp - 1) / pp;
-                    const int rest = m.layers - (pp - 2) * inner;
-                    if (pp <= 2 || rest < 2) {
-                      if (!pinned.contains("pp")) continue;  // no split of the layers: not a strategy
-                    } else {
-                      first = rest / 2;
-                      last = rest - rest / 2;
-                    }
-                  }
-                  std::vector<ScheduleChoice> schedules{{Schedule::OneFOneB, 1}};
-                  if (pp > 1) {
-                    schedules.push_back({Schedule::ZbH1, 1});
-                    if (even)
-                      for (int v = 2; v <= 8; ++v)
-                        if ((m.layers / pp) % v == 0) schedules.push_back({Schedule::Interleaved, v});
-                  }
-                  if (pinned.contains("schedule") || pinned.contains("vpp")) {
-                    std::erase_if(schedules, [&](const ScheduleChoice& c) {
-                      return (pinned.contains("schedule") && c.schedule != fixed.schedule) ||
-                             (pinned.contains("vpp") && c.vpp != fixed.vpp);
-                    });
-                    if (schedules.empty()) schedules.push_back({fixed.schedule, fixed.vpp});
-                  }
-                  std::vector<std::int64_t> mbs;
-                  for (std::int64_t b = 1; b <= 16; b *= 2)
-                    if (t.global_batch % (dp * b) == 0) mbs.push_back(b);
-                  if (mbs.empty()) mbs.push_back(1);  // rejected by the job rules, reported as such
-                  for (const auto& sc : schedules) {
-                    for (const int zero : values(pinned, "zero", fixed.zero,
-                                                 dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
-                      for (const auto mb : values(pinned, "mb", fixed.mb, mbs)) {
-                        // Megatron-LM interleaves micro-batches in groups of pp
-                        if (sc.schedule == Schedule::Interleaved && !pinned.contains("schedule") &&
-                            !pinned.contains("vpp") && (t.global_batch / (dp * mb)) % pp != 0)
-                          continue;
-                        for (const auto recompute : recomputes) {
-                          auto s = fixed;  // pinned keys the loops do not cover (attention, order)
-                          s.tp = tp;
-                          s.sp = sp;
-                          s.cp = cp;
-                          s.cp_comm = cp_comm;
-                          s.ep = ep;
-                          s.ep_overlap = ep_overlap;
-                          s.pp = pp;
-                          s.schedule = sc.schedule;
-                          s.vpp = sc.vpp;
-                          s.zero = zero;
-                          s.mb = mb;
-                          s.recompute = recompute;
-                          s.first_stage_layers = first;
-                          s.last_stage_layers = last;
-                          s.dp.reset();
-                          s.gpus = g;
-                          out.push_back({std::move(s), g});
-                        }
-                      }
-                    }
-                  }
-                }
-              }
-            }
-        }
+    for (const auto& l : splits) {
+      const std::int64_t model_parallel = std::int64_t{l.tp} * l.cp;
+      if (g % model_parallel != 0) continue;
+      for (const auto& pipe : pipeline_splits(workload, g / model_parallel, pins)) {
+        const std::int64_t dp = g / (model_parallel * pipe.pp);
+        if (pins.has("dp") && pins.fixed.dp != dp) continue;
+        // pinned keys the dimensions do not cover (attention, order) come with the fixed strategy
+        for (const auto& d : data_choices(workload, dp, pipe, pins))
+          out.push_back({compose(pins.fixed, l, pipe, d, g), g});
       }
     }
   }
