@@ -1,0 +1,160 @@
+#pragma once
+// Streaming a Chrome-trace JSON document through nlohmann's SAX parser: the top level is an
+// object; each element of its event list is built as a small JSON value and handed over, then
+// dropped, so memory follows what the sink keeps, not the text. Private to trace/.
+//
+// A Sink has: top_key(key) (a key of the top-level object), in_events() (the current top key
+// names the event list), events_seen(), keep_top(value) (a top-level value other than the list),
+// event(value).
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::trace {
+
+using nlohmann::json;
+
+// Builds one JSON value from SAX callbacks.
+class Builder {
+ public:
+  bool active() const { return !stack_.empty(); }
+  bool done() const { return done_; }
+  json take() {
+    done_ = false;
+    return std::move(root_);
+  }
+  void key(std::string k) { key_ = std::move(k); }
+  void value(json v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      done_ = true;
+      return;
+    }
+    auto& top = *stack_.back();
+    if (top.is_array())
+      top.push_back(std::move(v));
+    else
+      top[key_] = std::move(v);
+  }
+  void open(json v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      stack_.push_back(&root_);
+      return;
+    }
+    auto& top = *stack_.back();
+    json* child = nullptr;
+    if (top.is_array()) {
+      top.push_back(std::move(v));
+      child = &top.back();
+    } else {
+      child = &(top[key_] = std::move(v));
+    }
+    stack_.push_back(child);
+  }
+  void close() {
+    stack_.pop_back();
+    if (stack_.empty()) done_ = true;
+  }
+
+ private:
+  json root_;
+  std::vector<json*> stack_;
+  std::string key_;
+  bool done_ = false;
+};
+
+// nlohmann's SAX interface, routed to the sink.
+template <class Sink>
+class EventStream : public nlohmann::json_sax<json> {
+ public:
+  EventStream(Sink& reader, const std::string& path) : reader_(reader), path_(path) {}
+
+  bool null() override { return value(nullptr); }
+  bool boolean(bool v) override { return value(v); }
+  bool number_integer(number_integer_t v) override { return value(v); }
+  bool number_unsigned(number_unsigned_t v) override { return value(v); }
+  bool number_float(number_float_t v, const string_t&) override { return value(v); }
+  bool string(string_t& v) override { return value(std::move(v)); }
+  bool binary(binary_t& v) override { return value(json::binary(std::move(v))); }
+
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+
+  bool key(string_t& k) override {
+    if (depth_ == 1) {
+      reader_.top_key(k);
+      return true;
+    }
+    builder_.key(std::move(k));
+    return true;
+  }
+
+  bool parse_error(std::size_t position, const std::string&, const json::exception& e) override {
+    // nlohmann's message starts "[json.exception.parse_error.101] parse error at line 1, column 2: "
+    std::string what = e.what();
+    if (const auto colon = what.find(": "); colon != std::string::npos) what = what.substr(colon + 2);
+    throw SpecError(path_, "", fmt::format("invalid JSON near byte {}: {}", position, what));
+  }
+
+ private:
+  bool value(json v) {
+    if (depth_ == 0) throw SpecError(path_, "", "expected a JSON object with traceEvents, got a single value");
+    if (depth_ == 1) {
+      if (reader_.in_events()) throw SpecError(path_, "/traceEvents", "expected a list of trace events");
+      reader_.keep_top(std::move(v));
+      return true;
+    }
+    builder_.value(std::move(v));
+    deliver();
+    return true;
+  }
+  bool open(json v) {
+    ++depth_;
+    if (depth_ > kMaxDepth) throw SpecError(path_, "", fmt::format("nested deeper than {} levels", kMaxDepth));
+    if (depth_ == 1) {
+      if (!v.is_object()) throw SpecError(path_, "", "expected a JSON object with traceEvents, got a list");
+      return true;
+    }
+    if (depth_ == 2 && reader_.in_events()) {
+      if (!v.is_array()) throw SpecError(path_, "/traceEvents", "expected a list of trace events");
+      reader_.events_seen();
+      in_event_list_ = true;
+      return true;
+    }
+    builder_.open(std::move(v));
+    return true;
+  }
+  bool close() {
+    if (depth_ == 2 && in_event_list_) {
+      in_event_list_ = false;
+    } else if (depth_ >= 2) {
+      builder_.close();
+      deliver();
+    }
+    --depth_;
+    return true;
+  }
+  void deliver() {
+    if (!builder_.done()) return;
+    if (in_event_list_)
+      reader_.event(builder_.take());
+    else
+      reader_.keep_top(builder_.take());
+  }
+
+  static constexpr int kMaxDepth = 64;
+  Sink& reader_;
+  const std::string& path_;
+  Builder builder_;
+  int depth_ = 0;
+  bool in_event_list_ = false;
+};
+
+}  // namespace trainsim::trace
