@@ -147,8 +147,10 @@ std::vector<GemmSample> gemm_samples(const RankTrace& t) {
 
 }  // namespace
 
-CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::optional<spec::ClusterSpec>& cluster) {
-  CalibrationReport report;
+namespace {
+
+// Collectives: latency and bandwidth per operation and group size, from each size's fastest kernel.
+void fit_collectives(const std::vector<RankTrace>& traces, CalibrationReport& report) {
   std::map<std::pair<std::string, int>, std::vector<Sample>> samples;
   std::int64_t unsized = 0;
   for (const auto& t : traces) {
@@ -170,14 +172,12 @@ CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::opt
       report.collectives.push_back(std::move(*fit));
     }
   }
+}
 
-  if (!cluster) {
-    report.notes.push_back("no topology given: the GEMM efficiency is not fitted (pass -t for the device's peak)");
-    return report;
-  }
-  // each shape's fastest instance: the others ran beside other kernels or waited (as with the
-  // collectives' lower envelope); small products are launch- and latency-bound, not a test of
-  // the sustained rate
+// Each shape's fastest instance of at least kMinGemmFlops: the others ran beside other kernels or
+// waited (as with the collectives' lower envelope); small products are launch- and latency-bound,
+// not a test of the sustained rate.
+std::vector<GemmSample> fastest_gemms(const std::vector<RankTrace>& traces) {
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>, GemmSample> fastest;
   for (const auto& t : traces) {
     for (auto& s : gemm_samples(t)) {
@@ -189,15 +189,13 @@ CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::opt
   }
   std::vector<GemmSample> gemms;
   for (const auto& [key, s] : fastest) gemms.push_back(s);
-  report.gemm_samples = static_cast<std::int64_t>(gemms.size());
-  for (const auto& g : gemms) report.gemm_flops += g.flops;
-  const auto& device = cluster->device;
-  if (gemms.empty()) {
-    report.notes.push_back("no matrix product of 1 GFLOP or more with recorded shapes: GEMM efficiency not fitted");
-    return report;
-  }
-  // The profiled products are fp32 ("Input type" float), on CUDA cores or, with TF32 allowed, on
-  // tensor cores: the search runs over the sustained fraction against either peak.
+  return gemms;
+}
+
+// The sustained fraction of the kernel model that best matches the recorded products (least squares
+// on the log ratio, weighted by FLOPs). The profiled products are fp32 ("Input type" float), on
+// CUDA cores or, with TF32 allowed, on tensor cores: the search runs against either peak.
+void fit_gemm(const std::vector<GemmSample>& gemms, const spec::DeviceSpec& device, CalibrationReport& report) {
   const auto loss = [&](spec::Dtype dtype, double fraction) {
     model::KernelContext ctx{.device = &device, .dtype = dtype};
     ctx.tuning.sustained_fraction = fraction;
@@ -226,7 +224,7 @@ CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::opt
   }
   if (!best) {
     report.notes.push_back("the device has neither an fp32 nor a tf32 peak: GEMM efficiency not fitted");
-    return report;
+    return;
   }
   report.calibration.values.set("kernels", "sustained_fraction", best->second);
   report.notes.push_back(
@@ -234,6 +232,25 @@ CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::opt
                   "error {:.3f}",
                   best->second, best->first == spec::Dtype::Tf32 ? "tf32" : "fp32", gemms.size(),
                   report.gemm_flops * 1e-9, std::sqrt(best_loss)));
+}
+
+}  // namespace
+
+CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::optional<spec::ClusterSpec>& cluster) {
+  CalibrationReport report;
+  fit_collectives(traces, report);
+  if (!cluster) {
+    report.notes.push_back("no topology given: the GEMM efficiency is not fitted (pass -t for the device's peak)");
+    return report;
+  }
+  const auto gemms = fastest_gemms(traces);
+  report.gemm_samples = static_cast<std::int64_t>(gemms.size());
+  for (const auto& g : gemms) report.gemm_flops += g.flops;
+  if (gemms.empty()) {
+    report.notes.push_back("no matrix product of 1 GFLOP or more with recorded shapes: GEMM efficiency not fitted");
+    return report;
+  }
+  fit_gemm(gemms, cluster->device, report);
   return report;
 }
 
