@@ -1,10 +1,12 @@
 #pragma once
 // Paths of shipped specs and reference data, and scratch directories, for tests.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace trainsim::test {
 
@@ -19,6 +21,15 @@ inline std::string workload(const std::string& name) {
 }
 inline std::string reference(const std::string& name) {
   return std::string(TRAINSIM_REFERENCE_DIR) + "/" + name;
+}
+
+// Every JSON file of a shipped folder ("topologies", "workloads", "devices"), sorted.
+inline std::vector<std::string> shipped(const std::string& folder) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(source_path(folder)))
+    if (e.path().extension() == ".json") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 // A fresh directory under the system's temporary directory, removed with everything in it when

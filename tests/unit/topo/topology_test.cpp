@@ -117,10 +117,9 @@ TEST_CASE("a mesh without wraparound routes the long way round") {
 }
 
 TEST_CASE("every shipped topology builds, the largest with hundreds of thousands of links") {
-  for (const auto* name :
-       {"dgx-a100-superpod", "dgx-h100-superpod", "h100-roce-llama3", "h200-node", "tpu-v4-pod", "tpu-v5p-pod"}) {
-    CAPTURE(name);
-    const auto topo = Topology::build(spec::load_cluster_spec(test::topology(name)));
+  for (const auto& path : test::shipped("topologies")) {
+    CAPTURE(path);
+    const auto topo = Topology::build(spec::load_cluster_spec(path));
     CHECK(topo.num_devices() == topo.spec().num_devices());
   }
 }
