@@ -5,13 +5,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/app.hpp"
+
 #include "trainsim/report/format.hpp"
 
 namespace trainsim::cli {
 
 using Action = std::function<int()>;
-
-enum ExitCode : int { kOk = 0, kDoesNotFit = 1, kBadInput = 2, kInternalError = 3 };
 
 void add_run_command(CLI::App& app, Action& action);
 void add_collective_command(CLI::App& app, Action& action);
@@ -24,8 +24,5 @@ void add_trace_commands(CLI::App& app, Action& action);
 // --format table|json|csv, shared by every command that prints a report.
 void add_format_option(CLI::App& command, std::string& format);
 report::Format parse_format(const std::string& format);
-
-// Parses argv and runs the chosen subcommand. Errors propagate as exceptions to main().
-int run_app(int argc, char** argv);
 
 }  // namespace trainsim::cli

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/commands.hpp"
+#include "cli/app.hpp"
 #include "trainsim/util/error.hpp"
 
 int main(int argc, char** argv) {

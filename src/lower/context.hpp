@@ -15,6 +15,10 @@
 namespace trainsim::lower {
 
 inline constexpr sim::TaskId kNoTask{0xffffffffu};
+// The dimension lists collectives run over.
+inline constexpr spec::ParallelDim kTp[] = {spec::ParallelDim::Tp};
+inline constexpr spec::ParallelDim kCp[] = {spec::ParallelDim::Cp};
+inline constexpr spec::ParallelDim kEp[] = {spec::ParallelDim::Ep};
 // One task per simulated rank of a stage, in the order of Context::stage_ranks(stage).
 using TaskList = std::vector<sim::TaskId>;
 

@@ -182,9 +182,9 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
     ctx_.wait(0, StreamKind::DpComm, last_compute.front());
     ctx_.wait(pp - 1, StreamKind::DpComm, last_compute.back());
     TaskList on_last;
-    const auto first = ctx_.collective_between(0, pp - 1, "tied embedding all-reduce",
-                                               Bytes::from_double(params * model::weight_bytes(job.workload.training.dtype)),
-                                               StreamKind::DpComm, on_last);
+    const auto first = ctx_.collective_between(
+        0, pp - 1, "tied embedding all-reduce",
+        Bytes::from_double(params * model::weight_bytes(job.workload.training.dtype)), StreamKind::DpComm, on_last);
     stages_.front().reductions.push_back(first);
     stages_.back().reductions.push_back(on_last);
   }

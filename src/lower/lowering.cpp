@@ -10,8 +10,6 @@
 namespace trainsim::lower {
 namespace {
 
-constexpr spec::ParallelDim kTp[] = {spec::ParallelDim::Tp};
-
 // The stage and chunk before and after a virtual stage (chunk·pp + stage) in the model's order.
 struct VirtualStage {
   int stage;

@@ -15,9 +15,6 @@ using model::Pass;
 using spec::ParallelDim;
 
 namespace {
-constexpr ParallelDim kTp[] = {ParallelDim::Tp};
-constexpr ParallelDim kCp[] = {ParallelDim::Cp};
-constexpr ParallelDim kEp[] = {ParallelDim::Ep};
 // Share of a layer's stored activations that zero-bubble schedules keep from B until W: the inputs
 // of the GEMMs (X of dW = Xᵀ·dY) and the output gradients.
 constexpr double kWeightGradShare = 0.5;

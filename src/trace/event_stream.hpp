@@ -19,7 +19,7 @@ namespace trainsim::trace {
 using nlohmann::json;
 
 // Builds one JSON value from SAX callbacks.
-class Builder {
+class ValueBuilder {
  public:
   bool active() const { return !stack_.empty(); }
   bool done() const { return done_; }
@@ -152,7 +152,7 @@ class EventStream : public nlohmann::json_sax<json> {
   static constexpr int kMaxDepth = 64;
   Sink& reader_;
   const std::string& path_;
-  Builder builder_;
+  ValueBuilder builder_;
   int depth_ = 0;
   bool in_event_list_ = false;
 };

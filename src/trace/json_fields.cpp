@@ -61,7 +61,7 @@ std::vector<int> parse_rank_list(const json& v) {
   return out;
 }
 
-std::optional<std::int64_t> nanoseconds(json::const_iterator it, json::const_iterator end, double limit_us) {
+std::optional<std::int64_t> event_nanoseconds(json::const_iterator it, json::const_iterator end, double limit_us) {
   if (it == end || !it->is_number()) return std::nullopt;
   if (it->is_number_unsigned()) {
     const auto v = it->get<std::uint64_t>();

@@ -23,7 +23,7 @@ std::vector<int> parse_rank_list(const nlohmann::json& v);
 // Kineto writes microseconds since the epoch (about 1.7e15 today), as integers or with a
 // fractional part. Times up to 4e15 us (the year 2096) and durations up to 1e12 us (11 days)
 // keep start + duration in nanoseconds well inside an int64.
-std::optional<std::int64_t> nanoseconds(nlohmann::json::const_iterator it, nlohmann::json::const_iterator end,
-                                        double limit_us = 4e15);
+std::optional<std::int64_t> event_nanoseconds(nlohmann::json::const_iterator it, nlohmann::json::const_iterator end,
+                                              double limit_us = 4e15);
 
 }  // namespace trainsim::trace

@@ -79,8 +79,8 @@ class TraceReader {
     }
     const auto ts = e.find("ts");
     const auto dur = e.find("dur");
-    const auto start_ns = nanoseconds(ts, e.end());
-    const auto dur_ns = nanoseconds(dur, e.end(), 1e12);
+    const auto start_ns = event_nanoseconds(ts, e.end());
+    const auto dur_ns = event_nanoseconds(dur, e.end(), 1e12);
     if (!start_ns || !dur_ns || *dur_ns < 0) {
       ++skipped_;
       return;

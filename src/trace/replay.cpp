@@ -51,9 +51,9 @@ struct Match {
   std::vector<std::pair<std::size_t, std::size_t>> members;  // (rank index, GPU op index)
 };
 
-class Builder {
+class ReplayBuilder {
  public:
-  Builder(const std::vector<RankTrace>& traces, const ReplayOptions& options) : options_(options) {
+  ReplayBuilder(const std::vector<RankTrace>& traces, const ReplayOptions& options) : options_(options) {
     for (std::size_t r = 0; r < traces.size(); ++r) states_.emplace_back(r, traces[r]);
   }
 
@@ -98,7 +98,7 @@ class Builder {
 
 // The CPU threads: runtime calls and step markers in time order, separated by the recorded gaps;
 // the main thread first, since the others' bursts of calls follow its progress.
-void Builder::build_cpu(RankState& s) {
+void ReplayBuilder::build_cpu(RankState& s) {
   const auto& t = *s.trace;
   std::map<std::int64_t, std::vector<CpuEvent>> threads;
   for (const auto& c : t.runtime) threads[c.thread].push_back({c.start_ns, c.end_ns(), &c});
@@ -114,7 +114,7 @@ void Builder::build_cpu(RankState& s) {
     if (thread != main) cpu_thread(s, thread, events);
 }
 
-void Builder::cpu_thread(RankState& s, std::int64_t thread, std::vector<CpuEvent>& events) {
+void ReplayBuilder::cpu_thread(RankState& s, std::int64_t thread, std::vector<CpuEvent>& events) {
   const auto& t = *s.trace;
   const auto r = s.rank;
   const bool main = thread == s.index.main_thread;
@@ -161,7 +161,7 @@ void Builder::cpu_thread(RankState& s, std::int64_t thread, std::vector<CpuEvent
   }
 }
 
-void Builder::match_collectives() {
+void ReplayBuilder::match_collectives() {
   if (states_.size() < 2) return;
   // per rank: NCCL ops by process group (its ranks, or the stream when not recorded)
   std::vector<std::map<std::string, std::vector<std::size_t>>> groups(states_.size());
@@ -197,7 +197,7 @@ void Builder::match_collectives() {
     notes_.push_back(fmt::format("{} collectives matched across {} ranks", matches_.size(), states_.size()));
 }
 
-Duration Builder::nccl_duration(const GpuOp& g, Duration recorded) {
+Duration ReplayBuilder::nccl_duration(const GpuOp& g, Duration recorded) {
   const auto& c = *g.collective;
   const auto bytes = c.bytes();
   if (bytes > 0 && c.group_size >= 2) {
@@ -228,7 +228,7 @@ Duration Builder::nccl_duration(const GpuOp& g, Duration recorded) {
 
 // GPU ops of every rank in each stream's recorded order. A collective occupies the streams of all
 // its ranks, so it is issued once every member has issued what precedes it.
-void Builder::build_gpu() {
+void ReplayBuilder::build_gpu() {
   for (auto& s : states_) s.gpu_task.assign(s.trace->gpu.size(), TaskId{0});
   std::vector<std::size_t> next(states_.size(), 0);
   for (bool progress = true; progress;) {
@@ -259,7 +259,7 @@ void Builder::build_gpu() {
 // An op waits for the runtime call that launched it. One whose launch the trace lost (sampled or
 // filtered traces lose some) follows the last call its rank's main thread had returned from when
 // the op started; the recorded gap after that call is kept as its delay (analyse_starts).
-std::vector<TaskId> Builder::launch_dependency(RankState& s, std::size_t i) {
+std::vector<TaskId> ReplayBuilder::launch_dependency(RankState& s, std::size_t i) {
   const auto& g = s.trace->gpu[i];
   const auto l = s.index.launch_of.find(g.correlation);
   if (l != s.index.launch_of.end() && s.call_task.contains(l->second)) {
@@ -272,7 +272,7 @@ std::vector<TaskId> Builder::launch_dependency(RankState& s, std::size_t i) {
   return {s.call_task.at(anchor)};
 }
 
-void Builder::issue(RankState& s, std::size_t i) {
+void ReplayBuilder::issue(RankState& s, std::size_t i) {
   const auto& t = *s.trace;
   const auto& g = t.gpu[i];
   auto deps = launch_dependency(s, i);
@@ -297,7 +297,7 @@ void Builder::issue(RankState& s, std::size_t i) {
 
 // A matched collective: one task on every member's stream, lasting the shortest recorded instance
 // (the others include waiting for late peers).
-void Builder::issue_collective(const Match& match) {
+void ReplayBuilder::issue_collective(const Match& match) {
   std::vector<sim::StreamId> streams;
   std::vector<TaskId> deps;
   Duration shortest = Duration::max();
@@ -317,14 +317,14 @@ void Builder::issue_collective(const Match& match) {
   for (const auto& [r, i] : match.members) states_[r].gpu_task[i] = task;
 }
 
-sim::StreamId Builder::gpu_stream(RankState& s, std::int64_t stream) {
+sim::StreamId ReplayBuilder::gpu_stream(RankState& s, std::int64_t stream) {
   if (!s.gpu_streams.contains(stream))
     s.gpu_streams[stream] =
         graph_.add_stream({fmt::format("stream {}", stream), static_cast<std::uint32_t>(s.rank), 1});
   return s.gpu_streams.at(stream);
 }
 
-std::vector<std::string> Builder::notes() {
+std::vector<std::string> ReplayBuilder::notes() {
   auto out = std::move(notes_);
   const auto& c = counts_;
   if (c.unlaunched > 0)
@@ -356,7 +356,7 @@ TraceReport replay(const std::vector<RankTrace>& traces, const ReplayOptions& op
        {std::pair{"--compute-scale", options.compute_scale}, std::pair{"--network-scale", options.network_scale}})
     if (!(scale >= 0.01 && scale <= 1e6))
       throw SpecError(name, "", fmt::format("{} is not a factor in [0.01, 1e6]", scale));
-  Builder builder(traces, options);
+  ReplayBuilder builder(traces, options);
   const auto& graphs = builder.build();
   auto notes = builder.notes();
   const auto timeline = sim::run(builder.graph());

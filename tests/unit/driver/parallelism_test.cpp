@@ -20,7 +20,7 @@ spec::Job job_on(const spec::ClusterSpec& cluster, spec::WorkloadSpec w, const s
                            spec::read_strategy_spec(spec::parse_inline_strategy(strategy, "s"), "s"), sources);
 }
 
-driver::RunReport simulate(const spec::Job& job) {
+driver::RunReport simulate_job(const spec::Job& job) {
   return driver::build_run_report(job, {});
 }
 
@@ -52,7 +52,7 @@ TEST_CASE("expert parallelism moves top_k copies of each token's hidden state, f
   for (const char* strategy : {"ep=2,gpus=16", "ep=8,gpus=16", "tp=2,ep=4,gpus=16"}) {
     CAPTURE(std::string(strategy));
     const auto job = job_on(test::fat_tree_cluster(2, 8, true, 2), w, strategy);
-    const auto r = simulate(job);
+    const auto r = simulate_job(job);
     const double tokens = static_cast<double>(job.micro_batches * job.strategy.mb * w.training.seq_len);
     const double per_token_layer = bytes_of(r, lower::Category::EpComm) / (tokens * w.model.layers);
     CHECK(per_token_layer == doctest::Approx(4.0 * moe.top_k * moe.capacity_factor * w.model.hidden * 2));
@@ -63,8 +63,8 @@ TEST_CASE("the shared experts can hide the dispatch") {
   auto w = test::tiny_moe();
   w.model.moe->shared_experts = 2;
   const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
-  const auto plain = simulate(job_on(cluster, w, "ep=8,gpus=16"));
-  const auto overlapped = simulate(job_on(cluster, w, "ep=8,gpus=16,ep_overlap=on"));
+  const auto plain = simulate_job(job_on(cluster, w, "ep=8,gpus=16"));
+  const auto overlapped = simulate_job(job_on(cluster, w, "ep=8,gpus=16,ep_overlap=on"));
   // the same traffic, less of it on the critical path
   CHECK(bytes_of(overlapped, lower::Category::EpComm) == bytes_of(plain, lower::Category::EpComm));
   CHECK(overlapped.simulation->breakdown.exposed_comm_s < plain.simulation->breakdown.exposed_comm_s);
@@ -79,8 +79,8 @@ TEST_CASE("ring attention moves the all-gather's bytes and hides them when a blo
   const int cp = 8;
   const auto gathered = job_on(cluster, w, "cp=8,gpus=8");
   const auto ring = job_on(cluster, w, "cp=8,gpus=8,cp_comm=ring");
-  const auto a = simulate(gathered);
-  const auto b = simulate(ring);
+  const auto a = simulate_job(gathered);
+  const auto b = simulate_job(ring);
   const double kv = 2.0 * w.model.kv_heads * w.model.head_dim * static_cast<double>(w.training.seq_len) * 2;
   const double passes = static_cast<double>(w.model.layers * gathered.micro_batches);
   // all-gather forward, reduce-scatter of the K/V gradients backward
@@ -113,7 +113,7 @@ TEST_CASE("context parallelism divides the activations by cp") {
   const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
   const auto w = test::tiny_gpt(4, 8, 16384);
   const auto activations = [&](const std::string& strategy) {
-    const auto r = simulate(job_on(cluster, w, strategy));
+    const auto r = simulate_job(job_on(cluster, w, strategy));
     return static_cast<double>(
         r.simulation->per_stage.front().memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]);
   };

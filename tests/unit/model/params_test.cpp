@@ -50,7 +50,7 @@ TEST_CASE("published parameter counts of the reference configurations") {
   const auto tp = test::load_reference("megatron2020_tp_scaling.json");
   for (const auto& [model, spec] : tp["models"].items()) {
     const auto name = "megatron2020-" + std::string(1, static_cast<char>(std::tolower(model[0])));
-    CAPTURE(model);
+    CAPTURE(name);
     CHECK(std::round(total_params(name + "b") / 1e7) / 100 == doctest::Approx(spec["params_b"].get<double>()));
   }
 }

@@ -6,6 +6,7 @@
 
 #include "common/clusters.hpp"
 #include "common/workloads.hpp"
+#include "search/space.hpp"
 #include "trainsim/driver/cluster_model.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/lower/bound.hpp"
@@ -142,15 +143,25 @@ TEST_CASE("pinned keys restrict the space and every candidate is distinct") {
   const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
   const auto workload = test::tiny_gpt(8, 64);
   auto options = options_for({16}, 50);
-  options.exhaustive = true;
-  const auto free = run_sweep(cluster, workload, options);
+  const auto free = search::enumerate_space(cluster, workload, options);
   std::set<std::string> seen;
-  for (const auto& p : free.top) CHECK(seen.insert(p.strategy).second);
+  for (const auto& c : free) CHECK(seen.insert(spec::strategy_text(c.strategy)).second);
   options.fixed = spec::parse_inline_strategy("tp=2,zero=1", "--fix");
-  const auto pinned = run_sweep(cluster, workload, options);
-  CHECK(pinned.enumerated < free.enumerated);
-  REQUIRE(!pinned.top.empty());
-  for (const auto& p : pinned.top) {
+  const auto pinned = search::enumerate_space(cluster, workload, options);
+  CHECK(pinned.size() < free.size());
+  REQUIRE(!pinned.empty());
+  for (const auto& c : pinned) {
+    CHECK(c.strategy.tp == 2);
+    CHECK(c.strategy.zero == 1);
+    CAPTURE(spec::strategy_text(c.strategy));
+    // every pinned candidate is one of the free space's, but for ZeRO without data parallelism,
+    // which the free space leaves out and a pin asks for
+    const auto dp = c.gpus / (c.strategy.tp * c.strategy.cp * c.strategy.pp);
+    if (dp > 1) CHECK(seen.contains(spec::strategy_text(c.strategy)));
+  }
+  // and the sweep ranks only those
+  const auto ranked = run_sweep(cluster, workload, options);
+  for (const auto& p : ranked.top) {
     CHECK(p.strategy.starts_with("tp=2,"));
     CHECK(p.strategy.find(",zero=1,") != std::string::npos);
   }

@@ -11,7 +11,7 @@ namespace {
 StrategySpec inline_strategy(const std::string& text) {
   return read_strategy_spec(parse_inline_strategy(text, "s"), "s");
 }
-std::string error_of(const std::string& text) {
+std::string strategy_error(const std::string& text) {
   try {
     inline_strategy(text);
   } catch (const SpecError& e) {
@@ -48,26 +48,26 @@ TEST_CASE("a JSON strategy file accepts booleans for sp") {
 }
 
 TEST_CASE("inline strategies report malformed items") {
-  CHECK(error_of("tp=8,,pp=2") == "s: item 2 is empty; expected key=value pairs separated by commas");
-  CHECK(error_of("tp8") == "s: \"tp8\" is not of the form key=value");
-  CHECK(error_of("tp=8,tp=4") == "s: /tp: duplicate key");
-  CHECK(error_of("tp=x") == "s: /tp: expected an integer in [1, 1048576], got \"x\"");
-  CHECK(error_of("zero=4") == "s: /zero: 4 is out of range; expected an integer in [0, 3]");
-  CHECK(error_of("tq=8") == "s: /tq: unknown key \"tq\" (did you mean \"tp\"?)");
+  CHECK(strategy_error("tp=8,,pp=2") == "s: item 2 is empty; expected key=value pairs separated by commas");
+  CHECK(strategy_error("tp8") == "s: \"tp8\" is not of the form key=value");
+  CHECK(strategy_error("tp=8,tp=4") == "s: /tp: duplicate key");
+  CHECK(strategy_error("tp=x") == "s: /tp: expected an integer in [1, 1048576], got \"x\"");
+  CHECK(strategy_error("zero=4") == "s: /zero: 4 is out of range; expected an integer in [0, 3]");
+  CHECK(strategy_error("tq=8") == "s: /tq: unknown key \"tq\" (did you mean \"tp\"?)");
   CHECK(
-      error_of("schedule=1fb1") ==
+      strategy_error("schedule=1fb1") ==
       "s: /schedule: \"1fb1\" is not valid; expected one of: gpipe, 1f1b, interleaved, zb-h1 (did you mean \"1f1b\"?)");
-  CHECK(error_of("tp=100000000000000000000000000000") ==
+  CHECK(strategy_error("tp=100000000000000000000000000000") ==
         "s: /tp: 1e+29 is out of range; expected an integer in [1, 1048576]");
 }
 
 TEST_CASE("rank order is a permutation of the parallel dimensions") {
   CHECK(order_text(inline_strategy("order=tp-dp-cp-pp").order) == "tp-dp-cp-pp");
   CHECK(order_text(inline_strategy("order=tp-cp-ep-dp-pp").order) == "tp-cp-ep-dp-pp");
-  CHECK(error_of("order=tp-dp-pp") ==
+  CHECK(strategy_error("order=tp-dp-pp") ==
         "s: /order: \"tp-dp-pp\" lacks cp; expected a permutation of tp, cp, dp, pp (and optionally ep)");
-  CHECK(error_of("order=tp-tp-cp-dp-pp") == "s: /order: \"tp\" appears twice in \"tp-tp-cp-dp-pp\"");
-  CHECK(error_of("order=tp-xx-dp-pp") ==
+  CHECK(strategy_error("order=tp-tp-cp-dp-pp") == "s: /order: \"tp\" appears twice in \"tp-tp-cp-dp-pp\"");
+  CHECK(strategy_error("order=tp-xx-dp-pp") ==
         "s: /order: \"xx\" is not a parallel dimension; expected a permutation such as \"tp-cp-dp-pp\" (ep may be "
         "added)");
 }

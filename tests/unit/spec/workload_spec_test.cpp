@@ -19,7 +19,7 @@ json gpt() {
   })");
 }
 
-std::string error_of(const json& j) {
+std::string workload_error(const json& j) {
   try {
     read_workload_spec(j, "w.json");
   } catch (const SpecError& e) {
@@ -43,17 +43,17 @@ TEST_CASE("the docs/cli.md example workload reads with Megatron GPT defaults") {
 TEST_CASE("kv_heads must divide heads") {
   auto j = gpt();
   j["model"]["kv_heads"] = 7;
-  CHECK(error_of(j) == "w.json: /model/kv_heads: 7 does not divide heads (96)");
+  CHECK(workload_error(j) == "w.json: /model/kv_heads: 7 does not divide heads (96)");
 }
 
 TEST_CASE("heads must divide hidden unless head_dim is given") {
   auto j = gpt();
   j["model"]["heads"] = 100;
   j["model"]["kv_heads"] = 100;
-  CHECK(error_of(j) ==
+  CHECK(workload_error(j) ==
         "w.json: /model/heads: 100 does not divide hidden (12288); give head_dim to use another head size");
   j["model"]["head_dim"] = 128;
-  CHECK(error_of(j) == "no error");
+  CHECK(workload_error(j) == "no error");
 }
 
 TEST_CASE("wrong types everywhere are reported at once") {
@@ -62,7 +62,7 @@ TEST_CASE("wrong types everywhere are reported at once") {
   j["model"]["mlp"] = "relu";
   j["training"]["dtype"] = 16;
   j["training"]["global_batch"] = 0;
-  CHECK(error_of(j) ==
+  CHECK(workload_error(j) ==
         "w.json: /model/layers: expected an integer in [1, 10000], got \"96\"\n"
         "w.json: /model/mlp: \"relu\" is not valid; expected one of: gelu, swiglu (did you mean \"gelu\"?)\n"
         "w.json: /training/dtype: 16 is not valid; expected one of: bf16, fp16, fp32, fp8\n"
@@ -72,11 +72,11 @@ TEST_CASE("wrong types everywhere are reported at once") {
 TEST_CASE("MoE fields are checked against each other") {
   auto j = gpt();
   j["model"]["moe"] = json::parse(R"({"experts": 8, "top_k": 9, "expert_ffn_hidden": 1024})");
-  CHECK(error_of(j) == "w.json: /model/moe/top_k: 9 exceeds the number of experts (8)");
+  CHECK(workload_error(j) == "w.json: /model/moe/top_k: 9 exceeds the number of experts (8)");
 }
 
 TEST_CASE("a top-level value that is not an object is rejected") {
-  CHECK(error_of(json::array()) == "w.json: expected a JSON object, got a list");
+  CHECK(workload_error(json::array()) == "w.json: expected a JSON object, got a list");
 }
 
 TEST_CASE("every shipped workload reads without error") {

@@ -18,7 +18,9 @@ std::map<std::uint32_t, double> by_link(const Route& r) {
 }
 
 void check_same_routes(const Topology& topo, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& pairs) {
-  for (const auto& [a, b] : pairs) {
+  for (const auto& pair : pairs) {
+    const auto a = pair.first;  // not a structured binding: CAPTURE's lambda takes it by reference
+    const auto b = pair.second;
     CAPTURE(a);
     CAPTURE(b);
     const auto fast = topo.route(DeviceId{a}, DeviceId{b});
@@ -91,8 +93,10 @@ TEST_CASE("leaf oversubscription leaves fewer uplinks") {
 TEST_CASE("torus routes are shortest and split ties between both ways") {
   const auto topo = Topology::build(test::torus_cluster({4, 4, 4}, true));
   CHECK(topo.num_links() == 64 * 6);
-  for (const auto& [a, b] :
+  for (const auto& pair :
        std::vector<std::pair<std::uint32_t, std::uint32_t>>{{0, 1}, {0, 3}, {0, 2}, {0, 63}, {5, 42}}) {
+    const auto a = pair.first;
+    const auto b = pair.second;
     CAPTURE(a);
     CAPTURE(b);
     const auto fast = topo.route(DeviceId{a}, DeviceId{b});

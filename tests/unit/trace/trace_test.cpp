@@ -381,7 +381,9 @@ TEST_CASE("calibration on nccl_parser_config reproduces its large all-reduces wi
   const auto fit = std::find_if(report.calibration.fits.begin(), report.calibration.fits.end(),
                                 [](const auto& f) { return f.op == "all_reduce" && f.group_size == 2; });
   REQUIRE(fit != report.calibration.fits.end());
-  for (const auto& [bytes, seconds] : fastest) {
+  for (const auto& sample : fastest) {
+    const auto bytes = sample.first;  // not a structured binding: CAPTURE's lambda takes it by reference
+    const auto seconds = sample.second;
     const double predicted = fit->latency.seconds() + static_cast<double>(bytes) / fit->bandwidth.bytes_per_s;
     CAPTURE(bytes);
     CHECK(predicted == doctest::Approx(seconds).epsilon(0.10));
