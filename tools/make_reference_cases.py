@@ -77,7 +77,7 @@ def megatron2021():
             strategy = f"zero=3,gpus={row['gpus']},mb={row['micro_batch']}"
             gap = True
             note = ("DeepSpeed's 2021 ZeRO-3 moved ~1.4 TB per GPU per step at one NIC's rate; trainsim lays "
-                    "ZeRO-3 out as FSDP on node-aware NCCL rings (README, Validation)")
+                    "ZeRO-3 out as FSDP on node-aware NCCL rings (docs/validation.md)")
         else:
             strategy = f"tp={row['tp']},pp={row['pp']},gpus={row['gpus']},mb={row['micro_batch']},schedule=interleaved,vpp=2"
             gap, note = False, None

@@ -1,5 +1,5 @@
 // The only place that catches: every failure becomes one message on stderr and an exit code
-// (INTERFACE.md: 2 bad input, 3 internal error).
+// (docs/cli.md: 2 bad input, 3 internal error).
 #include <cstdio>
 #include <exception>
 

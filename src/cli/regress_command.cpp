@@ -30,7 +30,7 @@ void add_regress_command(CLI::App& app, Action& action) {
   cmd->add_option("directory", o->directory, "directory of cases, e.g. results/")->required();
   cmd->add_flag("--update", o->update, "rewrite the predicted values (never the measured ones) with today's output");
   cmd->add_option("--threads", o->threads, "cases computed in parallel (default: all cores)");
-  cmd->add_option("--format", o->format, "table or markdown (the README's validation section)")
+  cmd->add_option("--format", o->format, "table or markdown (docs/validation.md)")
       ->check(CLI::IsMember({"table", "markdown"}));
   cmd->callback([o, &action] { action = [o] { return run(*o); }; });
 }

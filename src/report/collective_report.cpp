@@ -49,7 +49,7 @@ std::string csv(const CollectiveReport& r) {
 ordered_json to_json(const CollectiveReport& r) {
   ordered_json out;
   if (r.rows.size() == 1) {
-    // INTERFACE.md's single-size report, plus context
+    // docs/cli.md's single-size report, plus context
     const auto& row = r.rows.front();
     out = {{"op", r.op},
            {"bytes", row.bytes.count},

@@ -27,7 +27,7 @@ constexpr NumberRange kPositiveBandwidth{0, 1e15, true};     // up to 1 PB/s
 constexpr NumberRange kLatency{0, 1.0};                      // up to a second
 constexpr NumberRange kPositiveFlops{0, 1e18, true};         // up to 1 EFLOP/s per device
 constexpr NumberRange kDeviceMemory{1 << 20, 1.7592186e13};  // 1 MiB .. 16 TiB
-constexpr int kDefaultSms = 108;                             // A100, as INTERFACE.md's example warns
+constexpr int kDefaultSms = 108;                             // A100, as docs/cli.md's example warns
 constexpr NumberRange kEfficiency{0, 1.0, true};
 // Defaults for figures a topology may leave out; each assumption is reported as a warning.
 constexpr double kDefaultEfficiency = 0.8;

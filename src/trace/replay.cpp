@@ -1,4 +1,4 @@
-// Replaying recorded traces on the engine (DESIGN.md "Replaying real traces", after Lumos, MLSys
+// Replaying recorded traces on the engine (docs/traces.md, after Lumos, MLSys
 // 2025): the GPU is busy a fraction of each step, so the CPU threads that launch the kernels are
 // replayed as resources too.
 //

@@ -1,4 +1,4 @@
-// trainsim benchmarks: wall time and memory figures for the README's performance section. Not a
+// trainsim benchmarks: wall time and memory figures for docs/performance.md. Not a
 // test: figures vary with the machine; run `build/trainsim_bench` and read them.
 #include <chrono>
 #include <fstream>

@@ -1,5 +1,5 @@
 #pragma once
-// Collective algorithms: one seam of polymorphism (STYLE §3). Each algorithm lays a collective out
+// Collective algorithms: one seam of polymorphism (docs/architecture.md "Conventions"). Each algorithm lays a collective out
 // on the topology as a size-independent plan, or declines when it does not apply (an in-switch
 // reduction without a reducing switch, a torus algorithm off a torus). Registered by name.
 #include <memory>

@@ -1,5 +1,5 @@
 #pragma once
-// How long a kernel takes on a device (DESIGN.md "Compute kernels"):
+// How long a kernel takes on a device (docs/model.md "Kernels"):
 //  - GEMMs: FLOPs / (peak × ceiling × wave-and-tile utilisation × K efficiency), never faster than
 //    moving A, B and C through HBM;
 //  - attention: flash-attention FLOPs (causal masks halve them) at their own efficiency, or the

@@ -41,7 +41,7 @@ struct RegressOptions {
 std::vector<CaseResult> run_regression(const std::string& directory, const RegressOptions& options);
 
 std::string regress_table(const std::vector<CaseResult>& results);
-// The README's validation section: per source, mean absolute and worst error, then every case.
+// docs/validation.md's generated section: per source, mean absolute and worst error, then every case.
 std::string regress_markdown(const std::vector<CaseResult>& results);
 bool all_passed(const std::vector<CaseResult>& results);
 

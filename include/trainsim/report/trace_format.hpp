@@ -1,5 +1,5 @@
 #pragma once
-// Rendering what `trace summary`, `replay` and `calibrate` found (INTERFACE.md "Report (trace
+// Rendering what `trace summary`, `replay` and `calibrate` found (docs/traces.md "Report (trace
 // summary / replay)" and "Calibration").
 #include <string>
 #include <vector>

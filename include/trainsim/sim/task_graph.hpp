@@ -1,7 +1,7 @@
 #pragma once
 // What the engine runs: tasks on streams (serial FIFO resources, like CUDA streams), with
 // dependencies, durations, shared-link demands and memory effects. Generic: the engine knows
-// nothing of pipelines, ZeRO or tensor parallelism (STYLE §1); lower/ builds these graphs.
+// nothing of pipelines, ZeRO or tensor parallelism (docs/architecture.md); lower/ builds these graphs.
 #include <cstdint>
 #include <span>
 #include <string>

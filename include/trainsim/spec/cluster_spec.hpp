@@ -1,6 +1,6 @@
 #pragma once
 // The cluster: one device type, nodes of devices joined by an intra-node fabric, and a network
-// between nodes (INTERFACE.md, topologies/*.json). Plain values, units resolved.
+// between nodes (docs/cli.md, topologies/*.json). Plain values, units resolved.
 #include <cstdint>
 #include <map>
 #include <optional>

@@ -1,5 +1,5 @@
 #pragma once
-// Unit strings of INTERFACE.md ("80 GiB", "400 Gb/s", "2 us", "312 TFLOP/s") and plain SI numbers.
+// Unit strings of docs/cli.md ("80 GiB", "400 Gb/s", "2 us", "312 TFLOP/s") and plain SI numbers.
 // This is the only place in trainsim that turns text into quantities.
 #include <string>
 #include <string_view>

@@ -1,5 +1,5 @@
 #pragma once
-// A JSON reader that knows its own path (STYLE §4). Every accessor records the key it reads, so
+// A JSON reader that knows its own path (docs/architecture.md "Conventions"). Every accessor records the key it reads, so
 // finish() can reject keys nobody asked for (with a "did you mean" hint). Problems are collected
 // in a Diagnostics list rather than thrown, so that all errors of a file are reported together.
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// How the job is parallelised (INTERFACE.md "Strategy"): a JSON file or an inline
+// How the job is parallelised (docs/cli.md "Strategy"): a JSON file or an inline
 // "tp=8,pp=8,dp=16,zero=1,..." list, read by the same reader.
 #include <cstdint>
 #include <optional>

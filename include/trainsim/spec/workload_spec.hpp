@@ -1,5 +1,5 @@
 #pragma once
-// The model and the job (INTERFACE.md, workloads/*.json).
+// The model and the job (docs/cli.md, workloads/*.json).
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// The three kinds of failure (STYLE §4): bad input (SpecError, IoError) maps to exit code 2,
+// The three kinds of failure (docs/architecture.md "Conventions"): bad input (SpecError, IoError) maps to exit code 2,
 // impossible states (InternalError, raised by SIM_ASSERT) to exit code 3. Only the CLI catches.
 #include <stdexcept>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// Integer ids for cross-references inside graphs (STYLE §3): a DeviceId cannot be passed where a
+// Integer ids for cross-references inside graphs (docs/architecture.md "Conventions"): a DeviceId cannot be passed where a
 // LinkId is expected.
 #include <compare>
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// Physical quantities as strong types. Simulated time is integer picoseconds (STYLE §7): an int64
+// Physical quantities as strong types. Simulated time is integer picoseconds (docs/architecture.md "Conventions"): an int64
 // holds ±2^63 ps ≈ ±106 days, enough for a 100-day run. Sizes are integer bytes; rates and FLOP
 // counts are doubles (they are products of model dimensions and routinely exceed 2^63).
 #include <compare>

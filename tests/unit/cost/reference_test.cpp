@@ -11,7 +11,7 @@ using namespace trainsim::cost;
 
 TEST_CASE("8×A100 all-reduce bus bandwidth follows the measured nccl-tests sweep") {
   // Azure ND A100 v4, NCCL 2.18.5: within 15% from 1 MiB to 8 GiB; smaller sizes within 10%
-  // (the README lists every error).
+  // (docs/validation.md lists every error).
   const auto ref = test::load_reference("nccl_allreduce.json")["a100_8gpu_nvswitch_sweep"];
   test::CostFixture f(spec::load_cluster_spec(test::topology("dgx-a100-superpod")));
   const auto& bytes = ref["bytes"];

@@ -21,7 +21,7 @@ std::string strategy_error(const std::string& text) {
 }
 }  // namespace
 
-TEST_CASE("the INTERFACE.md inline strategy parses") {
+TEST_CASE("the docs/cli.md inline strategy parses") {
   const auto s = inline_strategy("tp=8,pp=8,dp=16,zero=1,mb=1,schedule=1f1b,vpp=1,sp=on,recompute=selective");
   CHECK(s.tp == 8);
   CHECK(s.pp == 8);
@@ -32,7 +32,7 @@ TEST_CASE("the INTERFACE.md inline strategy parses") {
   CHECK(s.recompute == Recompute::Selective);
 }
 
-TEST_CASE("defaults are those of INTERFACE.md") {
+TEST_CASE("defaults are those of docs/cli.md") {
   const auto s = read_strategy_spec(json::object(), "s.json");
   CHECK(s.tp == 1);
   CHECK(!s.sp);
