@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "trainsim/driver/device_fit.hpp"
 #include "trainsim/driver/replay.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/report/trace_format.hpp"
@@ -21,6 +22,8 @@ struct TraceCommandOptions {
   std::string topology;
   std::string calibration;
   std::string output;
+  std::string microbenchmarks;
+  std::string match;
   double compute_scale = 1;
   double network_scale = 1;
   std::string format = "table";
@@ -45,7 +48,26 @@ int run_replay(const TraceCommandOptions& o) {
   return kOk;
 }
 
+int run_microbench_calibrate(const TraceCommandOptions& o) {
+  if (o.topology.empty())
+    throw SpecError("command line", "", "--microbenchmarks needs -t TOPOLOGY: the device to fit (and its node)");
+  if (o.match.empty()) throw SpecError("command line", "", "--microbenchmarks needs --match TEXT: which rows' device");
+  const auto cluster = spec::load_cluster_spec(o.topology);
+  const auto fit = driver::fit_device(o.microbenchmarks, o.match, cluster);
+  const auto text = report::json_text(report::to_json(fit, o.microbenchmarks, o.match)) + "\n";
+  std::ofstream out(o.output);
+  out << text;
+  if (!out) throw IoError(fmt::format("{}: cannot write", o.output));
+  fmt::print("{}wrote {}\n", report::to_table(fit), o.output);
+  return kOk;
+}
+
 int run_calibrate(const TraceCommandOptions& o) {
+  if (!o.microbenchmarks.empty()) {
+    if (!o.traces.empty()) throw SpecError("command line", "", "give --trace or --microbenchmarks, not both");
+    return run_microbench_calibrate(o);
+  }
+  if (o.traces.empty()) throw SpecError("command line", "", "give --trace FILE (profiler traces) or --microbenchmarks FILE");
   std::optional<spec::ClusterSpec> cluster;
   if (!o.topology.empty()) cluster = spec::load_cluster_spec(o.topology);
   const auto result = trace::calibrate(read_all(o.traces), cluster);
@@ -79,10 +101,14 @@ void add_trace_commands(CLI::App& app, Action& action) {
   add_format_option(*replay, o->format);
   replay->callback([o, &action] { action = [o] { return run_replay(*o); }; });
 
-  auto* calibrate = app.add_subcommand("calibrate", "fit collective and GEMM parameters to traces");
-  calibrate->add_option("--trace", o->traces, "a rank's trace file (repeat for several)")->required();
+  auto* calibrate =
+      app.add_subcommand("calibrate", "fit collective and kernel parameters to traces or device microbenchmarks");
+  calibrate->add_option("--trace", o->traces, "a rank's trace file (repeat for several)");
+  calibrate->add_option("--microbenchmarks", o->microbenchmarks,
+                        "device microbenchmarks (tests/reference/modern/devices.json format)");
+  calibrate->add_option("--match", o->match, "with --microbenchmarks: the rows whose gpu contains this text");
   calibrate->add_option("-o,--output", o->output, "calibration JSON to write")->required();
-  calibrate->add_option("-t,--topology", o->topology, "the device whose GEMM model to fit (optional)");
+  calibrate->add_option("-t,--topology", o->topology, "the device whose model to fit (with traces: optional)");
   calibrate->callback([o, &action] { action = [o] { return run_calibrate(*o); }; });
 }
 

@@ -28,12 +28,21 @@ class NvlsAlgorithm final : public CollectiveAlgorithm {
     Duration latency = Duration::zero();
     for (std::size_t i = 0; i < d.size(); ++i)
       latency = std::max(latency, acc.add_flow(d[i], d[(i + 1) % d.size()], 1.0));
+    // NCCL splits the buffer over its NVLS channels, each streaming chunks through the switch: a
+    // chunk is reduced on its way up and multicast on its way down, a two-step pipeline whose fill
+    // costs one chunk-time of a channel (src/transport/nvls.cc: 16 channels on sm90)
     Phase phase{.description = fmt::format("in-switch reduction over {} devices", d.size()),
                 .bus_bytes_per_byte = 1.0,
                 .latency = latency + tuning.in_switch_latency,
+                .pipeline_steps = 2,
+                .chunk_divisor = static_cast<double>(d.size() * static_cast<std::size_t>(tuning.in_switch_channels)),
                 .simple_only = true};
     finish_phase(phase, acc, topo, tuning.in_switch_efficiency);
-    return CollectivePlan{.algorithm = "nvls", .kind = kind, .ranks = group.size(), .channels = 1, .phases = {phase}};
+    return CollectivePlan{.algorithm = "nvls",
+                          .kind = kind,
+                          .ranks = group.size(),
+                          .channels = static_cast<int>(tuning.in_switch_channels),
+                          .phases = {phase}};
   }
 };
 

@@ -8,7 +8,11 @@ ClusterModel::ClusterModel(const spec::ClusterSpec& cluster, cost::CollectiveTun
 }
 
 std::unique_ptr<cost::CostModel> ClusterModel::cost_model() const {
-  return std::make_unique<cost::CostModel>(topology_, registry_, tuning_);
+  return cost_model(tuning_);
+}
+
+std::unique_ptr<cost::CostModel> ClusterModel::cost_model(const cost::CollectiveTuning& tuning) const {
+  return std::make_unique<cost::CostModel>(topology_, registry_, tuning);
 }
 
 }  // namespace trainsim::driver

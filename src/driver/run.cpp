@@ -67,12 +67,12 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
     r.tokens_per_s = tokens / s.step_time_s;
     r.tflops_per_gpu = counted / s.step_time_s / gpus / 1e12;
     r.mfu = r.flops.model / s.step_time_s / gpus / peak;
-    const auto& fitted_on = tunables.kernels.fitted_on;
-    if (!tuned.calibrated_kernels && job.cluster.device.name.find(fitted_on) == std::string::npos)
+    if (!tuned.kernels_fitted)
       r.warnings.push_back(fmt::format(
-          "kernel efficiencies were fitted to {} step times; on {} they are not validated by any measurement "
-          "(calibrate them from a profiler trace: trainsim calibrate)",
-          fitted_on, job.cluster.device.name));
+          "device \"{}\" has no fitted kernel parameters: the defaults (A100 values) apply and no measurement "
+          "validates them (name a catalogue device, or calibrate from microbenchmarks or a profiler trace: "
+          "trainsim calibrate)",
+          job.cluster.device.name));
     for (auto& w : costs->warnings()) r.warnings.push_back(std::move(w));
   }
   r.fits = r.peak_memory <= r.device_memory.count;

@@ -32,12 +32,8 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
       options_(&options),
       out_(&out),
       placement_(topo::Placement::from_strategy(job.strategy, job.dp)),
-      kernels_{.device = &job.cluster.device,
-               .dtype = job.workload.training.dtype,
-               .attention = model::AttentionKind::Flash,
-               .tuning = options.kernel},
+      kernels_(model::kernel_context(job, options.kernel)),
       shape_(model::gpu_layer_shape(job)) {
-  if (job.strategy.attention == spec::AttentionImpl::Unfused) kernels_.attention = model::AttentionKind::Unfused;
   stage_ranks_.resize(static_cast<std::size_t>(job.strategy.pp));
   const auto memory = model::estimate_memory(job, options.memory);
   for (const int r : simulated_ranks(placement_, options.full)) {

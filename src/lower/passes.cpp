@@ -166,7 +166,7 @@ std::int64_t Passes::stored_activations(int unit) const {
   if (unit == kHeadUnit) return static_cast<std::int64_t>(model::head_activation_bytes(m, shape));
   auto recompute = ctx_.job().strategy.recompute;
   // flash attention never stores the attention scores: as selective recomputation does
-  if (recompute == spec::Recompute::None && ctx_.kernels().attention == model::AttentionKind::Flash)
+  if (recompute == spec::Recompute::None && spec::is_fused(ctx_.kernels().attention))
     recompute = spec::Recompute::Selective;
   return static_cast<std::int64_t>(model::layer_activation_bytes(m, shape, recompute, model::is_moe_layer(m, unit)));
 }
@@ -175,7 +175,7 @@ std::int64_t Passes::recompute_activations(int unit) const {
   const auto& m = ctx_.job().workload.model;
   if (unit < 0 || ctx_.job().strategy.recompute != spec::Recompute::Full) return 0;
   const auto kept =
-      ctx_.kernels().attention == model::AttentionKind::Flash ? spec::Recompute::Selective : spec::Recompute::None;
+      spec::is_fused(ctx_.kernels().attention) ? spec::Recompute::Selective : spec::Recompute::None;
   return static_cast<std::int64_t>(model::layer_activation_bytes(m, ctx_.shape(), kept, model::is_moe_layer(m, unit)));
 }
 
@@ -301,7 +301,7 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
   if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
   w.add(unit, {"out_proj"}, bwd);
   if (job.strategy.recompute == spec::Recompute::Selective &&
-      ctx_.kernels().attention == model::AttentionKind::Unfused) {
+      ctx_.kernels().attention == spec::AttentionImpl::Unfused) {
     w.flush(Category::Compute);
     w.add(unit, {"attention"}, {Pass::Forward});  // selective recomputation: the attention core again
     w.flush(Category::Recompute);

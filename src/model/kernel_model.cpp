@@ -12,13 +12,6 @@ double ceil_div(double a, double b) {
   return std::ceil(a / b);
 }
 
-// The rate compute-bound kernels are measured against: the datasheet peak, sustained.
-double peak(const KernelContext& ctx) {
-  const auto it = ctx.device->peak_flops.find(ctx.dtype);
-  SIM_ASSERT(it != ctx.device->peak_flops.end(), "no peak for the training dtype");
-  return it->second.flop_per_s * ctx.tuning.sustained_fraction;
-}
-
 double hbm(const KernelContext& ctx) {
   return ctx.device->memory_bandwidth.bytes_per_s * ctx.tuning.hbm_efficiency;
 }
@@ -29,11 +22,13 @@ double tiles(std::int64_t m, std::int64_t n, std::int64_t count, std::int64_t tm
 }
 
 // Wave and tile quantisation with `split` K slices per tile: useful work over the work the
-// launched waves could do.
+// launched waves could do. A partly filled last wave costs `quantization` of a whole one
+// (1: classical waves; less where persistent, stream-K kernels share the last wave's work).
 double utilisation(std::int64_t m, std::int64_t n, std::int64_t count, int sms, std::int64_t tm, std::int64_t tn,
-                   std::int64_t split) {
+                   std::int64_t split, double quantization) {
   const double units = tiles(m, n, count, tm, tn) * static_cast<double>(split);
-  const double waves = ceil_div(units, sms);
+  const double exact = units / sms;
+  const double waves = exact + quantization * (std::ceil(exact) - exact);
   return static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(count) * static_cast<double>(split) /
          (waves * sms * static_cast<double>(tm * tn));
 }
@@ -41,27 +36,70 @@ double utilisation(std::int64_t m, std::int64_t n, std::int64_t count, int sms, 
 // Split-K (cuBLAS's splitKreduce kernels): when the output tiles cannot fill the SMs, the K loop
 // is cut into slices computed side by side and summed by a reduction pass. Slices stay at least
 // split_k_min_slice deep.
-std::int64_t split_k(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, int sms,
-                     const spec::KernelTuning& t) {
-  const double fewest = std::min(tiles(m, n, count, t.tile_m, t.tile_n), tiles(m, n, count, t.tile_n, t.tile_m));
-  if (fewest >= sms) return 1;
-  return std::clamp<std::int64_t>(static_cast<std::int64_t>(sms / fewest), 1,
+std::int64_t split_k(double output_tiles, std::int64_t k, int sms, const spec::KernelTuning& t) {
+  if (output_tiles >= sms) return 1;
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(sms / output_tiles), 1,
                                   std::max<std::int64_t>(k / t.split_k_min_slice, 1));
+}
+
+// The tile cuBLAS would pick: the large tile in either orientation, or a square one of tile_m
+// (which fits small outputs better at small_tile_efficiency of the large tile's rate), whichever
+// computes the product fastest; and its split-K.
+struct TileChoice {
+  double efficiency = 0;  // of the dtype's ceiling
+  std::int64_t split = 1;
+};
+
+TileChoice choose_tile(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, int sms,
+                       const spec::KernelTuning& t) {
+  struct Candidate {
+    std::int64_t tm, tn;
+    double factor;
+  };
+  const Candidate candidates[] = {
+      {t.tile_m, t.tile_n, 1.0}, {t.tile_n, t.tile_m, 1.0}, {t.tile_m, t.tile_m, t.small_tile_efficiency}};
+  TileChoice best;
+  for (const auto& c : candidates) {
+    const auto split = split_k(tiles(m, n, count, c.tm, c.tn), k, sms, t);
+    const double slice = static_cast<double>(k) / static_cast<double>(split);
+    const double e = c.factor * utilisation(m, n, count, sms, c.tm, c.tn, split, t.wave_quantization) * slice /
+                     (slice + t.k_overhead);
+    if (e > best.efficiency) best = {e, split};
+  }
+  return best;
+}
+
+// A kernel bound by both its arithmetic and its memory traffic overlaps them imperfectly: the
+// p-norm of the two times (p → ∞ is the roofline's max).
+double overlap(double compute, double memory, double p) {
+  const double top = std::max(compute, memory);
+  if (top <= 0) return 0;
+  return top * std::pow(std::pow(compute / top, p) + std::pow(memory / top, p), 1.0 / p);
+}
+
+double ceiling(const KernelContext& ctx) {
+  return ctx.gemm_dtype == spec::Dtype::Fp8 ? ctx.tuning.fp8_gemm_ceiling : ctx.tuning.gemm_ceiling;
 }
 
 double gemm_seconds(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, const KernelContext& ctx) {
   if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0;
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * count;
-  const double compute = flops / (peak(ctx) * gemm_efficiency(m, n, k, count, ctx.device->sms, ctx.tuning));
-  const double e = activation_bytes(ctx.dtype);
+  const auto tile = choose_tile(m, n, k, count, ctx.device->sms, ctx.tuning);
+  // tensor-core kernels load 16-byte-aligned rows; other shapes fall back to slower kernels
+  const std::int64_t align = 16 / spec::dtype_bytes(ctx.gemm_dtype);
+  const bool aligned = m % align == 0 && n % align == 0 && k % align == 0;
+  const double compute = flops / (sustained_peak(ctx, ctx.gemm_dtype) * ceiling(ctx) * tile.efficiency *
+                                  (aligned ? 1.0 : ctx.tuning.unaligned_efficiency));
+  // operands in the GEMM's dtype (FP8 operands are 1 byte), output in the activations' dtype
+  const double in = spec::dtype_bytes(ctx.gemm_dtype == spec::Dtype::Fp8 ? spec::Dtype::Fp8 : ctx.dtype);
+  const double out = activation_bytes(ctx.dtype);
   const double outputs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(count);
   const double bytes =
-      e * count * (static_cast<double>(m) * static_cast<double>(k) + static_cast<double>(k) * static_cast<double>(n)) +
-      e * outputs;
+      in * count * (static_cast<double>(m) * static_cast<double>(k) + static_cast<double>(k) * static_cast<double>(n)) +
+      out * outputs;
   // the split-K reduction writes and reads one fp32 partial per slice
-  const auto split = split_k(m, n, k, count, ctx.device->sms, ctx.tuning);
-  const double reduce = split > 1 ? 2.0 * 4.0 * outputs * static_cast<double>(split) / hbm(ctx) : 0.0;
-  return std::max(compute, bytes / hbm(ctx)) + reduce;
+  const double reduce = tile.split > 1 ? 2.0 * 4.0 * outputs * static_cast<double>(tile.split) / hbm(ctx) : 0.0;
+  return overlap(compute, bytes / hbm(ctx), ctx.tuning.roofline_sharpness) + reduce;
 }
 
 double elementwise_seconds(double bytes, const KernelContext& ctx) {
@@ -70,7 +108,8 @@ double elementwise_seconds(double bytes, const KernelContext& ctx) {
 
 // Unfused attention (Megatron-LM before flash attention): Q·Kᵀ and P·V as batched GEMMs, and the
 // fused scale-mask-softmax plus dropout as memory-bound passes over the b·a·q·kv scores.
-double unfused_attention_seconds(const AttentionCore& a, Pass pass, const KernelContext& ctx, bool dropout) {
+double unfused_attention_seconds(const AttentionCore& a, Pass pass, KernelContext ctx, bool dropout) {
+  ctx.gemm_dtype = ctx.dtype;  // the batched GEMMs of the attention core stay in the activations' dtype
   const std::int64_t batch = a.batch * a.heads;
   const double scores = static_cast<double>(batch) * static_cast<double>(a.q_len) * static_cast<double>(a.kv_len);
   const double e = activation_bytes(ctx.dtype);
@@ -86,25 +125,77 @@ double unfused_attention_seconds(const AttentionCore& a, Pass pass, const Kernel
          gemm_seconds(a.kv_len, a.head_dim, a.q_len, batch, ctx) + elementwise_seconds(softmax + drop, ctx);
 }
 
-// Flash attention computes only the unmasked half of a causal square; its backward recomputes the
-// scores: 2.5× the forward's FLOPs.
-double flash_attention_seconds(const AttentionCore& a, Pass pass, const KernelContext& ctx) {
+// Fused attention computes only the unmasked half of a causal square; its backward recomputes the
+// scores: 2.5× the forward's FLOPs. Always in the activations' dtype (FP8 attention is not modelled).
+double fused_attention_seconds(const AttentionCore& a, Pass pass, const KernelContext& ctx) {
   double flops = 4.0 * static_cast<double>(a.batch) * static_cast<double>(a.heads) * static_cast<double>(a.q_len) *
                  static_cast<double>(a.kv_len) * static_cast<double>(a.head_dim);
   if (a.causal) flops *= 0.5;
-  if (pass == Pass::Forward) return flops / (peak(ctx) * ctx.tuning.flash_fwd_efficiency);
-  return 2.5 * flops / (peak(ctx) * ctx.tuning.flash_bwd_efficiency);
+  if (pass != Pass::Forward) flops *= 2.5;
+  return flops / (sustained_peak(ctx, ctx.dtype) * attention_efficiency(a, pass, ctx.attention, ctx.tuning));
+}
+
+struct ImplEfficiency {
+  double fwd, bwd, hd64, hd256;
+};
+
+ImplEfficiency impl_efficiency(spec::AttentionImpl impl, const spec::KernelTuning& t) {
+  switch (impl) {
+    case spec::AttentionImpl::Flash3:
+      return {t.flash3_fwd_efficiency, t.flash3_bwd_efficiency, t.flash3_hd64_factor, t.flash3_hd256_factor};
+    case spec::AttentionImpl::Cudnn:
+      return {t.cudnn_fwd_efficiency, t.cudnn_bwd_efficiency, t.cudnn_hd64_factor, t.cudnn_hd256_factor};
+    case spec::AttentionImpl::Flash:
+    case spec::AttentionImpl::Unfused:
+      break;
+  }
+  return {t.flash_fwd_efficiency, t.flash_bwd_efficiency, t.flash_hd64_factor, t.flash_hd256_factor};
+}
+
+// The head-dim factor: the device's measured factors at 64 and 256 relative to 128, linear in
+// log2(head dim) between them and flat beyond.
+double head_dim_factor(std::int64_t head_dim, const ImplEfficiency& e) {
+  const double x = std::log2(static_cast<double>(std::max<std::int64_t>(head_dim, 1)));
+  if (x <= 6) return e.hd64;
+  if (x <= 7) return e.hd64 + (1.0 - e.hd64) * (x - 6);
+  if (x <= 8) return 1.0 + (e.hd256 - 1.0) * (x - 7);
+  return e.hd256;
 }
 
 }  // namespace
 
+KernelContext kernel_context(const spec::Job& job, const spec::KernelTuning& tuning) {
+  const auto training = job.workload.training.dtype;
+  return {.device = &job.cluster.device,
+          .dtype = training == spec::Dtype::Fp8 ? spec::Dtype::Bf16 : training,
+          .gemm_dtype = training,
+          .attention = job.strategy.attention,
+          .tuning = tuning};
+}
+
+double clock_factor(const spec::DeviceSpec& device) {
+  if (!device.tdp_w || !device.power_limit_w || *device.power_limit_w >= *device.tdp_w) return 1.0;
+  return std::cbrt(*device.power_limit_w / *device.tdp_w);
+}
+
+double sustained_peak(const KernelContext& ctx, spec::Dtype dtype) {
+  const auto it = ctx.device->peak_flops.find(dtype);
+  SIM_ASSERT(it != ctx.device->peak_flops.end(), "no peak for dtype {}", spec::dtype_name(dtype));
+  return it->second.flop_per_s * ctx.tuning.sustained_fraction * clock_factor(*ctx.device);
+}
+
 double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, int sms,
-                       const spec::KernelTuning& t) {
-  const auto split = split_k(m, n, k, count, sms, t);
-  const double util = std::max(utilisation(m, n, count, sms, t.tile_m, t.tile_n, split),
-                               utilisation(m, n, count, sms, t.tile_n, t.tile_m, split));
-  const double slice = static_cast<double>(k) / static_cast<double>(split);
-  return t.gemm_ceiling * util * slice / (slice + t.k_overhead);
+                       const spec::KernelTuning& t, double gemm_ceiling) {
+  return gemm_ceiling * choose_tile(m, n, k, count, sms, t).efficiency;
+}
+
+double attention_efficiency(const AttentionCore& a, Pass pass, spec::AttentionImpl impl,
+                            const spec::KernelTuning& t) {
+  const auto e = impl_efficiency(impl, t);
+  const double s = static_cast<double>(a.kv_len);
+  const double sequence = a.causal ? t.attention_causal_efficiency * s / (s + t.attention_causal_seq_overhead)
+                                   : s / (s + t.attention_seq_overhead);
+  return (pass == Pass::Forward ? e.fwd : e.bwd) * head_dim_factor(a.head_dim, e) * sequence;
 }
 
 Duration kernel_time(const Op& op, Pass pass, const KernelContext& ctx) {
@@ -125,8 +216,8 @@ Duration kernel_time(const Op& op, Pass pass, const KernelContext& ctx) {
           return 0.0;
         } else if constexpr (std::is_same_v<T, AttentionCore>) {
           if (pass == Pass::BackwardWeight) return 0.0;
-          return ctx.attention == AttentionKind::Flash ? flash_attention_seconds(shape, pass, ctx)
-                                                       : unfused_attention_seconds(shape, pass, ctx, shape.dropout);
+          return spec::is_fused(ctx.attention) ? fused_attention_seconds(shape, pass, ctx)
+                                               : unfused_attention_seconds(shape, pass, ctx, shape.dropout);
         } else {
           if (pass == Pass::BackwardWeight) return 0.0;
           return elementwise_seconds(pass == Pass::Forward ? op.fwd_bytes : op.bwd_bytes, ctx);

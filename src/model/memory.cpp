@@ -126,7 +126,7 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   double per_layer_sum = 0;
   double working_set = 0;  // full recompute rebuilds one layer's activations during its backward
   // Flash attention never stores the attention scores: it keeps what selective recomputation keeps.
-  const bool flash = st.attention == spec::AttentionImpl::Flash;
+  const bool flash = spec::is_fused(st.attention);
   const auto stored = st.recompute == Recompute::None && flash ? Recompute::Selective : st.recompute;
   for (int i = 0; i < layers; ++i) {
     const bool moe = is_moe_layer(m, first_layer + i);

@@ -139,4 +139,34 @@ std::string to_table(const trace::CalibrationReport& r) {
   return out;
 }
 
+ordered_json to_json(const trace::MicrobenchFit& fit, const std::string& path, const std::string& match) {
+  auto out = spec::calibration_json(fit.calibration);
+  out["traces"] = {fmt::format("{} (rows of \"{}\")", path, match)};
+  ordered_json rows = ordered_json::array();
+  double sum = 0;
+  for (const auto& r : fit.residuals) {
+    rows.push_back({{"what", r.what}, {"measured", r.measured}, {"modelled", r.modelled}, {"error", r.error()}});
+    sum += std::abs(r.error());
+  }
+  out["fit"] = {{"mean_abs_error", fit.residuals.empty() ? 0.0 : sum / static_cast<double>(fit.residuals.size())},
+                {"rows", std::move(rows)},
+                {"notes", fit.notes}};
+  return out;
+}
+
+std::string to_table(const trace::MicrobenchFit& fit) {
+  std::string out = fmt::format("{:<44} {:>10} {:>10} {:>8}\n", "microbenchmark", "measured", "modelled", "error");
+  double sum = 0, worst = 0;
+  for (const auto& r : fit.residuals) {
+    out += fmt::format("{:<44} {:>10.4g} {:>10.4g} {:>+7.1f}%\n", r.what, r.measured, r.modelled, r.error() * 100);
+    sum += std::abs(r.error());
+    worst = std::max(worst, std::abs(r.error()));
+  }
+  if (!fit.residuals.empty())
+    out += fmt::format("mean |error| {:.1f}%, worst {:.1f}% over {} rows (TFLOP/s; GB/s for collectives)\n",
+                       sum / static_cast<double>(fit.residuals.size()) * 100, worst * 100, fit.residuals.size());
+  for (const auto& n : fit.notes) out += fmt::format("note: {}\n", n);
+  return out;
+}
+
 }  // namespace trainsim::report

@@ -162,7 +162,7 @@ std::vector<DataChoice> data_choices(const spec::WorkloadSpec& w, std::int64_t d
   // Flash attention never stores the attention scores, which is all selective recomputation saves.
   const auto recomputes =
       p.values<Recompute>("recompute", f.recompute,
-                          f.attention == spec::AttentionImpl::Flash
+                          spec::is_fused(f.attention)
                               ? std::vector<Recompute>{Recompute::None, Recompute::Full}
                               : std::vector<Recompute>{Recompute::None, Recompute::Selective, Recompute::Full});
   std::vector<DataChoice> out;

@@ -10,13 +10,6 @@
 namespace trainsim::spec {
 namespace {
 
-constexpr std::array<Choice<Dtype>, 5> kDtypes{{
-    {"fp32", Dtype::Fp32},
-    {"tf32", Dtype::Tf32},
-    {"bf16", Dtype::Bf16},
-    {"fp16", Dtype::Fp16},
-    {"fp8", Dtype::Fp8},
-}};
 constexpr std::array<Choice<FabricKind>, 2> kFabricKinds{
     {{"nvswitch", FabricKind::NvSwitch}, {"pcie", FabricKind::Pcie}}};
 enum class NetworkKind { LeafSpine, Torus, None };
@@ -25,9 +18,6 @@ constexpr std::array<Choice<NetworkKind>, 3> kNetworkKinds{
 
 constexpr NumberRange kPositiveBandwidth{0, 1e15, true};     // up to 1 PB/s
 constexpr NumberRange kLatency{0, 1.0};                      // up to a second
-constexpr NumberRange kPositiveFlops{0, 1e18, true};         // up to 1 EFLOP/s per device
-constexpr NumberRange kDeviceMemory{1 << 20, 1.7592186e13};  // 1 MiB .. 16 TiB
-constexpr int kDefaultSms = 108;                             // A100, as docs/cli.md's example warns
 constexpr NumberRange kEfficiency{0, 1.0, true};
 // Defaults for figures a topology may leave out; each assumption is reported as a warning.
 constexpr double kDefaultEfficiency = 0.8;
@@ -39,37 +29,6 @@ double efficiency_or_default(Reader& r, std::string_view where, std::vector<std:
     return kDefaultEfficiency;
   }
   return r.number("efficiency", kEfficiency);
-}
-
-DeviceSpec read_device(Reader r, std::vector<std::string>& warnings) {
-  DeviceSpec d;
-  d.name = r.string("name");
-  if (r.has("peak_flops")) {
-    Reader flops = r.object("peak_flops");
-    const auto keys = flops.keys();
-    for (const auto& key : keys) {
-      const auto it = std::find_if(kDtypes.begin(), kDtypes.end(), [&](const auto& c) { return c.name == key; });
-      if (it == kDtypes.end()) {
-        std::vector<std::string> names;
-        for (const auto& c : kDtypes) names.emplace_back(c.name);
-        const auto hint = closest_match(key, names);
-        flops.error_at(key, fmt::format("unknown dtype \"{}\"; expected one of: fp32, tf32, bf16, fp16, fp8{}", key,
-                                        hint.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", hint)));
-        continue;
-      }
-      d.peak_flops[it->value] = flops.flop_rate(key, kPositiveFlops);
-    }
-    if (keys.empty()) r.error_at("peak_flops", "expected at least one dtype, such as {\"bf16\": \"312 TFLOP/s\"}");
-  } else {
-    r.error_at("peak_flops", "missing; expected an object such as {\"bf16\": \"312 TFLOP/s\"}");
-  }
-  d.memory = r.bytes("memory", kDeviceMemory);
-  d.memory_bandwidth = r.bandwidth("memory_bandwidth", kPositiveBandwidth);
-  const auto sms = r.optional_integer("sms", {1, 100000});
-  if (!r.has("sms")) warnings.push_back(fmt::format("device.sms not given: assumed {}", kDefaultSms));
-  d.sms = static_cast<int>(sms.value_or(kDefaultSms));
-  r.finish();
-  return d;
 }
 
 FabricSpec read_fabric(Reader r, std::vector<std::string>& warnings) {
@@ -178,24 +137,6 @@ void check_cross_fields(ClusterSpec& c, Reader& root, Diagnostics& diagnostics) 
 
 }  // namespace
 
-std::string_view dtype_name(Dtype dtype) {
-  return choice_name<Dtype>(kDtypes, dtype);
-}
-
-int dtype_bytes(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::Fp8:
-      return 1;
-    case Dtype::Bf16:
-    case Dtype::Fp16:
-      return 2;
-    case Dtype::Fp32:
-    case Dtype::Tf32:
-      return 4;
-  }
-  return 4;
-}
-
 ClusterSpec read_cluster_spec(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw SpecError(source, "", fmt::format("expected a JSON object, got {}", describe(json)));
   Diagnostics diagnostics;
@@ -203,10 +144,7 @@ ClusterSpec read_cluster_spec(const nlohmann::json& json, const std::string& sou
   ClusterSpec c;
   c.name = root.string("name");
   root.sources();
-  if (auto device = root.optional_object("device"))
-    c.device = read_device(*device, c.warnings);
-  else
-    root.error_at("device", "missing; expected an object with name, peak_flops, memory, memory_bandwidth");
+  c.device = read_device_value(root, source, c.warnings);
 
   Reader network = root.object("network");
   std::optional<NetworkKind> kind;

@@ -49,6 +49,8 @@ constexpr std::array kFlopRateUnits{
     Unit{"FLOPS", 1.0},  Unit{"GFLOPS", 1e9},  Unit{"TFLOPS", 1e12},  Unit{"PFLOPS", 1e15},
 };
 
+constexpr std::array kPowerUnits{Unit{"W", 1.0}, Unit{"kW", 1e3}, Unit{"MW", 1e6}};
+
 template <std::size_t N>
 std::string join_symbols(const std::array<Unit, N>& units) {
   std::string out;
@@ -70,6 +72,8 @@ decltype(auto) with_units(QuantityKind kind, F&& f) {
       return f(kDurationUnits);
     case QuantityKind::FlopRate:
       return f(kFlopRateUnits);
+    case QuantityKind::Power:
+      return f(kPowerUnits);
   }
   SIM_ASSERT(false, "unhandled quantity kind");
 }
@@ -97,6 +101,8 @@ std::string_view quantity_example(QuantityKind kind) {
       return "2 us";
     case QuantityKind::FlopRate:
       return "312 TFLOP/s";
+    case QuantityKind::Power:
+      return "700 W";
   }
   return "";
 }
@@ -111,6 +117,8 @@ std::string_view quantity_name(QuantityKind kind) {
       return "a duration";
     case QuantityKind::FlopRate:
       return "a FLOP rate";
+    case QuantityKind::Power:
+      return "a power";
   }
   return "a quantity";
 }

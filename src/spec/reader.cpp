@@ -19,6 +19,8 @@ std::string base_unit(QuantityKind kind) {
       return "s";
     case QuantityKind::FlopRate:
       return "FLOP/s";
+    case QuantityKind::Power:
+      return "W";
   }
   return "";
 }

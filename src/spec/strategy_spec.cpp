@@ -18,8 +18,11 @@ constexpr std::array<Choice<Schedule>, 4> kSchedules{{{"gpipe", Schedule::GPipe}
                                                       {"zb-h1", Schedule::ZbH1}}};
 constexpr std::array<Choice<Recompute>, 3> kRecompute{
     {{"none", Recompute::None}, {"selective", Recompute::Selective}, {"full", Recompute::Full}}};
-constexpr std::array<Choice<AttentionImpl>, 2> kAttention{
-    {{"flash", AttentionImpl::Flash}, {"unfused", AttentionImpl::Unfused}}};
+constexpr std::array<Choice<AttentionImpl>, 5> kAttention{{{"flash", AttentionImpl::Flash},
+                                                           {"flash3", AttentionImpl::Flash3},
+                                                           {"cudnn", AttentionImpl::Cudnn},
+                                                           {"unfused", AttentionImpl::Unfused},
+                                                           {"flash2", AttentionImpl::Flash}}};
 constexpr std::array<Choice<CpComm>, 2> kCpComm{{{"all_gather", CpComm::AllGather}, {"ring", CpComm::Ring}}};
 constexpr std::array<Choice<bool>, 4> kSwitch{{{"on", true}, {"off", false}, {"true", true}, {"false", false}}};
 constexpr std::array<Choice<ParallelDim>, 5> kDims{{{"tp", ParallelDim::Tp},

@@ -22,6 +22,8 @@ class ClusterModel {
   const cost::CollectiveTuning& tuning() const { return tuning_; }
   // A fresh cost model (its plan cache is its own: one per thread).
   std::unique_ptr<cost::CostModel> cost_model() const;
+  // One under another collective tuning (a fit tries many on one topology).
+  std::unique_ptr<cost::CostModel> cost_model(const cost::CollectiveTuning& tuning) const;
 
  private:
   topo::Topology topology_;

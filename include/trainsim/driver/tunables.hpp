@@ -1,6 +1,6 @@
 #pragma once
 // The tunables in force for a job and where each value comes from: the built-in default, the
-// device's fitted parameters, or a calibration file (later layers win).
+// device's fitted parameters, a calibration file, explicit overrides (later layers win).
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,7 +15,9 @@ struct ResolvedTunables {
   spec::Tunables values;
   // Per field of spec::tunable_fields(): "default", "device", "calibration" or "override".
   std::vector<std::string> origins;
-  bool calibrated_kernels = false;  // a calibration file set a kernel efficiency
+  // The device's fitted values or a calibration file set the kernel efficiencies: the kernel
+  // model stands on measurements of this device.
+  bool kernels_fitted = false;
 };
 
 // `overrides` (what-ifs, tests) apply last.

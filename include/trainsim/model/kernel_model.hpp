@@ -10,6 +10,8 @@
 
 #include "trainsim/model/layer_ops.hpp"
 #include "trainsim/spec/cluster_spec.hpp"
+#include "trainsim/spec/job.hpp"
+#include "trainsim/spec/strategy_spec.hpp"
 #include "trainsim/spec/tunables.hpp"
 
 namespace trainsim::model {
@@ -17,18 +19,31 @@ namespace trainsim::model {
 enum class Pass { Forward, BackwardData, BackwardWeight };
 
 // The tunables (spec::KernelTuning) carry the efficiencies; docs/model.md "Kernels" their sources.
-enum class AttentionKind { Flash, Unfused };
-
 struct KernelContext {
   const spec::DeviceSpec* device = nullptr;
-  spec::Dtype dtype = spec::Dtype::Bf16;
-  AttentionKind attention = AttentionKind::Flash;
+  spec::Dtype dtype = spec::Dtype::Bf16;       // activations, attention, element-wise kernels
+  spec::Dtype gemm_dtype = spec::Dtype::Bf16;  // the matrix products (fp8 under FP8 training)
+  spec::AttentionImpl attention = spec::AttentionImpl::Flash;
   spec::KernelTuning tuning;
 };
 
-// FLOPs per second a GEMM of this shape reaches (for tests and reports).
+// The kernels of a job: its device, its training dtype (FP8 runs the GEMMs in fp8 and the rest in
+// bf16), its attention implementation.
+KernelContext kernel_context(const spec::Job& job, const spec::KernelTuning& tuning);
+
+// The share of the specified peaks a power-capped device keeps: clocks fall as the cube root of
+// the power it may draw (dynamic power ∝ f·V² with V ∝ f), 1 without a limit below its TDP.
+double clock_factor(const spec::DeviceSpec& device);
+
+// The rate compute-bound kernels of `dtype` are measured against: the peak, clocked and sustained.
+double sustained_peak(const KernelContext& ctx, spec::Dtype dtype);
+
+// The share of the (sustained) peak a GEMM of this shape reaches; `ceiling` is the dtype's.
 double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, int sms,
-                       const spec::KernelTuning& tuning);
+                       const spec::KernelTuning& tuning, double ceiling);
+// The share of the bf16 (sustained) peak an attention kernel reaches.
+double attention_efficiency(const AttentionCore& core, Pass pass, spec::AttentionImpl impl,
+                            const spec::KernelTuning& tuning);
 
 // One pass of one kernel. Backward passes of GEMMs are the dX = dY·Wᵀ and dW = Xᵀ·dY GEMMs with
 // their own shapes; the attention backward (no weights) is all BackwardData.

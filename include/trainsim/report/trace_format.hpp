@@ -8,6 +8,7 @@
 
 #include "trainsim/report/format.hpp"
 #include "trainsim/trace/analysis.hpp"
+#include "trainsim/trace/microbench.hpp"
 
 namespace trainsim::report {
 
@@ -20,5 +21,8 @@ std::string render(const trace::TraceReport& report, Format format);
 // ("traces") and the fit's residuals ("fit").
 nlohmann::ordered_json to_json(const trace::CalibrationReport& report, const std::vector<std::string>& traces);
 std::string to_table(const trace::CalibrationReport& report);
+// The calibration file of a microbenchmark fit, with its residuals; the table of them.
+nlohmann::ordered_json to_json(const trace::MicrobenchFit& fit, const std::string& path, const std::string& match);
+std::string to_table(const trace::MicrobenchFit& fit);
 
 }  // namespace trainsim::report

@@ -10,23 +10,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "trainsim/spec/device_spec.hpp"
 #include "trainsim/util/units.hpp"
 
 namespace trainsim::spec {
-
-enum class Dtype { Fp32, Tf32, Bf16, Fp16, Fp8 };
-std::string_view dtype_name(Dtype dtype);
-// Bytes per element as stored (fp8: 1, bf16/fp16: 2, fp32/tf32: 4).
-int dtype_bytes(Dtype dtype);
-
-struct DeviceSpec {
-  std::string name;
-  std::map<Dtype, FlopRate> peak_flops;  // dense tensor-core peak per dtype
-  Bytes memory;
-  Bandwidth memory_bandwidth;
-  int sms = 0;  // streaming multiprocessors (or cores): GEMM wave quantisation
-  friend bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
-};
 
 enum class FabricKind { None, NvSwitch, Pcie };
 

@@ -9,7 +9,7 @@
 
 namespace trainsim::spec {
 
-enum class QuantityKind { Bytes, Bandwidth, Duration, FlopRate };
+enum class QuantityKind { Bytes, Bandwidth, Duration, FlopRate, Power };
 
 // The value in SI base units (bytes, bytes/s, seconds, FLOP/s), or the reason it is not one.
 struct QuantityError {

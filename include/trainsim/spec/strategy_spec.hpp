@@ -13,9 +13,14 @@ namespace trainsim::spec {
 
 enum class Schedule { GPipe, OneFOneB, Interleaved, ZbH1 };
 enum class Recompute { None, Selective, Full };
-// Flash attention (fused, causal half computed, scores never stored) or the unfused
-// softmax(Q·Kᵀ)·V of Megatron-LM before it (batched GEMMs and memory-bound softmax over a·s²).
-enum class AttentionImpl { Flash, Unfused };
+// Fused attention kernels (causal half computed, scores never stored): FlashAttention-2 ("flash",
+// PyTorch's SDPA), FlashAttention-3 (Hopper), cuDNN fused attention (Transformer Engine's default
+// on Hopper); or the unfused softmax(Q·Kᵀ)·V of Megatron-LM before them (batched GEMMs and
+// memory-bound softmax over a·s²).
+enum class AttentionImpl { Flash, Flash3, Cudnn, Unfused };
+inline bool is_fused(AttentionImpl a) {
+  return a != AttentionImpl::Unfused;
+}
 // How context-parallel ranks get the keys and values of the other sequence chunks: one all-gather
 // before attention (Llama 3) or ring attention, K/V blocks passed around the ring while each block's
 // attention computes (Liu et al. 2023).

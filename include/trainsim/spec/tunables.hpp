@@ -18,18 +18,41 @@ namespace trainsim::spec {
 // How long kernels take (docs/model.md "Kernels").
 struct KernelTuning {
   double gemm_ceiling = 0.82;
+  double fp8_gemm_ceiling = 0.70;
   double sustained_fraction = 0.88;
   std::int64_t tile_m = 128;
   std::int64_t tile_n = 256;
   double k_overhead = 64;
   std::int64_t split_k_min_slice = 256;
+  // A partly filled last wave costs this share of a whole one (1: classical wave quantisation).
+  double wave_quantization = 1.0;
+  // GEMMs with a dimension that is not a multiple of 16 bytes run this share of the rate.
+  double unaligned_efficiency = 1.0;
+  // A square tile of tile_m (for small outputs) at this share of the large tile's rate; 0: never.
+  double small_tile_efficiency = 0;
+  // How a kernel bound by both arithmetic and memory overlaps them: the p-norm of the two times.
+  double roofline_sharpness = 1e3;
+  // Attention kernels: each implementation's share of the bf16 peak at head dim 128 on long
+  // sequences, forward and backward, and relative to it at head dims 64 and 256.
   double flash_fwd_efficiency = 0.55;
   double flash_bwd_efficiency = 0.40;
+  double flash_hd64_factor = 1.0;
+  double flash_hd256_factor = 1.0;
+  double flash3_fwd_efficiency = 0.55;
+  double flash3_bwd_efficiency = 0.40;
+  double flash3_hd64_factor = 1.0;
+  double flash3_hd256_factor = 1.0;
+  double cudnn_fwd_efficiency = 0.55;
+  double cudnn_bwd_efficiency = 0.40;
+  double cudnn_hd64_factor = 1.0;
+  double cudnn_hd256_factor = 1.0;
+  // Short sequences leave tiles partly idle: efficiency × s / (s + overhead); a causal mask also
+  // wastes part of the diagonal blocks: × causal_efficiency × s / (s + causal overhead).
+  double attention_seq_overhead = 0;
+  double attention_causal_efficiency = 1.0;
+  double attention_causal_seq_overhead = 0;
   double hbm_efficiency = 0.83;
   Duration kernel_gap = nanoseconds(3000);
-  // The devices whose measured step times the defaults above were fitted to (a device name
-  // containing this); elsewhere reports warn until a calibration file sets the efficiencies.
-  std::string fitted_on = "A100";
   friend bool operator==(const KernelTuning&, const KernelTuning&) = default;
 };
 
@@ -70,6 +93,7 @@ struct CollectiveTuning {
   Bytes simple_chunk = kib(512);
   std::int64_t max_fill_chunks = 16;
   double in_switch_efficiency = 0.61;
+  std::int64_t in_switch_channels = 1;
   Duration in_switch_latency = nanoseconds(23'000);
   std::vector<CollectiveFit> fits;
   friend bool operator==(const CollectiveTuning&, const CollectiveTuning&) = default;

@@ -6,6 +6,8 @@
 
 #include "common/jobs.hpp"
 #include "trainsim/driver/run.hpp"
+#include "trainsim/spec/cluster_spec.hpp"
+#include "trainsim/spec/reader.hpp"
 #include "trainsim/util/error.hpp"
 
 using namespace trainsim;
@@ -17,20 +19,29 @@ bool mentions(const std::vector<std::string>& warnings, const std::string& text)
 }
 }  // namespace
 
-TEST_CASE("a device the kernel efficiencies were not fitted on is flagged until calibrated") {
+TEST_CASE("a device with no fitted kernel parameters is flagged until calibrated") {
+  // catalogue devices carry parameters fitted on their microbenchmarks
   const auto h100 = test::make_job("dgx-h100-superpod", "llama3-8b", "tp=1,gpus=8");
   const auto a100 = test::make_job("dgx-a100-superpod", "llama3-8b", "tp=1,gpus=8");
   driver::RunOptions options;
-  CHECK(mentions(driver::build_run_report(h100, options).warnings, "not validated"));
-  CHECK_FALSE(mentions(driver::build_run_report(a100, options).warnings, "not validated"));
+  CHECK_FALSE(mentions(driver::build_run_report(h100, options).warnings, "no fitted kernel parameters"));
+  CHECK_FALSE(mentions(driver::build_run_report(a100, options).warnings, "no fitted kernel parameters"));
+  // the same H100 described inline, without the catalogue's fitted sections
+  auto topology = spec::load_json_file(test::topology("dgx-h100-superpod"));
+  topology["device"] = nlohmann::json::parse(R"({"name": "my-gpu", "arch": "hopper", "memory": "80 GiB",
+      "memory_bandwidth": "3.35 TB/s", "sms": 132, "peak_flops": {"bf16": "989 TFLOP/s"}})");
+  auto custom = h100;
+  custom.cluster = spec::read_cluster_spec(topology, "custom topology");
+  const auto warned = driver::build_run_report(custom, options).warnings;
+  CHECK(mentions(warned, "device \"my-gpu\" has no fitted kernel parameters"));
   spec::CalibrationSpec calibration;
   calibration.values.set("kernels", "sustained_fraction", 0.8);
   options.calibration = calibration;
-  CHECK_FALSE(mentions(driver::build_run_report(h100, options).warnings, "not validated"));
+  CHECK_FALSE(mentions(driver::build_run_report(custom, options).warnings, "no fitted kernel parameters"));
   // the analytic report makes no time prediction to warn about
   driver::RunOptions analytic;
   analytic.simulate = false;
-  CHECK_FALSE(mentions(driver::build_run_report(h100, analytic).warnings, "not validated"));
+  CHECK_FALSE(mentions(driver::build_run_report(custom, analytic).warnings, "no fitted kernel parameters"));
 }
 
 TEST_CASE("a fitted collective used outside its measured sizes is flagged") {

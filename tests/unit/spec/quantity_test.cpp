@@ -39,6 +39,8 @@ TEST_CASE("durations and FLOP rates") {
   CHECK(value("500 ns", QuantityKind::Duration) == doctest::Approx(5e-7));
   CHECK(value("312 TFLOP/s", QuantityKind::FlopRate) == 312e12);
   CHECK(value("1e3 GFLOP/s", QuantityKind::FlopRate) == 1e12);
+  CHECK(value("500 W", QuantityKind::Power) == 500);
+  CHECK(value("1.2 kW", QuantityKind::Power) == 1200);
 }
 
 TEST_CASE("an unknown unit is an error that lists the accepted ones") {

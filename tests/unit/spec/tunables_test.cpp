@@ -10,6 +10,16 @@
 
 using namespace trainsim;
 
+namespace {
+// A value inside the field's range that differs from its default.
+double other_value(const spec::TunableField& f, const spec::Tunables& defaults) {
+  const double d = f.get(defaults);
+  if (f.kind == spec::TunableKind::Share) return d / 2;
+  const double up = d * 2 + 1;
+  return up <= f.range.max ? up : (f.range.min + d) / 2;
+}
+}  // namespace
+
 TEST_CASE("every tunable has a unique key, a meaning and a source, and its default lies in its range") {
   std::set<std::string> keys;
   const spec::Tunables defaults;
@@ -31,8 +41,7 @@ TEST_CASE("each tunable set through the table changes exactly its own value") {
   for (const auto& f : spec::tunable_fields()) {
     CAPTURE(f.key);
     spec::Tunables t;
-    // a value inside the range that differs from the default
-    const double v = f.kind == spec::TunableKind::Share ? f.get(defaults) / 2 : f.get(defaults) * 2 + 1;
+    const double v = other_value(f, defaults);
     f.set(t, v);
     CHECK(f.get(t) == doctest::Approx(v).epsilon(1e-9));
     for (const auto& other : spec::tunable_fields())
@@ -44,7 +53,7 @@ TEST_CASE("a calibration file carrying every tunable reads back what it wrote") 
   spec::CalibrationSpec c;
   const spec::Tunables defaults;
   for (const auto& f : spec::tunable_fields())
-    c.values.set(f.section, f.key, f.kind == spec::TunableKind::Share ? f.get(defaults) / 2 : f.get(defaults) * 2);
+    c.values.set(f.section, f.key, other_value(f, defaults));
   const auto back = spec::read_calibration_spec(nlohmann::json::parse(spec::calibration_json(c).dump()), "cal");
   REQUIRE(back.values.values.size() == spec::tunable_fields().size());
   spec::Tunables a, b;

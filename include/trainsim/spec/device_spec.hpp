@@ -1,0 +1,59 @@
+#pragma once
+// One accelerator: its datasheet figures and the parameters of the kernel and collective models
+// fitted to its microbenchmarks (docs/model.md "Devices"). A topology names a device of the
+// catalogue (devices/NAME.json), derives one from it ({"from": NAME, ...overrides}), or describes
+// one inline.
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainsim/spec/reader.hpp"
+#include "trainsim/spec/tunables.hpp"
+#include "trainsim/util/units.hpp"
+
+namespace trainsim::spec {
+
+enum class Dtype { Fp32, Tf32, Bf16, Fp16, Fp8 };
+std::string_view dtype_name(Dtype dtype);
+// Bytes per element as stored (fp8: 1, bf16/fp16: 2, fp32/tf32: 4).
+int dtype_bytes(Dtype dtype);
+
+// The architecture selects nothing by itself; it names the generation the fitted parameters
+// describe and the NCCL tables they come from.
+enum class DeviceArch { Unknown, Ampere, Hopper, Blackwell, TpuV4, TpuV5p };
+std::string_view arch_name(DeviceArch arch);
+
+struct DeviceSpec {
+  std::string name;
+  DeviceArch arch = DeviceArch::Unknown;
+  std::map<Dtype, FlopRate> peak_flops;  // dense tensor-core peak per dtype
+  Bytes memory;
+  Bandwidth memory_bandwidth;
+  int sms = 0;  // streaming multiprocessors (or cores): GEMM wave quantisation
+  // Board power the peaks are specified at, and the limit the part runs under when lower (a
+  // power-capped part clocks down: docs/model.md "Clocks under a power limit").
+  std::optional<double> tdp_w;
+  std::optional<double> power_limit_w;
+  // The kernel and collective parameters fitted to this device's microbenchmarks.
+  TunableValues fitted;
+  std::string catalogue;  // the catalogue entry it comes from ("" for an inline device)
+  friend bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
+};
+
+// Where catalogue entries are looked up: $TRAINSIM_DEVICES (directories separated by ':'), then
+// devices/ beside and above the folder of `spec_path` (a topology file), then the devices/ folder
+// of the source tree this binary was built from.
+std::vector<std::filesystem::path> device_search_path(const std::string& spec_path);
+// Catalogue names (file stems) found on the search path, sorted.
+std::vector<std::string> catalogue_names(const std::string& spec_path);
+
+// Reads the `device` value of a topology at `r`'s key "device": a catalogue name, an object
+// deriving from one ("from"), or a whole inline device. Problems of a catalogue file are a
+// SpecError naming that file. `warnings` receives the defaults assumed.
+DeviceSpec read_device_value(Reader& topology, const std::string& spec_path, std::vector<std::string>& warnings);
+// A catalogue file on its own (devices/NAME.json).
+DeviceSpec load_device_file(const std::string& path);
+
+}  // namespace trainsim::spec

@@ -1,0 +1,96 @@
+// The device catalogue against the published microbenchmarks it was fitted on
+// (tests/reference/modern/devices.json): the kernel and collective models with each device's
+// fitted parameters reproduce the GEMM, attention and nccl-tests figures.
+#include <cmath>
+
+#include <doctest/doctest.h>
+
+#include "common/paths.hpp"
+#include "trainsim/driver/cluster_model.hpp"
+#include "trainsim/driver/tunables.hpp"
+#include "trainsim/spec/cluster_spec.hpp"
+#include "trainsim/trace/microbench.hpp"
+
+using namespace trainsim;
+
+namespace {
+
+struct CatalogueDevice {
+  const char* topology;  // a topology of the device
+  const char* match;     // the rows of devices.json measured on it
+};
+
+// as tools/fit-devices selects them
+constexpr CatalogueDevice kDevices[] = {
+    {"dgx-a100-superpod", "A100-SXM4|A100 SXM|A100 80GB SXM4"},
+    {"dgx-h100-superpod", "H100 80GB HBM3 SXM|NVIDIA H100 SXM|H100 80GB SXM5"},
+    {"h200-node", "H200"},
+    {"dgx-b200", "B200 (AWS|NVIDIA B200 SXM"},
+};
+
+struct Errors {
+  double sum = 0;
+  int count = 0;
+  double worst = 0;
+  void add(double modelled, double measured) {
+    const double e = std::abs(modelled / measured - 1);
+    sum += e;
+    ++count;
+    worst = std::max(worst, e);
+  }
+  double mean() const { return count ? sum / count : 0; }
+};
+
+}  // namespace
+
+TEST_CASE("each catalogue device's kernel model reproduces its GEMM and attention microbenchmarks") {
+  const auto bench_file = test::reference("modern/devices.json");
+  for (const auto& d : kDevices) {
+    CAPTURE(d.topology);
+    const auto cluster = spec::load_cluster_spec(test::topology(d.topology));
+    const auto tunables = driver::resolve_tunables(cluster, nullptr);
+    REQUIRE(tunables.kernels_fitted);
+    const auto bench = trace::read_microbenchmarks(bench_file, d.match);
+    REQUIRE_FALSE(bench.gemms.empty());
+    model::KernelContext ctx{.device = &cluster.device, .tuning = tunables.values.kernels};
+    Errors gemm, attention;
+    for (const auto& g : bench.gemms) {
+      // shapes a training step runs: every dimension at least 2048 (smaller ones are launch bound)
+      if (std::min({g.m, g.n, g.k}) < 2048) continue;
+      gemm.add(trace::modelled_tflops(g, ctx), g.tflops);
+    }
+    for (const auto& a : bench.attention) {
+      if (a.seq_len < 2048) continue;
+      attention.add(trace::modelled_tflops(a, ctx), a.tflops);
+    }
+    CHECK(gemm.count > 0);
+    CHECK(gemm.mean() <= 0.10);
+    CHECK(gemm.worst <= 0.20);
+    if (attention.count > 0) {
+      CHECK(attention.mean() <= 0.10);
+      CHECK(attention.worst <= 0.20);
+    }
+  }
+}
+
+TEST_CASE("the 8xH100 all-reduce sweep from 1 MiB is within 10% on average") {
+  const auto cluster = spec::load_cluster_spec(test::topology("dgx-h100-superpod"));
+  const auto tunables = driver::resolve_tunables(cluster, nullptr);
+  const driver::ClusterModel model(cluster, tunables.values.collectives);
+  const auto costs = model.cost_model();
+  const auto bench = trace::read_microbenchmarks(test::reference("modern/devices.json"), kDevices[1].match);
+  Errors sweep;
+  for (const auto& a : bench.all_reduce) {
+    if (a.gpus != 8 || a.bytes < (1 << 20)) continue;
+    sweep.add(trace::modelled_busbw(a, *costs), a.busbw_Bps);
+  }
+  REQUIRE(sweep.count >= 8);
+  CHECK(sweep.mean() <= 0.10);
+}
+
+TEST_CASE("a power limit below TDP lowers compute clocks as the cube root of the power") {
+  const auto full = spec::load_cluster_spec(test::topology("dgx-h100-superpod"));
+  const auto capped = spec::load_cluster_spec(test::topology("grand-teton-h100-500w"));
+  CHECK(model::clock_factor(full.device) == 1.0);
+  CHECK(model::clock_factor(capped.device) == doctest::Approx(std::cbrt(500.0 / 700.0)));
+}
