@@ -12,23 +12,34 @@ namespace trainsim::lower {
 using cost::CollectiveKind;
 using spec::ParallelDim;
 
+namespace {
+
+// Layers of model chunk `chunk` on `stage`: the stage's layers split as evenly as the vpp chunks
+// allow, a short chunk placed where Megatron-Core and Llama 3 put it, at the ends of the model (the
+// first chunks of the first stage, the last chunks of the others).
+int chunk_layers(const spec::Job& job, int stage, int chunk) {
+  const int vpp = job.strategy.vpp;
+  const int layers = job.stage_layers[static_cast<std::size_t>(stage)];
+  const int base = layers / vpp;
+  const int extra = layers % vpp;  // chunks holding one more layer
+  const bool extra_last = stage == 0 && job.strategy.pp > 1;
+  return base + (extra_last ? (chunk >= vpp - extra ? 1 : 0) : (chunk < extra ? 1 : 0));
+}
+
+}  // namespace
+
 std::vector<int> chunk_units(const spec::Job& job, int stage, int chunk) {
   const int pp = job.strategy.pp;
   const int vpp = job.strategy.vpp;
-  const int per_chunk = job.stage_layers[static_cast<std::size_t>(stage)] / vpp;
   std::vector<int> units;
   if (stage == 0 && chunk == 0) units.push_back(kEmbeddingUnit);
-  const bool uniform = std::all_of(job.stage_layers.begin(), job.stage_layers.end(),
-                                   [&](int l) { return l == job.stage_layers.front(); });
+  // Megatron-LM: virtual stage chunk·pp + stage holds the layers of that position in the model
   int first = 0;
-  if (uniform) {
-    // Megatron-LM: virtual stage chunk·pp + stage holds the layers of that position in the model.
-    first = (chunk * pp + stage) * per_chunk;
-  } else {
-    for (int s = 0; s < stage; ++s) first += job.stage_layers[static_cast<std::size_t>(s)];
-    first += chunk * per_chunk;
-  }
-  for (int i = 0; i < per_chunk; ++i) units.push_back(first + i);
+  for (int c = 0; c < vpp; ++c)
+    for (int s = 0; s < pp; ++s)
+      if (c * pp + s < chunk * pp + stage) first += chunk_layers(job, s, c);
+  const int count = chunk_layers(job, stage, chunk);
+  for (int i = 0; i < count; ++i) units.push_back(first + i);
   if (stage == pp - 1 && chunk == vpp - 1) units.push_back(kHeadUnit);
   return units;
 }
@@ -36,6 +47,11 @@ std::vector<int> chunk_units(const spec::Job& job, int stage, int chunk) {
 DataParallel::DataParallel(Context& ctx)
     : ctx_(ctx),
       zero_(ctx.job().strategy.zero),
+      overlap_grad_reduce_(ctx.job().strategy.overlap_grad_reduce),
+      overlap_param_gather_(ctx.job().strategy.overlap_param_gather),
+      grad_bytes_(ctx.job().strategy.grad_reduce_dtype
+                      ? spec::dtype_bytes(*ctx.job().strategy.grad_reduce_dtype)
+                      : model::weight_bytes(ctx.job().workload.training.dtype)),
       microbatches_(ctx.job().micro_batches),
       bucket_params_(std::max(ctx.options().min_bucket_params, 1e6 * static_cast<double>(ctx.job().dp))),
       stages_(static_cast<std::size_t>(ctx.stages())) {
@@ -90,7 +106,7 @@ TaskList DataParallel::gather(int stage, const UnitParams& p, std::string_view n
 }
 
 void DataParallel::reduce(int stage, const UnitParams& p, bool scatter, std::string_view name) {
-  const auto g = model::weight_bytes(ctx_.job().workload.training.dtype);
+  const auto g = grad_bytes_;
   const auto kind = scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
   auto& st = stages_[static_cast<std::size_t>(stage)];
   if (p.dense > 0)
@@ -117,7 +133,12 @@ void DataParallel::start_of_step() {
 void DataParallel::before_pass(int stage, int chunk, int unit, int microbatch, bool forward, const TaskList& previous) {
   auto& st = stages_[static_cast<std::size_t>(stage)];
   if ((zero_ == 1 || zero_ == 2) && forward && microbatch == 0) {
-    ctx_.wait(stage, StreamKind::Compute, st.gathers_at_start.at(st.bucket_of.at({chunk, unit})));
+    if (overlap_param_gather_) {
+      ctx_.wait(stage, StreamKind::Compute, st.gathers_at_start.at(st.bucket_of.at({chunk, unit})));
+    } else {
+      // the updated parameters are all gathered before the step computes anything
+      for (const auto& g : st.gathers_at_start) ctx_.wait(stage, StreamKind::Compute, g);
+    }
     return;
   }
   if (zero_ != 3) return;
@@ -168,6 +189,10 @@ void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatc
   const auto b = st.bucket_of.at({chunk, unit});
   auto& bucket = st.buckets[b];
   if (--bucket.pending > 0) return;
+  if (!overlap_grad_reduce_) {
+    st.deferred.push_back(b);  // reduced once the stage's backward has ended
+    return;
+  }
   reduce(stage, {bucket.dense, bucket.expert}, zero_ == 1,
          fmt::format("grad {} b{}", zero_ == 1 ? "reduce-scatter" : "all-reduce", b));
 }
@@ -192,6 +217,14 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
   const auto stage_params = model::stage_params(job);
   for (int s = 0; s < pp; ++s) {
     auto& st = stages_[static_cast<std::size_t>(s)];
+    if (!st.deferred.empty()) {
+      ctx_.wait(s, StreamKind::DpComm, last_compute[static_cast<std::size_t>(s)]);
+      for (const auto b : st.deferred) {
+        const auto& bucket = st.buckets[b];
+        reduce(s, {bucket.dense, bucket.expert}, zero_ == 1,
+               fmt::format("grad {} b{}", zero_ == 1 ? "reduce-scatter" : "all-reduce", b));
+      }
+    }
     for (const auto& r : st.reductions) ctx_.wait(s, StreamKind::DpComm, r);
     ctx_.wait(s, StreamKind::DpComm, last_compute[static_cast<std::size_t>(s)]);
     // the gradient norm for clipping: a few bytes over the model-parallel (and, sharded, data-parallel) group

@@ -1,7 +1,9 @@
 #pragma once
 // Data parallelism and ZeRO: gradient buckets reduced as the last micro-batch's backward produces
-// them (Megatron-LM/PyTorch DDP), reduce-scatter with a sharded optimizer and the parameter
-// all-gather overlapped with the next forward (ZeRO-1, Megatron's distributed optimizer),
+// them (overlap_grad_reduce: PyTorch DDP, Megatron's --overlap-grad-reduce) or all after it (in
+// grad_reduce_dtype), reduce-scatter with a sharded optimizer and the parameter all-gather
+// overlapped with the next forward (ZeRO-1, Megatron's distributed optimizer with
+// --overlap-param-gather) or before it,
 // gradients reduce-scattered unit by unit every micro-batch (ZeRO-2), parameters gathered per unit
 // before forward and backward with one unit of prefetch (ZeRO-3/FSDP); then the optimizer step.
 // Private to lower/.
@@ -51,6 +53,7 @@ class DataParallel {
     std::vector<TaskList> gathers_at_start;                   // ZeRO-1/2, per bucket
     std::map<std::tuple<int, int, bool>, TaskList> gathered;  // ZeRO-3 (unit, microbatch, forward)
     std::vector<TaskList> reductions;
+    std::vector<std::size_t> deferred;  // buckets reduced after the backward (no overlap_grad_reduce)
   };
 
   UnitParams unit_params(int stage, int unit) const;
@@ -60,6 +63,9 @@ class DataParallel {
 
   Context& ctx_;
   int zero_;
+  bool overlap_grad_reduce_;
+  bool overlap_param_gather_;
+  double grad_bytes_;  // per gradient element reduced
   std::int64_t microbatches_;
   double bucket_params_;
   std::vector<StageState> stages_;

@@ -36,12 +36,32 @@ class Passes::Writer {
   Writer(Passes& passes, int stage, Duration& elapsed)
       : p_(passes), stage_(stage), microbatch_(0), elapsed_(&elapsed) {}
 
-  void add(int unit, std::initializer_list<std::string_view> ops, const std::vector<Pass>& passes) {
+  void add(int unit, std::initializer_list<std::string_view> ops, const std::vector<Pass>& passes,
+           double scale = 1.0) {
     const auto& present = p_.ops_of(unit);
     for (const auto pass : passes)
       for (const auto op : ops)
         if (std::any_of(present.begin(), present.end(), [&](const model::Op& o) { return o.name == op; }))
-          queued_.push_back({unit, {op, pass}});
+          queued_.push_back({unit, {op, pass, 1, scale}});
+  }
+
+  // A sequence-parallel collective pipelined with the GEMMs `ops` (tp_overlap): the GEMMs run in tp
+  // chunks, each chunk's transfer beside the next chunk's GEMM, so one chunk of the collective is
+  // exposed (the first of an all-gather that feeds them, the last of a reduce-scatter that drains
+  // them); the rest runs on the TP stream while the GEMMs run with `sm_share` of the SMs taken.
+  void pipelined(std::string_view what, CollectiveKind kind, Bytes bytes, int unit,
+                 std::initializer_list<std::string_view> ops, const std::vector<Pass>& passes, bool feeds,
+                 double sm_share) {
+    flush(Category::Compute);
+    const double tp = p_.ctx_.shape().tp;
+    const Share exposed{1.0 / tp};
+    const Share hidden{(tp - 1.0) / tp};
+    if (feeds) comm(what, kind, bytes, kTp, StreamKind::TpComm, Category::TpComm, exposed);
+    const auto overlapped = comm_async(what, kind, bytes, kTp, StreamKind::TpComm, Category::TpComm, hidden, true);
+    add(unit, ops, passes, 1.0 / (1.0 - sm_share));
+    flush(Category::Compute);
+    wait_for(overlapped);
+    if (!feeds) comm(what, kind, bytes, kTp, StreamKind::TpComm, Category::TpComm, exposed);
   }
 
   // One of `parts` equal blocks of a kernel.
@@ -120,6 +140,16 @@ class Passes::Writer {
   Duration* elapsed_ = nullptr;
 };
 
+bool Passes::tp_overlap() const {
+  const auto& s = ctx_.shape();
+  return s.sp && s.tp > 1 && ctx_.job().strategy.tp_overlap;
+}
+
+double Passes::reduce_scatter_sm_share() const {
+  const auto& k = ctx_.kernels();
+  return std::clamp(k.tuning.tp_overlap_sms / static_cast<double>(std::max(k.device->sms, 1)), 0.0, 0.9);
+}
+
 Passes::Passes(Context& ctx, DataParallel& dp)
     : ctx_(ctx), dp_(dp), split_(splits_weight_grad(ctx.job().strategy.schedule)) {}
 
@@ -142,7 +172,8 @@ Duration Passes::duration(int unit, const std::vector<Kernel>& kernels) {
   const auto& m = ctx_.job().workload.model;
   const int key = unit < 0 ? unit : (model::is_moe_layer(m, unit) ? 1 : 0);
   std::string signature;
-  for (const auto& k : kernels) signature += fmt::format("{}:{}/{};", k.op, static_cast<int>(k.pass), k.parts);
+  for (const auto& k : kernels)
+    signature += fmt::format("{}:{}/{}x{};", k.op, static_cast<int>(k.pass), k.parts, k.scale);
   auto [it, inserted] = durations_.try_emplace({key, signature}, Duration::zero());
   if (!inserted) return it->second;
   const auto& ops = ops_of(unit);
@@ -150,7 +181,7 @@ Duration Passes::duration(int unit, const std::vector<Kernel>& kernels) {
   for (const auto& k : kernels) {
     for (const auto& op : ops) {
       if (op.name != k.op) continue;
-      const auto whole = model::kernel_time(op, k.pass, ctx_.kernels());
+      const auto whole = Duration::from_seconds(model::kernel_time(op, k.pass, ctx_.kernels()).seconds() * k.scale);
       // a block of a kernel: its share of the work, and a launch of its own
       it->second +=
           k.parts == 1 || whole <= gap ? whole : Duration::from_seconds((whole - gap).seconds() / k.parts) + gap;
@@ -205,9 +236,15 @@ void Passes::unit_forward(Writer& w, int unit, Category category) {
   }
   const auto& m = job.workload.model;
   const bool moe = model::is_moe_layer(m, unit);
+  const bool overlap = tp_overlap();
   w.add(unit, {"norm1"}, fwd);
-  if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
-  w.add(unit, {"qkv", "rope"}, fwd);
+  if (overlap) {
+    w.pipelined("tp all-gather", CollectiveKind::AllGather, act, unit, {"qkv"}, fwd, true, 0);
+  } else {
+    if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
+    w.add(unit, {"qkv"}, fwd);
+  }
+  w.add(unit, {"rope"}, fwd);
   if (s.cp > 1 && job.strategy.cp_comm == spec::CpComm::Ring) {
     ring_attention(w, unit, fwd, false, category);
   } else {
@@ -216,9 +253,24 @@ void Passes::unit_forward(Writer& w, int unit, Category category) {
              Category::CpComm);
     w.add(unit, {"attention"}, fwd);
   }
-  w.add(unit, {"out_proj"}, fwd);
-  if (tp) w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_out, act, kTp, StreamKind::TpComm, Category::TpComm);
+  if (overlap) {
+    w.pipelined("tp reduce-scatter", CollectiveKind::ReduceScatter, act, unit, {"out_proj"}, fwd, false,
+                reduce_scatter_sm_share());
+  } else {
+    w.add(unit, {"out_proj"}, fwd);
+    if (tp)
+      w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_out, act, kTp, StreamKind::TpComm, Category::TpComm);
+  }
   w.add(unit, {"residual1", "norm2"}, fwd);
+  if (overlap && !moe) {
+    w.pipelined("tp all-gather", CollectiveKind::AllGather, act, unit, {"fc1"}, fwd, true, 0);
+    w.add(unit, {"act"}, fwd);
+    w.pipelined("tp reduce-scatter", CollectiveKind::ReduceScatter, act, unit, {"fc2"}, fwd, false,
+                reduce_scatter_sm_share());
+    w.add(unit, {"residual2"}, fwd);
+    w.flush(category);
+    return;
+  }
   if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
   if (moe) {
     w.add(unit, {"router", "permute"}, fwd);
@@ -248,30 +300,12 @@ void Passes::unit_forward(Writer& w, int unit, Category category) {
   w.flush(category);
 }
 
-void Passes::unit_backward(Writer& w, int unit, bool weights) {
-  const auto& job = ctx_.job();
+// The MLP's backward without TP overlap: the sequence-parallel all-gather of the output gradient,
+// the (MoE or dense) MLP, the input gradient's tensor-parallel reduction.
+void Passes::mlp_backward(Writer& w, int unit, const std::vector<Pass>& bwd, bool moe, CollectiveKind tp_in,
+                          Bytes act) {
   const auto& s = ctx_.shape();
   const bool tp = s.tp > 1;
-  const Bytes act = Bytes::from_double(model::hidden_state_bytes(job.workload.model, s));
-  // backward of a column-parallel input: all-reduce (SP: reduce-scatter); of an SP reduce-scatter: all-gather
-  const auto tp_in = s.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
-  const std::vector<Pass> bwd =
-      weights ? std::vector<Pass>{Pass::BackwardData, Pass::BackwardWeight} : std::vector<Pass>{Pass::BackwardData};
-  if (unit == kEmbeddingUnit) {
-    w.add(unit, {"embedding"}, bwd);
-    w.flush(Category::Compute);
-    return;
-  }
-  if (unit == kHeadUnit) {
-    w.add(unit, {"loss", "logits"}, bwd);
-    if (tp) w.comm("head tp grad", tp_in, act, kTp, StreamKind::TpComm, Category::TpComm);
-    w.add(unit, {"final_norm"}, bwd);
-    w.flush(Category::Compute);
-    return;
-  }
-  const auto& m = job.workload.model;
-  const bool moe = model::is_moe_layer(m, unit);
-  w.add(unit, {"residual2"}, bwd);
   if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
   if (moe && overlap_shared_experts()) {
     w.add(unit, {"unpermute"}, bwd);
@@ -297,9 +331,50 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
     w.add(unit, {"fc2", "act", "fc1"}, bwd);
   }
   if (tp) w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_in, act, kTp, StreamKind::TpComm, Category::TpComm);
+}
+
+void Passes::unit_backward(Writer& w, int unit, bool weights) {
+  const auto& job = ctx_.job();
+  const auto& s = ctx_.shape();
+  const bool tp = s.tp > 1;
+  const Bytes act = Bytes::from_double(model::hidden_state_bytes(job.workload.model, s));
+  // backward of a column-parallel input: all-reduce (SP: reduce-scatter); of an SP reduce-scatter: all-gather
+  const auto tp_in = s.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+  const std::vector<Pass> bwd =
+      weights ? std::vector<Pass>{Pass::BackwardData, Pass::BackwardWeight} : std::vector<Pass>{Pass::BackwardData};
+  if (unit == kEmbeddingUnit) {
+    w.add(unit, {"embedding"}, bwd);
+    w.flush(Category::Compute);
+    return;
+  }
+  if (unit == kHeadUnit) {
+    w.add(unit, {"loss", "logits"}, bwd);
+    if (tp) w.comm("head tp grad", tp_in, act, kTp, StreamKind::TpComm, Category::TpComm);
+    w.add(unit, {"final_norm"}, bwd);
+    w.flush(Category::Compute);
+    return;
+  }
+  const auto& m = job.workload.model;
+  const bool moe = model::is_moe_layer(m, unit);
+  const bool overlap = tp_overlap();
+  w.add(unit, {"residual2"}, bwd);
+  if (overlap && !moe) {
+    // the output gradient's all-gather feeds fc2's data gradient; the input gradient's
+    // reduce-scatter drains fc1's (Transformer Engine overlaps it with fc1's weight gradient)
+    w.pipelined("tp all-gather", CollectiveKind::AllGather, act, unit, {"fc2"}, bwd, true, 0);
+    w.add(unit, {"act"}, bwd);
+    w.pipelined("tp reduce-scatter", CollectiveKind::ReduceScatter, act, unit, {"fc1"}, bwd, false,
+                reduce_scatter_sm_share());
+  } else {
+    mlp_backward(w, unit, bwd, moe, tp_in, act);
+  }
   w.add(unit, {"norm2", "residual1"}, bwd);
-  if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
-  w.add(unit, {"out_proj"}, bwd);
+  if (overlap) {
+    w.pipelined("tp all-gather", CollectiveKind::AllGather, act, unit, {"out_proj"}, bwd, true, 0);
+  } else {
+    if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
+    w.add(unit, {"out_proj"}, bwd);
+  }
   if (job.strategy.recompute == spec::Recompute::Selective &&
       ctx_.kernels().attention == spec::AttentionImpl::Unfused) {
     w.flush(Category::Compute);
@@ -314,8 +389,15 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
       w.comm("cp kv reduce-scatter", CollectiveKind::ReduceScatter, kv_gather_bytes(), kCp, StreamKind::CpComm,
              Category::CpComm);
   }
-  w.add(unit, {"rope", "qkv"}, bwd);
-  if (tp) w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_in, act, kTp, StreamKind::TpComm, Category::TpComm);
+  w.add(unit, {"rope"}, bwd);
+  if (overlap) {
+    w.pipelined("tp reduce-scatter", CollectiveKind::ReduceScatter, act, unit, {"qkv"}, bwd, false,
+                reduce_scatter_sm_share());
+  } else {
+    w.add(unit, {"qkv"}, bwd);
+    if (tp)
+      w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_in, act, kTp, StreamKind::TpComm, Category::TpComm);
+  }
   w.add(unit, {"norm1"}, bwd);
   w.flush(Category::Compute);
 }

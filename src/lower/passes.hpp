@@ -37,6 +37,7 @@ class Passes {
     std::string_view op;
     model::Pass pass;
     int parts = 1;  // one of `parts` equal blocks of the kernel (ring attention)
+    double scale = 1.0;  // slowed down by this factor (SMs lent to an overlapped collective)
   };
   // Compute kernels queued until the next communication (or the end of the unit).
   class Writer;
@@ -45,10 +46,16 @@ class Passes {
   Duration duration(int unit, const std::vector<Kernel>& kernels);
   void unit_forward(Writer& w, int unit, Category category);
   void unit_backward(Writer& w, int unit, bool weights);
+  void mlp_backward(Writer& w, int unit, const std::vector<model::Pass>& bwd, bool moe, cost::CollectiveKind tp_in,
+                    Bytes act);
   std::int64_t stored_activations(int unit) const;
   std::int64_t recompute_activations(int unit) const;
   Bytes kv_gather_bytes() const;
   bool overlap_shared_experts() const;
+  // tp_overlap applies: sequence parallelism over more than one rank.
+  bool tp_overlap() const;
+  // Share of the SMs a pipelined reduce-scatter takes from its GEMM.
+  double reduce_scatter_sm_share() const;
   void ring_attention(Writer& w, int unit, const std::vector<model::Pass>& passes, bool backward, Category category);
   Bytes all_to_all_bytes() const;
 

@@ -77,21 +77,23 @@ double overlap(double compute, double memory, double p) {
   return top * std::pow(std::pow(compute / top, p) + std::pow(memory / top, p), 1.0 / p);
 }
 
-double ceiling(const KernelContext& ctx) {
-  return ctx.gemm_dtype == spec::Dtype::Fp8 ? ctx.tuning.fp8_gemm_ceiling : ctx.tuning.gemm_ceiling;
+double ceiling(const KernelContext& ctx, spec::Dtype dtype) {
+  return dtype == spec::Dtype::Fp8 ? ctx.tuning.fp8_gemm_ceiling : ctx.tuning.gemm_ceiling;
 }
 
-double gemm_seconds(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, const KernelContext& ctx) {
+// C[m×n] = A[m×k]·B[k×n] with operands in `dtype`.
+double gemm_seconds(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, spec::Dtype dtype,
+                    const KernelContext& ctx) {
   if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0;
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * count;
   const auto tile = choose_tile(m, n, k, count, ctx.device->sms, ctx.tuning);
   // tensor-core kernels load 16-byte-aligned rows; other shapes fall back to slower kernels
-  const std::int64_t align = 16 / spec::dtype_bytes(ctx.gemm_dtype);
+  const std::int64_t align = 16 / spec::dtype_bytes(dtype);
   const bool aligned = m % align == 0 && n % align == 0 && k % align == 0;
-  const double compute = flops / (sustained_peak(ctx, ctx.gemm_dtype) * ceiling(ctx) * tile.efficiency *
+  const double compute = flops / (sustained_peak(ctx, dtype) * ceiling(ctx, dtype) * tile.efficiency *
                                   (aligned ? 1.0 : ctx.tuning.unaligned_efficiency));
   // operands in the GEMM's dtype (FP8 operands are 1 byte), output in the activations' dtype
-  const double in = spec::dtype_bytes(ctx.gemm_dtype == spec::Dtype::Fp8 ? spec::Dtype::Fp8 : ctx.dtype);
+  const double in = spec::dtype_bytes(dtype == spec::Dtype::Fp8 ? spec::Dtype::Fp8 : ctx.dtype);
   const double out = activation_bytes(ctx.dtype);
   const double outputs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(count);
   const double bytes =
@@ -108,21 +110,21 @@ double elementwise_seconds(double bytes, const KernelContext& ctx) {
 
 // Unfused attention (Megatron-LM before flash attention): Q·Kᵀ and P·V as batched GEMMs, and the
 // fused scale-mask-softmax plus dropout as memory-bound passes over the b·a·q·kv scores.
-double unfused_attention_seconds(const AttentionCore& a, Pass pass, KernelContext ctx, bool dropout) {
-  ctx.gemm_dtype = ctx.dtype;  // the batched GEMMs of the attention core stay in the activations' dtype
+double unfused_attention_seconds(const AttentionCore& a, Pass pass, const KernelContext& ctx, bool dropout) {
+  const auto dt = ctx.dtype;  // the batched GEMMs of the attention core stay in the activations' dtype
   const std::int64_t batch = a.batch * a.heads;
   const double scores = static_cast<double>(batch) * static_cast<double>(a.q_len) * static_cast<double>(a.kv_len);
   const double e = activation_bytes(ctx.dtype);
   const double softmax = (pass == Pass::Forward ? 2 * e : 3 * e) * scores;
   const double drop = dropout ? (2 * e + 1) * scores : 0;
   if (pass == Pass::Forward)
-    return gemm_seconds(a.q_len, a.kv_len, a.head_dim, batch, ctx) +
-           gemm_seconds(a.q_len, a.head_dim, a.kv_len, batch, ctx) + elementwise_seconds(softmax + drop, ctx);
+    return gemm_seconds(a.q_len, a.kv_len, a.head_dim, batch, dt, ctx) +
+           gemm_seconds(a.q_len, a.head_dim, a.kv_len, batch, dt, ctx) + elementwise_seconds(softmax + drop, ctx);
   // dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q
-  return gemm_seconds(a.q_len, a.kv_len, a.head_dim, batch, ctx) +
-         gemm_seconds(a.kv_len, a.head_dim, a.q_len, batch, ctx) +
-         gemm_seconds(a.q_len, a.head_dim, a.kv_len, batch, ctx) +
-         gemm_seconds(a.kv_len, a.head_dim, a.q_len, batch, ctx) + elementwise_seconds(softmax + drop, ctx);
+  return gemm_seconds(a.q_len, a.kv_len, a.head_dim, batch, dt, ctx) +
+         gemm_seconds(a.kv_len, a.head_dim, a.q_len, batch, dt, ctx) +
+         gemm_seconds(a.q_len, a.head_dim, a.kv_len, batch, dt, ctx) +
+         gemm_seconds(a.kv_len, a.head_dim, a.q_len, batch, dt, ctx) + elementwise_seconds(softmax + drop, ctx);
 }
 
 // Fused attention computes only the unmasked half of a causal square; its backward recomputes the
@@ -162,15 +164,85 @@ double head_dim_factor(std::int64_t head_dim, const ImplEfficiency& e) {
   return e.hd256;
 }
 
+// An element-wise op of the layer run in eager PyTorch as the Llama reference code writes it, against
+// the one fused pass the model charges (read the input, write the output, in bf16): the HBM bytes of
+// its eager kernels relative to that pass, and how many kernels it takes.
+//   RMSNorm  x.float() 6 B, pow 8, mean 4, x·rsqrt 8, type_as 6, ·weight 4: 36 B per element, 4 fused
+//   RoPE     .float() 6, complex multiply 8, type_as 6: 20 B, 4 fused
+//   SwiGLU   silu 4, ·up 6: 10 B per output element, 6 fused
+//   loss     logits.float() 6, log_softmax 8+, nll and its reductions: about 3× the fused pass
+struct EagerOp {
+  std::string_view name;
+  double traffic;
+  int kernels;
+};
+constexpr EagerOp kEagerOps[] = {{"norm1", 9.0, 6},     {"norm2", 9.0, 6}, {"final_norm", 9.0, 6},
+                                 {"rope", 5.0, 6},      {"act", 10.0 / 6.0, 2}, {"expert_act", 10.0 / 6.0, 2},
+                                 {"shared_act", 10.0 / 6.0, 2}, {"loss", 3.0, 4}};
+
+// The time an element-wise op adds beyond its fused pass when it runs eagerly.
+double eager_extra_seconds(const Op& op, double fused_seconds, const KernelContext& ctx) {
+  if (!ctx.eager) return 0;
+  for (const auto& e : kEagerOps)
+    if (e.name == op.name) return fused_seconds * (e.traffic - 1) + (e.kernels - 1) * ctx.tuning.kernel_gap.seconds();
+  return 0;
+}
+
 }  // namespace
 
 KernelContext kernel_context(const spec::Job& job, const spec::KernelTuning& tuning) {
   const auto training = job.workload.training.dtype;
+  const auto recipe = spec::fp8_of(job.strategy);
+  const auto& preset = spec::framework_preset(job.strategy.framework);
+  const bool fp8 = recipe != spec::Fp8Recipe::Off;
+  Fp8Casts casts{.recipe = recipe, .scaling = preset.fp8_scaling};
+  // Transformer Engine keeps the FP8 weights of the first micro-batch for the rest of the step
+  if (preset.fp8_weight_cache && recipe == spec::Fp8Recipe::Tensorwise && job.micro_batches > 0)
+    casts.weight_cast_share = 1.0 / static_cast<double>(job.micro_batches);
   return {.device = &job.cluster.device,
           .dtype = training == spec::Dtype::Fp8 ? spec::Dtype::Bf16 : training,
-          .gemm_dtype = training,
-          .attention = job.strategy.attention,
-          .tuning = tuning};
+          .gemm_dtype = fp8 ? spec::Dtype::Fp8 : training,
+          .attention = spec::attention_of(job.strategy),
+          .tuning = tuning,
+          .fp8 = casts,
+          .eager = !job.strategy.compile};
+}
+
+CastTraffic fp8_cast_traffic(const Gemm& g, Pass pass, const KernelContext& ctx) {
+  const auto& f = ctx.fp8;
+  if (f.recipe == spec::Fp8Recipe::Off) return {};
+  const double e = activation_bytes(ctx.dtype);
+  const double count = static_cast<double>(g.count);
+  const double input = static_cast<double>(g.m) * static_cast<double>(g.k) * count;
+  const double weight = static_cast<double>(g.k) * static_cast<double>(g.n) * count;
+  const double out_grad = static_cast<double>(g.m) * static_cast<double>(g.n) * count;
+  const double w = f.weight_cast_share;
+  if (f.recipe == spec::Fp8Recipe::Tensorwise) {
+    // one fused cast-transpose per operand: read it, write the FP8 copy and its transpose (which the
+    // backward's GEMMs take); current scaling first reads the tensor for its amax
+    const double per_element = e + 2 + (f.scaling == spec::Fp8Scaling::Current ? e : 0);
+    switch (pass) {
+      case Pass::Forward:
+        return {per_element * (input + w * weight), w >= 1 ? 2 : 1};
+      case Pass::BackwardData:
+        return {per_element * out_grad, 1};
+      case Pass::BackwardWeight:
+        return {};
+    }
+    return {};
+  }
+  // row- and block-wise scales follow the GEMM's reduction dimension: every GEMM casts its own
+  // operands (read, write FP8 and its scales), none is reused transposed
+  const double per_element = e + 1;
+  switch (pass) {
+    case Pass::Forward:
+      return {per_element * (input + w * weight), 2};
+    case Pass::BackwardData:
+      return {per_element * (out_grad + w * weight), 2};
+    case Pass::BackwardWeight:
+      return {per_element * (input + out_grad), 2};
+  }
+  return {};
 }
 
 double clock_factor(const spec::DeviceSpec& device) {
@@ -205,13 +277,16 @@ Duration kernel_time(const Op& op, Pass pass, const KernelContext& ctx) {
         using T = std::decay_t<decltype(shape)>;
         if constexpr (std::is_same_v<T, Gemm>) {
           const auto& g = shape;
+          const auto dtype = g.linear ? ctx.gemm_dtype : ctx.dtype;
+          const auto casts = g.linear ? fp8_cast_traffic(g, pass, ctx) : CastTraffic{};
+          const double cast = casts.bytes / hbm(ctx) + casts.kernels * ctx.tuning.kernel_gap.seconds();
           switch (pass) {
             case Pass::Forward:
-              return gemm_seconds(g.m, g.n, g.k, g.count, ctx);
+              return gemm_seconds(g.m, g.n, g.k, g.count, dtype, ctx) + cast;
             case Pass::BackwardData:
-              return gemm_seconds(g.m, g.k, g.n, g.count, ctx);
+              return gemm_seconds(g.m, g.k, g.n, g.count, dtype, ctx) + cast;
             case Pass::BackwardWeight:
-              return gemm_seconds(g.k, g.n, g.m, g.count, ctx);
+              return gemm_seconds(g.k, g.n, g.m, g.count, dtype, ctx) + cast;
           }
           return 0.0;
         } else if constexpr (std::is_same_v<T, AttentionCore>) {
@@ -220,7 +295,8 @@ Duration kernel_time(const Op& op, Pass pass, const KernelContext& ctx) {
                                                : unfused_attention_seconds(shape, pass, ctx, shape.dropout);
         } else {
           if (pass == Pass::BackwardWeight) return 0.0;
-          return elementwise_seconds(pass == Pass::Forward ? op.fwd_bytes : op.bwd_bytes, ctx);
+          const double fused = elementwise_seconds(pass == Pass::Forward ? op.fwd_bytes : op.bwd_bytes, ctx);
+          return fused + eager_extra_seconds(op, fused, ctx);
         }
       },
       op.shape);

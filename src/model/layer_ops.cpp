@@ -12,14 +12,20 @@ using spec::MlpKind;
 using spec::ModelSpec;
 
 // GEMM: 2mnk FLOPs forward; the backward computes dX = dY·Wᵀ and dW = Xᵀ·dY, 2mnk each.
-Op gemm(std::string_view name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count = 1) {
+Op gemm(std::string_view name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count = 1,
+        bool linear = false) {
   const double flops =
       2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(count);
   return Op{.name = name,
-            .shape = Gemm{.m = m, .n = n, .k = k, .count = count},
+            .shape = Gemm{.m = m, .n = n, .k = k, .count = count, .linear = linear},
             .fwd_flops = flops,
             .bwd_data_flops = flops,
             .bwd_weight_flops = flops};
+}
+
+// A linear layer of the block (FP8 under an FP8 recipe).
+Op linear(std::string_view name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count = 1) {
+  return gemm(name, m, n, k, count, true);
 }
 
 Op elementwise(std::string_view name, double fwd_bytes, double bwd_bytes) {
@@ -65,7 +71,7 @@ void add_attention_block(std::vector<Op>& ops, const ModelSpec& m, const LayerSh
   const std::int64_t dh = m.head_dim;
   // norm: read x, write y; backward reads x and dy, writes dx
   ops.push_back(elementwise("norm1", 2 * d.e * d.tokens_sp * d.h, 3 * d.e * d.tokens_sp * d.h));
-  ops.push_back(gemm("qkv", d.tokens, (q_heads + 2 * kv_heads) * dh, m.hidden));
+  ops.push_back(linear("qkv", d.tokens, (q_heads + 2 * kv_heads) * dh, m.hidden));
   if (m.position == spec::PositionKind::Rope) {
     const double rotated = static_cast<double>(d.tokens) * static_cast<double>((q_heads + kv_heads) * dh);
     ops.push_back(elementwise("rope", 2 * d.e * rotated, 2 * d.e * rotated));
@@ -77,7 +83,7 @@ void add_attention_block(std::vector<Op>& ops, const ModelSpec& m, const LayerSh
                            .head_dim = dh,
                            .causal = true,
                            .dropout = m.dropout}));
-  ops.push_back(gemm("out_proj", d.tokens, m.hidden, q_heads * dh));
+  ops.push_back(linear("out_proj", d.tokens, m.hidden, q_heads * dh));
   // dropout + residual add: read two tensors, write one (and a 1-byte mask)
   const double mask = m.dropout ? 1 : 0;
   ops.push_back(elementwise("residual1", (3 * d.e + mask) * d.tokens_sp * d.h, (2 * d.e + mask) * d.tokens_sp * d.h));
@@ -86,9 +92,9 @@ void add_attention_block(std::vector<Op>& ops, const ModelSpec& m, const LayerSh
 
 void add_dense_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, const Dims& d) {
   const std::int64_t in = static_cast<std::int64_t>(mlp_in(m, m.ffn_hidden)) / s.tp;
-  ops.push_back(gemm("fc1", d.tokens, in, m.hidden));
+  ops.push_back(linear("fc1", d.tokens, in, m.hidden));
   ops.push_back(activation("act", m, static_cast<double>(d.tokens), static_cast<double>(m.ffn_hidden / s.tp), d.e));
-  ops.push_back(gemm("fc2", d.tokens, m.hidden, m.ffn_hidden / s.tp));
+  ops.push_back(linear("fc2", d.tokens, m.hidden, m.ffn_hidden / s.tp));
 }
 
 // Routed experts: each GPU holds experts/ep experts (each split over tp). Its T tokens pick top_k
@@ -105,16 +111,16 @@ void add_moe_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, 
   // token permutation before dispatch and after combine: read and write every routed copy
   const double permute = 2 * d.e * routed * d.h;
   ops.push_back(elementwise("permute", permute, permute));
-  ops.push_back(gemm("expert_fc1", per_expert, in, m.hidden, local_experts));
+  ops.push_back(linear("expert_fc1", per_expert, in, m.hidden, local_experts));
   ops.push_back(
       activation("expert_act", m, static_cast<double>(per_expert * local_experts), static_cast<double>(ffn), d.e));
-  ops.push_back(gemm("expert_fc2", per_expert, m.hidden, ffn, local_experts));
+  ops.push_back(linear("expert_fc2", per_expert, m.hidden, ffn, local_experts));
   ops.push_back(elementwise("unpermute", permute, permute));
   if (e.shared_experts > 0) {
-    ops.push_back(gemm("shared_fc1", d.tokens, e.shared_experts * in, m.hidden));
+    ops.push_back(linear("shared_fc1", d.tokens, e.shared_experts * in, m.hidden));
     ops.push_back(
         activation("shared_act", m, static_cast<double>(d.tokens), static_cast<double>(e.shared_experts * ffn), d.e));
-    ops.push_back(gemm("shared_fc2", d.tokens, m.hidden, e.shared_experts * ffn));
+    ops.push_back(linear("shared_fc2", d.tokens, m.hidden, e.shared_experts * ffn));
   }
 }
 

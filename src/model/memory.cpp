@@ -126,7 +126,7 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   double per_layer_sum = 0;
   double working_set = 0;  // full recompute rebuilds one layer's activations during its backward
   // Flash attention never stores the attention scores: it keeps what selective recomputation keeps.
-  const bool flash = spec::is_fused(st.attention);
+  const bool flash = spec::is_fused(spec::attention_of(st));
   const auto stored = st.recompute == Recompute::None && flash ? Recompute::Selective : st.recompute;
   for (int i = 0; i < layers; ++i) {
     const bool moe = is_moe_layer(m, first_layer + i);
@@ -153,7 +153,13 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
 
 MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& assumptions) {
   const auto& st = job.strategy;
-  const auto per_param = state_bytes_per_param(job.workload.training.dtype, job.workload.training.optimizer);
+  auto per_param = state_bytes_per_param(job.workload.training.dtype, job.workload.training.optimizer);
+  // gradients accumulate in the precision they are reduced in (Megatron's fp32 main_grad buffer;
+  // FSDP2 keeps its sharded gradients in the reduce dtype)
+  if (st.grad_reduce_dtype) per_param.grads = spec::dtype_bytes(*st.grad_reduce_dtype);
+  // Transformer Engine keeps each weight's FP8 copy and its transpose for the whole step
+  const bool fp8_weight_cache = spec::fp8_of(st) == spec::Fp8Recipe::Tensorwise &&
+                                spec::framework_preset(st.framework).fp8_weight_cache && st.zero < 3;
   const std::int64_t dense_shards = job.dp * st.cp;
   const std::int64_t expert_shards = std::max<std::int64_t>(1, dense_shards / st.ep);
   const auto params = stage_params(job);
@@ -169,6 +175,7 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
     // before its reduce-scatter; ZeRO-2 reduces one layer's gradient bucket at a time.
     if (st.zero == 3) buffers += (2 * per_param.weights + per_param.grads) * p.largest_layer;
     if (st.zero == 2) buffers += per_param.grads * p.largest_layer;
+    if (fp8_weight_cache) buffers += 2.0 * p.total();
     StageMemory sm{
         .stage = static_cast<int>(stage),
         .params = p.total(),

@@ -39,6 +39,20 @@ ordered_json shape_json(const model::OpShape& shape) {
       shape);
 }
 
+// The dtype gradients are reduced in: the key's, or the training dtype's gradients.
+std::string grad_reduce_text(const spec::Job& job) {
+  const auto& s = job.strategy;
+  if (s.grad_reduce_dtype) return std::string(spec::dtype_name(*s.grad_reduce_dtype));
+  return model::weight_bytes(job.workload.training.dtype) == 4 ? "fp32" : "bf16";
+}
+
+// The keys the framework preset set, with their values.
+ordered_json assumed_json(const spec::StrategySpec& s) {
+  ordered_json out = ordered_json::object();
+  for (const auto& [key, value] : s.assumed.keys) out[key] = value;
+  return out;
+}
+
 ordered_json strategy_json(const spec::Job& job) {
   const auto& s = job.strategy;
   return {{"tp", s.tp},
@@ -56,7 +70,16 @@ ordered_json strategy_json(const spec::Job& job) {
           {"schedule", spec::schedule_name(s.schedule)},
           {"recompute", spec::recompute_name(s.recompute)},
           {"order", spec::order_text(s.order)},
-          {"stage_layers", job.stage_layers}};
+          {"stage_layers", job.stage_layers},
+          {"framework", spec::framework_name(s.framework)},
+          {"attention", spec::attention_name(spec::attention_of(s))},
+          {"tp_overlap", s.tp_overlap},
+          {"grad_reduce_dtype", grad_reduce_text(job)},
+          {"overlap_grad_reduce", s.overlap_grad_reduce},
+          {"overlap_param_gather", s.overlap_param_gather},
+          {"fp8", spec::fp8_recipe_name(spec::fp8_of(s))},
+          {"compile", s.compile},
+          {"assumed", assumed_json(s)}};
 }
 
 }  // namespace
@@ -195,6 +218,13 @@ std::string to_table(const RunReport& r) {
   named.dp = job.dp;
   named.gpus.reset();
   line("strategy", spec::strategy_text(named));
+  {
+    std::string assumed;
+    for (const auto& [key, value] : s.assumed.keys)
+      assumed += fmt::format("{}{}={}", assumed.empty() ? "" : ", ", key, value);
+    line("framework", fmt::format("{}{}", spec::framework_name(s.framework),
+                                  assumed.empty() ? std::string() : fmt::format(" (assumed: {})", assumed)));
+  }
   line("micro-batches", fmt::format("{} per step and pipeline", job.micro_batches));
   line("parameters", fmt::format("{} total, {} per GPU", human_count(r.params_total), human_count(r.params_per_gpu)));
   line("model FLOPs/step", fmt::format("{:.4g} (Megatron formula {:.4g})", r.flops.model, r.megatron_formula_flops));
@@ -249,12 +279,16 @@ std::string to_csv(const RunReport& r) {
   const double bubble = r.simulation ? r.simulation->bubble_fraction : 0;
   std::string out =
       "workload,topology,gpus,tp,pp,dp,cp,ep,zero,mb,params_total,params_per_gpu,model_flops_per_step,step_time_s,"
-      "tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,peak_memory_bytes,fits\n";
-  out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.6e},{:.6e},{:.3f},{:.4f},{:.4f},{},{}\n",
+      "tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,peak_memory_bytes,fits,strategy\n";
+  auto named = job.strategy;  // the whole resolved strategy, as run -s reads it back
+  named.dp = job.dp;
+  named.gpus.reset();
+  out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.6e},{:.6e},{:.3f},{:.4f},{:.4f},{},{},{}\n",
                      csv_field(job.workload.name), csv_field(job.cluster.name), job.gpus, job.strategy.tp,
                      job.strategy.pp, job.dp, job.strategy.cp, job.strategy.ep, job.strategy.zero, job.strategy.mb,
                      rounded(r.params_total), rounded(r.params_per_gpu), r.flops.model, step, r.tokens_per_s,
-                     r.tflops_per_gpu, r.mfu, bubble, r.peak_memory, r.fits ? "true" : "false");
+                     r.tflops_per_gpu, r.mfu, bubble, r.peak_memory, r.fits ? "true" : "false",
+                     csv_field(spec::strategy_text(named)));
   return out;
 }
 

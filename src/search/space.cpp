@@ -39,6 +39,7 @@ std::vector<int> powers_of_two_up_to(std::int64_t limit) {
 struct Pins {
   spec::StrategySpec fixed;
   std::set<std::string> keys;
+  spec::DeviceArch arch = spec::DeviceArch::Unknown;  // the attention kernel a framework picks depends on it
   bool has(const char* key) const { return keys.contains(key); }
   // A dimension's values: the pinned one, or the space's.
   template <typename T>
@@ -162,11 +163,14 @@ std::vector<DataChoice> data_choices(const spec::WorkloadSpec& w, std::int64_t d
   // Flash attention never stores the attention scores, which is all selective recomputation saves.
   const auto recomputes =
       p.values<Recompute>("recompute", f.recompute,
-                          spec::is_fused(f.attention)
+                          spec::is_fused(f.attention.value_or(spec::framework_attention(f.framework, p.arch)))
                               ? std::vector<Recompute>{Recompute::None, Recompute::Full}
                               : std::vector<Recompute>{Recompute::None, Recompute::Selective, Recompute::Full});
   std::vector<DataChoice> out;
-  for (const int zero : p.values("zero", f.zero, dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0}))
+  // the ZeRO stages the framework offers (Megatron: the distributed optimizer; FSDP: sharded or not)
+  const auto stages = spec::framework_preset(f.framework).zero_stages;
+  for (const int zero :
+       p.values("zero", f.zero, dp > 1 ? std::vector<int>(stages.begin(), stages.end()) : std::vector<int>{0}))
     for (const auto mb : p.values("mb", f.mb, mbs)) {
       // Megatron-LM interleaves micro-batches in groups of pp
       if (pipe.schedule == Schedule::Interleaved && !p.has("schedule") && !p.has("vpp") &&
@@ -202,7 +206,7 @@ spec::StrategySpec compose(spec::StrategySpec s, const LayerSplit& l, const Pipe
 
 std::vector<Candidate> enumerate_space(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload,
                                        const SweepOptions& options) {
-  Pins pins{.fixed = spec::read_strategy_spec(options.fixed, options.fixed_source)};
+  Pins pins{.fixed = spec::read_strategy_spec(options.fixed, options.fixed_source), .arch = cluster.device.arch};
   for (const auto& [key, value] : options.fixed.items()) pins.keys.insert(key);
   std::vector<std::int64_t> gpus = options.gpus;
   if (gpus.empty()) gpus.push_back(pins.fixed.gpus.value_or(cluster.num_devices()));

@@ -130,9 +130,10 @@ void check_stages(Job& job, Rules& rules) {
   job.stage_layers.assign(static_cast<std::size_t>(s.pp), inner);
   if (s.first_stage_layers) job.stage_layers.front() = first;
   if (s.last_stage_layers) job.stage_layers.back() = last;
+  // with vpp, a stage's layers need not divide evenly: its chunks differ by one layer at most
   for (std::size_t i = 0; i < job.stage_layers.size(); ++i) {
-    if (job.stage_layers[i] % s.vpp != 0) {
-      rules.strategy("/vpp", fmt::format("stage {} has {} layers, not divisible into vpp = {} chunks", i,
+    if (job.stage_layers[i] < s.vpp) {
+      rules.strategy("/vpp", fmt::format("stage {} has {} layers, fewer than its vpp = {} model chunks", i,
                                          job.stage_layers[i], s.vpp));
       return;
     }
@@ -168,6 +169,32 @@ void check_dtype(Job& job, Rules& rules) {
                                                   dtype_name(dtype), job.cluster.device.name, job.sources.topology));
 }
 
+// The framework keys that depend on the device and the training dtype: the attention kernel and
+// FP8. A preset's choice is recorded as assumed.
+void resolve_framework(Job& job, Rules& rules) {
+  auto& s = job.strategy;
+  if (!s.attention) {
+    s.attention = framework_attention(s.framework, job.cluster.device.arch);
+    s.assumed.keys.emplace_back("attention", std::string(attention_name(*s.attention)));
+  }
+  const bool fp8_training = job.workload.training.dtype == Dtype::Fp8;
+  if (!s.fp8) {
+    s.fp8 = fp8_training ? Fp8Recipe::Tensorwise : Fp8Recipe::Off;
+    s.assumed.keys.emplace_back("fp8", std::string(fp8_recipe_name(*s.fp8)));
+  } else if (*s.fp8 == Fp8Recipe::Off && fp8_training) {
+    rules.strategy("/fp8", "fp8=off contradicts training.dtype fp8 of the workload (set the dtype to bf16 instead)");
+  }
+  // (training.dtype fp8 on such a device is the workload's error, reported by check_dtype)
+  if (*s.fp8 != Fp8Recipe::Off && !s.assumed.contains("fp8") && job.cluster.device.peak_flops.count(Dtype::Fp8) == 0)
+    rules.strategy("/fp8", fmt::format("device \"{}\" has no FP8 peak", job.cluster.device.name));
+  if (*s.fp8 != Fp8Recipe::Off && job.workload.training.dtype == Dtype::Fp32)
+    rules.strategy("/fp8", "FP8 GEMMs need 16-bit training (bf16 or fp16), not fp32");
+  if (s.tp_overlap && s.tp > 1 && !s.sp && !s.assumed.contains("tp_overlap"))
+    job.warnings.push_back(
+        "tp_overlap=on needs sp=on (Megatron-Core asserts it; AsyncTP overlaps the sequence-parallel collectives): "
+        "the tensor-parallel all-reduces stay exposed");
+}
+
 }  // namespace
 
 Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strategy, Sources sources) {
@@ -180,6 +207,7 @@ Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strateg
   check_degrees(job, rules);
   check_model_split(job, rules);
   check_stages(job, rules);
+  resolve_framework(job, rules);
   if (job.dp > 0) check_batch_and_schedule(job, rules);
   rules.throw_if_any();
   job.warnings.insert(job.warnings.begin(), job.cluster.warnings.begin(), job.cluster.warnings.end());

@@ -31,7 +31,29 @@ constexpr std::array<Choice<ParallelDim>, 5> kDims{{{"tp", ParallelDim::Tp},
                                                     {"dp", ParallelDim::Dp},
                                                     {"pp", ParallelDim::Pp}}};
 
+constexpr std::array<Choice<Framework>, 5> kFrameworks{{{"megatron-core", Framework::MegatronCore},
+                                                        {"megatron-2021", Framework::Megatron2021},
+                                                        {"nemo", Framework::Nemo},
+                                                        {"torchtitan", Framework::TorchTitan},
+                                                        {"deepspeed-2021", Framework::DeepSpeed2021}}};
+constexpr std::array<Choice<Fp8Recipe>, 5> kFp8{{{"off", Fp8Recipe::Off},
+                                                 {"on", Fp8Recipe::Tensorwise},
+                                                 {"tensorwise", Fp8Recipe::Tensorwise},
+                                                 {"rowwise", Fp8Recipe::Rowwise},
+                                                 {"blockwise", Fp8Recipe::Blockwise}}};
+constexpr std::array<Choice<Dtype>, 3> kReduceDtypes{
+    {{"fp32", Dtype::Fp32}, {"bf16", Dtype::Bf16}, {"fp16", Dtype::Fp16}}};
+
 constexpr IntRange kDegree{1, 1 << 20};
+
+std::string_view on_off(bool value) {
+  return value ? "on" : "off";
+}
+
+std::string reduce_dtype_text(const std::optional<Dtype>& dtype) {
+  return dtype ? std::string(dtype_name(*dtype)) : std::string("training");
+}
+
 
 bool read_switch(Reader& r, std::string_view key, bool fallback) {
   const auto* value = r.value(key);
@@ -74,6 +96,37 @@ std::vector<ParallelDim> read_order(Reader& r, std::vector<ParallelDim> fallback
   return order;
 }
 
+// The framework keys: given ones as given, the others from the framework's preset (recorded as
+// assumed).
+void read_framework_keys(Reader& r, StrategySpec& s) {
+  s.framework = r.choice_or<Framework>("framework", Framework::MegatronCore, kFrameworks);
+  const auto& preset = framework_preset(s.framework);
+  const auto assume = [&](std::string_view key, std::string_view value) {
+    s.assumed.keys.emplace_back(std::string(key), std::string(value));
+  };
+  if (r.has("zero")) {
+    s.zero = static_cast<int>(r.integer_or("zero", 0, {0, 3}));
+  } else {
+    s.zero = preset.zero;
+    if (preset.zero != 0) assume("zero", std::to_string(preset.zero));
+  }
+  s.tp_overlap = read_switch(r, "tp_overlap", preset.tp_overlap);
+  if (!r.has("tp_overlap")) assume("tp_overlap", on_off(s.tp_overlap));
+  if (r.has("grad_reduce_dtype")) {
+    s.grad_reduce_dtype = r.optional_choice<Dtype>("grad_reduce_dtype", kReduceDtypes);
+  } else {
+    s.grad_reduce_dtype = preset.grad_reduce_dtype;
+    assume("grad_reduce_dtype", reduce_dtype_text(s.grad_reduce_dtype));
+  }
+  s.overlap_grad_reduce = read_switch(r, "overlap_grad_reduce", preset.overlap_grad_reduce);
+  if (!r.has("overlap_grad_reduce")) assume("overlap_grad_reduce", on_off(s.overlap_grad_reduce));
+  s.overlap_param_gather = read_switch(r, "overlap_param_gather", preset.overlap_param_gather);
+  if (!r.has("overlap_param_gather")) assume("overlap_param_gather", on_off(s.overlap_param_gather));
+  s.fp8 = r.optional_choice<Fp8Recipe>("fp8", kFp8);
+  s.compile = read_switch(r, "compile", preset.compile);
+  if (!r.has("compile") && !preset.compile) assume("compile", on_off(s.compile));
+}
+
 // The JSON value an inline "key=value" item stands for: an integer when it is one, else a string.
 nlohmann::json inline_value(std::string_view text) {
   std::int64_t integer = 0;
@@ -102,6 +155,24 @@ std::string_view attention_name(AttentionImpl attention) {
 std::string_view cp_comm_name(CpComm comm) {
   return choice_name<CpComm>(kCpComm, comm);
 }
+AttentionImpl framework_attention(Framework framework, DeviceArch arch) {
+  switch (framework) {
+    case Framework::Megatron2021:
+    case Framework::DeepSpeed2021:
+      return AttentionImpl::Unfused;
+    case Framework::TorchTitan:
+      return AttentionImpl::Flash;
+    case Framework::MegatronCore:
+    case Framework::Nemo:
+      break;
+  }
+  return arch == DeviceArch::Hopper || arch == DeviceArch::Blackwell ? AttentionImpl::Cudnn : AttentionImpl::Flash;
+}
+
+bool AssumedKeys::contains(std::string_view key) const {
+  return std::any_of(keys.begin(), keys.end(), [&](const auto& k) { return k.first == key; });
+}
+
 std::string_view parallel_dim_name(ParallelDim dim) {
   return choice_name<ParallelDim>(kDims, dim);
 }
@@ -117,8 +188,12 @@ std::string order_text(const std::vector<ParallelDim>& order) {
 
 std::string strategy_text(const StrategySpec& s) {
   const StrategySpec defaults;
-  std::string out = fmt::format("tp={}", s.tp);
+  const auto& preset = framework_preset(s.framework);
+  std::string out;
+  if (s.framework != defaults.framework) out += fmt::format("framework={},", framework_name(s.framework));
+  out += fmt::format("tp={}", s.tp);
   if (s.sp) out += ",sp=on";
+  if (s.tp_overlap != preset.tp_overlap) out += fmt::format(",tp_overlap={}", on_off(s.tp_overlap));
   if (s.cp != 1) out += fmt::format(",cp={}", s.cp);
   if (s.cp_comm != defaults.cp_comm) out += fmt::format(",cp_comm={}", cp_comm_name(s.cp_comm));
   if (s.ep != 1) out += fmt::format(",ep={}", s.ep);
@@ -130,7 +205,16 @@ std::string strategy_text(const StrategySpec& s) {
   out += fmt::format(",zero={},mb={}", s.zero, s.mb);
   if (s.pp > 1 || s.schedule != defaults.schedule) out += fmt::format(",schedule={}", schedule_name(s.schedule));
   out += fmt::format(",recompute={}", recompute_name(s.recompute));
-  if (s.attention != defaults.attention) out += fmt::format(",attention={}", attention_name(s.attention));
+  if (s.attention && !s.assumed.contains("attention"))
+    out += fmt::format(",attention={}", attention_name(*s.attention));
+  if (s.fp8 && !s.assumed.contains("fp8")) out += fmt::format(",fp8={}", fp8_recipe_name(*s.fp8));
+  if (s.grad_reduce_dtype != preset.grad_reduce_dtype)
+    out += fmt::format(",grad_reduce_dtype={}", reduce_dtype_text(s.grad_reduce_dtype));
+  if (s.overlap_grad_reduce != preset.overlap_grad_reduce)
+    out += fmt::format(",overlap_grad_reduce={}", on_off(s.overlap_grad_reduce));
+  if (s.overlap_param_gather != preset.overlap_param_gather)
+    out += fmt::format(",overlap_param_gather={}", on_off(s.overlap_param_gather));
+  if (s.compile != preset.compile) out += fmt::format(",compile={}", on_off(s.compile));
   if (s.first_stage_layers) out += fmt::format(",first_stage_layers={}", *s.first_stage_layers);
   if (s.last_stage_layers) out += fmt::format(",last_stage_layers={}", *s.last_stage_layers);
   if (s.order != defaults.order) out += fmt::format(",order={}", order_text(s.order));
@@ -151,15 +235,15 @@ StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& s
   s.ep = static_cast<int>(r.integer_or("ep", 1, kDegree));
   s.ep_overlap = read_switch(r, "ep_overlap", false);
   s.dp = r.optional_integer("dp", {1, std::int64_t{1} << 22});
-  s.zero = static_cast<int>(r.integer_or("zero", 0, {0, 3}));
   s.mb = r.integer_or("mb", 1, {1, 1 << 30});
   s.schedule = r.choice_or<Schedule>("schedule", Schedule::OneFOneB, kSchedules);
   s.recompute = r.choice_or<Recompute>("recompute", Recompute::None, kRecompute);
-  s.attention = r.choice_or<AttentionImpl>("attention", AttentionImpl::Flash, kAttention);
+  s.attention = r.optional_choice<AttentionImpl>("attention", kAttention);
   if (const auto f = r.optional_integer("first_stage_layers", {1, 10000})) s.first_stage_layers = static_cast<int>(*f);
   if (const auto l = r.optional_integer("last_stage_layers", {1, 10000})) s.last_stage_layers = static_cast<int>(*l);
   s.gpus = r.optional_integer("gpus", {1, std::int64_t{1} << 22});
   s.order = read_order(r, s.order);
+  read_framework_keys(r, s);
   r.sources();
   r.finish();
   diagnostics.throw_if_any(source);

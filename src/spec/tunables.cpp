@@ -135,6 +135,11 @@ constexpr std::array kFields{
                                          "rate of a square tile_m × tile_m tile (picked for small outputs) "
                                          "relative to the large tile; 0: never picked",
                                          "fitted to the device's GEMM microbenchmarks"),
+    field<kK, &K::tp_overlap_sms>("kernels", "tp_overlap_sms", TunableKind::Integer, {0, 256},
+                                  "SMs a reduce-scatter pipelined with its GEMM takes from it (tp_overlap); "
+                                  "the all-gathers' ring exchange runs on copy engines",
+                                  "NeMo's userbuffers configs (tp_overlap_configs/userbuffers.py): pipelined "
+                                  "reduce-scatter num_sm 16-24, ring-exchange all-gather num_sm 1"),
     field<kK, &K::roofline_sharpness>("kernels", "roofline_sharpness", TunableKind::Number, {1, 1e3},
                                       "how a kernel bound by both arithmetic and memory overlaps them: the "
                                       "p-norm of the two times (1000: the roofline's max)",

@@ -111,7 +111,8 @@ double modelled_tflops(const GemmBench& g, model::KernelContext ctx) {
   ctx.gemm_dtype = g.dtype;
   ctx.dtype = g.dtype == spec::Dtype::Fp8 ? spec::Dtype::Bf16 : g.dtype;
   const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
-  const model::Op op{.name = "gemm", .shape = model::Gemm{g.m, g.n, g.k, 1}, .fwd_flops = flops};
+  // a matmul benchmark: operands in the row's dtype, as a linear layer's GEMM takes them (no FP8 casts)
+  const model::Op op{.name = "gemm", .shape = model::Gemm{g.m, g.n, g.k, 1, true}, .fwd_flops = flops};
   return flops / model::kernel_time(op, model::Pass::Forward, ctx).seconds() / 1e12;
 }
 

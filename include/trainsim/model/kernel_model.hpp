@@ -19,16 +19,37 @@ namespace trainsim::model {
 enum class Pass { Forward, BackwardData, BackwardWeight };
 
 // The tunables (spec::KernelTuning) carry the efficiencies; docs/model.md "Kernels" their sources.
+// How FP8 linear layers run (Transformer Engine or torchao): their inputs, weights and output
+// gradients are cast to FP8 by memory-bound kernels around each GEMM.
+struct Fp8Casts {
+  spec::Fp8Recipe recipe = spec::Fp8Recipe::Off;
+  spec::Fp8Scaling scaling = spec::Fp8Scaling::Delayed;
+  // Share of the micro-batches that cast the weights: 1/micro-batches where the FP8 weights are
+  // cast once per step and kept (Transformer Engine), 1 where every micro-batch casts them.
+  double weight_cast_share = 1.0;
+};
+
 struct KernelContext {
   const spec::DeviceSpec* device = nullptr;
   spec::Dtype dtype = spec::Dtype::Bf16;       // activations, attention, element-wise kernels
-  spec::Dtype gemm_dtype = spec::Dtype::Bf16;  // the matrix products (fp8 under FP8 training)
+  spec::Dtype gemm_dtype = spec::Dtype::Bf16;  // the linear layers' GEMMs (fp8 under an FP8 recipe)
   spec::AttentionImpl attention = spec::AttentionImpl::Flash;
   spec::KernelTuning tuning;
+  Fp8Casts fp8;
+  // Element-wise ops run op by op in eager PyTorch (no torch.compile): more kernels and HBM passes.
+  bool eager = false;
 };
 
-// The kernels of a job: its device, its training dtype (FP8 runs the GEMMs in fp8 and the rest in
-// bf16), its attention implementation.
+// Bytes one FP8 linear layer's casts move in a pass, per element of the operands involved, and
+// how many cast kernels that takes (docs/model.md "FP8").
+struct CastTraffic {
+  double bytes = 0;
+  int kernels = 0;
+};
+CastTraffic fp8_cast_traffic(const Gemm& g, Pass pass, const KernelContext& ctx);
+
+// The kernels of a job: its device, its training dtype, its FP8 recipe (FP8 runs the linear
+// layers' GEMMs in fp8 and the rest in bf16), its attention implementation.
 KernelContext kernel_context(const spec::Job& job, const spec::KernelTuning& tuning);
 
 // The share of the specified peaks a power-capped device keeps: clocks fall as the cube root of

@@ -16,6 +16,9 @@ struct Gemm {
   std::int64_t n = 0;
   std::int64_t k = 0;
   std::int64_t count = 1;
+  // A linear layer of the transformer block (activations times weights): the GEMMs an FP8 recipe
+  // runs in FP8. The router, the logits and the attention core stay in the activations' dtype.
+  bool linear = false;
   friend bool operator==(const Gemm&, const Gemm&) = default;
 };
 

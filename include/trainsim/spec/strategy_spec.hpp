@@ -9,6 +9,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "trainsim/spec/framework.hpp"
+
 namespace trainsim::spec {
 
 enum class Schedule { GPipe, OneFOneB, Interleaved, ZbH1 };
@@ -28,6 +30,14 @@ enum class CpComm { AllGather, Ring };
 // Process-group dimensions in rank order, innermost first (Megatron: tp, cp, dp, pp).
 enum class ParallelDim { Tp, Cp, Ep, Dp, Pp };
 
+// Keys a framework preset filled in ("key", "value"), for the report. Not part of a strategy's
+// identity: two strategies with the same values are equal however their keys were given.
+struct AssumedKeys {
+  std::vector<std::pair<std::string, std::string>> keys;
+  bool contains(std::string_view key) const;
+  friend bool operator==(const AssumedKeys&, const AssumedKeys&) { return true; }
+};
+
 struct StrategySpec {
   int tp = 1;
   bool sp = false;
@@ -44,11 +54,26 @@ struct StrategySpec {
   std::int64_t mb = 1;
   Schedule schedule = Schedule::OneFOneB;
   Recompute recompute = Recompute::None;
-  AttentionImpl attention = AttentionImpl::Flash;
+  // absent: the framework's kernel for the device (resolve_job fills it in)
+  std::optional<AttentionImpl> attention;
   std::optional<int> first_stage_layers;
   std::optional<int> last_stage_layers;
   std::optional<std::int64_t> gpus;
   std::vector<ParallelDim> order{ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Dp, ParallelDim::Pp};
+  // What the framework does (docs/model.md "Frameworks"); a preset sets the keys not given.
+  Framework framework = Framework::MegatronCore;
+  // TP collectives of sequence parallelism pipelined with the GEMM they feed or drain
+  // (Megatron-Core --tp-comm-overlap, TorchTitan AsyncTP); needs sp.
+  bool tp_overlap = false;
+  std::optional<Dtype> grad_reduce_dtype;  // absent: the training dtype's gradients
+  bool overlap_grad_reduce = false;        // data-parallel reductions during the last backward
+  bool overlap_param_gather = false;       // ZeRO-1/2 parameter all-gathers during the forward
+  // FP8 GEMMs; absent: on (tensorwise) when training.dtype is fp8, else off (resolve_job fills it in)
+  std::optional<Fp8Recipe> fp8;
+  // Element-wise kernels fused (torch.compile, or the fused kernels Megatron and Transformer Engine
+  // ship) or run op by op in eager PyTorch.
+  bool compile = true;
+  AssumedKeys assumed;
   friend bool operator==(const StrategySpec&, const StrategySpec&) = default;
 };
 
@@ -65,6 +90,15 @@ std::string strategy_text(const StrategySpec& strategy);
 std::string_view schedule_name(Schedule schedule);
 std::string_view recompute_name(Recompute recompute);
 std::string_view attention_name(AttentionImpl attention);
+// The attention kernel a framework runs on a device of `arch` when the strategy does not say.
+AttentionImpl framework_attention(Framework framework, DeviceArch arch);
+// The attention kernel of a resolved job's strategy.
+inline AttentionImpl attention_of(const StrategySpec& s) {
+  return s.attention.value_or(AttentionImpl::Flash);
+}
+inline Fp8Recipe fp8_of(const StrategySpec& s) {
+  return s.fp8.value_or(Fp8Recipe::Off);
+}
 std::string_view cp_comm_name(CpComm comm);
 std::string_view parallel_dim_name(ParallelDim dim);
 std::string order_text(const std::vector<ParallelDim>& order);

@@ -30,6 +30,8 @@ struct KernelTuning {
   double unaligned_efficiency = 1.0;
   // A square tile of tile_m (for small outputs) at this share of the large tile's rate; 0: never.
   double small_tile_efficiency = 0;
+  // SMs a pipelined reduce-scatter of tp_overlap takes from the GEMM it overlaps.
+  double tp_overlap_sms = 16;
   // How a kernel bound by both arithmetic and memory overlaps them: the p-norm of the two times.
   double roofline_sharpness = 1e3;
   // Attention kernels: each implementation's share of the bf16 peak at head dim 128 on long

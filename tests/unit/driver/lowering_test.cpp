@@ -62,8 +62,9 @@ TEST_CASE("the simulated memory peak matches the analytic model where both are e
 TEST_CASE("ZeRO-3 moves 1.5 times the data-parallel bytes of DDP") {
   // DDP: one all-reduce of the gradients (2P bytes of bus traffic); ZeRO-3: all-gather before
   // forward and before backward plus a reduce-scatter (P each). Payload bytes: P + P + P vs P.
-  const auto ddp = simulate(tiny_job("gpus=16,mb=2"));
-  const auto zero3 = simulate(tiny_job("gpus=16,mb=2,zero=3"));
+  // gradients reduced in bf16 as the parameters are gathered: the same bytes per element
+  const auto ddp = simulate(tiny_job("gpus=16,mb=2,grad_reduce_dtype=bf16"));
+  const auto zero3 = simulate(tiny_job("gpus=16,mb=2,zero=3,grad_reduce_dtype=bf16"));
   // nccl-tests sizes: an all-reduce of P, gathers and scatters of P: bus bytes 2P(n−1)/n vs 3P(n−1)/n
   const double ddp_bus = dp_bytes(ddp) * 2;
   const double zero3_bus = dp_bytes(zero3);
@@ -79,8 +80,9 @@ TEST_CASE("ZeRO-1 costs what DDP costs when the network is the bottleneck") {
   auto job_for = [&](const std::string& s) {
     return spec::resolve_job(cluster, w, spec::read_strategy_spec(spec::parse_inline_strategy(s, "s"), "s"), sources);
   };
-  const auto ddp = simulate(job_for("tp=8,gpus=64"));
-  const auto zero1 = simulate(job_for("tp=8,gpus=64,zero=1"));
+  // a reduce-scatter and an all-gather of P bf16 elements move what an all-reduce of P moves
+  const auto ddp = simulate(job_for("tp=8,gpus=64,grad_reduce_dtype=bf16"));
+  const auto zero1 = simulate(job_for("tp=8,gpus=64,zero=1,grad_reduce_dtype=bf16"));
   CHECK(ddp.simulation->breakdown.exposed_comm_s > 0.5 * ddp.simulation->step_time_s);
   CHECK(zero1.simulation->step_time_s == doctest::Approx(ddp.simulation->step_time_s).epsilon(0.02));
 }
@@ -144,8 +146,9 @@ TEST_CASE("fp32 training moves fp32 activations and gradients: twice the bytes o
     }
     return total;
   };
-  const auto half = simulate(tiny_job("tp=2,pp=2,gpus=16"));
-  const auto full = simulate(tiny_job("tp=2,pp=2,gpus=16", 2, fp32));
+  // gradients reduced in the training precision (Megatron-LM 2021)
+  const auto half = simulate(tiny_job("framework=megatron-2021,tp=2,pp=2,gpus=16"));
+  const auto full = simulate(tiny_job("framework=megatron-2021,tp=2,pp=2,gpus=16", 2, fp32));
   for (const auto category : {lower::Category::TpComm, lower::Category::PpComm, lower::Category::DpComm}) {
     CAPTURE(static_cast<int>(category));
     REQUIRE(bytes(half, category) > 0);

@@ -1,0 +1,48 @@
+#pragma once
+// What a training framework does beyond the parallel layout (docs/model.md "Frameworks"): which
+// attention kernel it runs, in which precision it reduces gradients, what it overlaps, how it
+// shards, how it runs FP8. Each behaviour is a strategy key; a framework preset sets the keys the
+// user left out, with each default taken from that framework's own source or docs.
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "trainsim/spec/device_spec.hpp"
+
+namespace trainsim::spec {
+
+enum class Framework { MegatronCore, Megatron2021, Nemo, TorchTitan, DeepSpeed2021 };
+// FP8 GEMMs and their scaling granularity: one scale per tensor (Transformer Engine's delayed
+// scaling, torchao's tensorwise), per row (torchao rowwise), per 128-element block (DeepSeek-V3,
+// MXFP8 on Blackwell).
+enum class Fp8Recipe { Off, Tensorwise, Rowwise, Blockwise };
+// How FP8 scales are found: from the amax history of earlier steps (Transformer Engine's
+// DelayedScaling, the cast kernel records the amax) or from the tensor itself just before the cast
+// (current scaling: an extra read of the tensor for its amax).
+enum class Fp8Scaling { Delayed, Current };
+
+struct FrameworkPreset {
+  Framework framework;
+  std::string_view name;
+  int zero;
+  bool tp_overlap;  // applied where sp is on (Megatron-Core requires sequence parallelism for it)
+  std::optional<Dtype> grad_reduce_dtype;  // absent: the training dtype's gradients
+  bool overlap_grad_reduce;
+  bool overlap_param_gather;
+  bool compile;  // element-wise kernels fused (see StrategySpec::compile)
+  Fp8Scaling fp8_scaling;
+  // FP8 weight copies cast once per step and kept (Transformer Engine) or cast per micro-batch.
+  bool fp8_weight_cache;
+  // The ZeRO stages the framework offers (what a sweep tries).
+  std::span<const int> zero_stages;
+  std::string_view source;  // where the defaults come from
+};
+
+std::span<const FrameworkPreset> framework_presets();
+const FrameworkPreset& framework_preset(Framework framework);
+std::string_view framework_name(Framework framework);
+std::string_view fp8_recipe_name(Fp8Recipe recipe);
+std::string_view fp8_scaling_name(Fp8Scaling scaling);
+
+}  // namespace trainsim::spec

@@ -1,0 +1,128 @@
+#include "trainsim/spec/framework.hpp"
+
+#include <array>
+
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::spec {
+namespace {
+
+// the distributed optimizer is ZeRO-1; --use-torch-fsdp2 shards everything (ZeRO-3)
+constexpr std::array<int, 3> kMegatronZero{0, 1, 3};
+constexpr std::array<int, 2> kFsdpZero{0, 3};      // DDP (replicate) or FSDP
+constexpr std::array<int, 4> kDeepSpeedZero{0, 1, 2, 3};
+
+// One row per framework; docs/model.md "Frameworks" gives the same table with its sources.
+constexpr std::array<FrameworkPreset, 5> kPresets{{
+    {.framework = Framework::MegatronCore,
+     .name = "megatron-core",
+     .zero = 0,
+     .tp_overlap = false,
+     .grad_reduce_dtype = Dtype::Fp32,
+     .overlap_grad_reduce = false,
+     .overlap_param_gather = false,
+     .compile = true,
+     .fp8_scaling = Fp8Scaling::Delayed,
+     .fp8_weight_cache = true,
+     .zero_stages = kMegatronZero,
+     .source = "Megatron-LM megatron/training/arguments.py: --use-distributed-optimizer, --overlap-grad-reduce, "
+               "--overlap-param-gather and --tp-comm-overlap default off; with --bf16 gradients accumulate and "
+               "reduce in fp32 unless --grad-reduce-in-bf16; --fp8-recipe defaults to delayed (Transformer "
+               "Engine DelayedScaling); Transformer Engine picks cuDNN fused attention on Hopper and later, "
+               "FlashAttention-2 on Ampere (dot_product_attention/utils.py get_attention_backend)"},
+    {.framework = Framework::Megatron2021,
+     .name = "megatron-2021",
+     .zero = 0,
+     .tp_overlap = false,
+     .grad_reduce_dtype = std::nullopt,
+     .overlap_grad_reduce = false,
+     .overlap_param_gather = false,
+     .compile = true,
+     .fp8_scaling = Fp8Scaling::Delayed,
+     .fp8_weight_cache = true,
+     .zero_stages = kMegatronZero,
+     .source = "Megatron-LM as Narayanan et al. (2021) and Korthikanti et al. (2022) ran it: local DDP all-reducing "
+               "the gradients in the training precision after the backward pass, fused scale-mask-softmax "
+               "(no flash attention), no communication overlap"},
+    {.framework = Framework::Nemo,
+     .name = "nemo",
+     .zero = 1,
+     .tp_overlap = true,
+     .grad_reduce_dtype = Dtype::Fp32,
+     .overlap_grad_reduce = true,
+     .overlap_param_gather = true,
+     .compile = true,
+     .fp8_scaling = Fp8Scaling::Delayed,
+     .fp8_weight_cache = true,
+     .zero_stages = kMegatronZero,
+     .source = "NeMo 2 / Megatron-Bridge pre-training recipes on Megatron-Core: distributed optimizer with "
+               "overlap_grad_reduce and overlap_param_gather, tp_comm_overlap with sequence parallelism, "
+               "grad_reduce_in_fp32, Transformer Engine DelayedScaling for FP8"},
+    {.framework = Framework::TorchTitan,
+     .name = "torchtitan",
+     .zero = 3,
+     .tp_overlap = false,
+     .grad_reduce_dtype = Dtype::Fp32,
+     .overlap_grad_reduce = true,
+     .overlap_param_gather = true,
+     .compile = false,
+     .fp8_scaling = Fp8Scaling::Current,
+     .fp8_weight_cache = false,
+     .zero_stages = kFsdpZero,
+     .source = "TorchTitan config_manager.py: FSDP2 (fully_shard) with mixed_precision_param bfloat16 and "
+               "mixed_precision_reduce float32, prefetching the next block's all-gather and reducing each block "
+               "as its backward ends; AsyncTP (enable_async_tensor_parallel) and torch.compile off by default "
+               "(eager element-wise kernels); Float8 via torchao "
+               "with dynamic (current) tensorwise scaling; attention through PyTorch SDPA (FlashAttention-2)"},
+    {.framework = Framework::DeepSpeed2021,
+     .name = "deepspeed-2021",
+     .zero = 3,
+     .tp_overlap = false,
+     .grad_reduce_dtype = std::nullopt,
+     .overlap_grad_reduce = true,
+     .overlap_param_gather = false,
+     .compile = true,
+     .fp8_scaling = Fp8Scaling::Delayed,
+     .fp8_weight_cache = true,
+     .zero_stages = kDeepSpeedZero,
+     .source = "DeepSpeed ZeRO-3 as Narayanan et al. (2021) Table 2 compared it: fp16 gradients reduce-scattered "
+               "with overlap_comm, parameters gathered before each module's use without prefetch, "
+               "Megatron-DeepSpeed's fused softmax attention"},
+}};
+
+}  // namespace
+
+std::span<const FrameworkPreset> framework_presets() {
+  return kPresets;
+}
+
+const FrameworkPreset& framework_preset(Framework framework) {
+  for (const auto& p : kPresets)
+    if (p.framework == framework) return p;
+  SIM_ASSERT(false, "framework {} has no preset", static_cast<int>(framework));
+  return kPresets.front();
+}
+
+std::string_view framework_name(Framework framework) {
+  return framework_preset(framework).name;
+}
+
+std::string_view fp8_recipe_name(Fp8Recipe recipe) {
+  switch (recipe) {
+    case Fp8Recipe::Off:
+      return "off";
+    case Fp8Recipe::Tensorwise:
+      return "tensorwise";
+    case Fp8Recipe::Rowwise:
+      return "rowwise";
+    case Fp8Recipe::Blockwise:
+      return "blockwise";
+  }
+  return "off";
+}
+
+std::string_view fp8_scaling_name(Fp8Scaling scaling) {
+  return scaling == Fp8Scaling::Delayed ? "delayed" : "current";
+}
+
+}  // namespace trainsim::spec
