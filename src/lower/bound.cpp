@@ -16,7 +16,6 @@ Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, con
   Context ctx(job, costs, options, scratch);
   DataParallel dp(ctx);
   Passes passes(ctx, dp);
-  const bool full_recompute = job.strategy.recompute == spec::Recompute::Full;
 
   const bool split = splits_weight_grad(job.strategy.schedule);
   Duration chain = Duration::zero();  // the first forward through the stages before
@@ -29,7 +28,9 @@ Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, con
     Duration first_forward = Duration::zero();
     Duration first_backward = Duration::zero();
     for (int chunk = 0; chunk < job.strategy.vpp; ++chunk) {
+      int layer = 0;  // index of the layer in its chunk
       for (const int unit : chunk_units(job, s, chunk)) {
+        const bool recomputed = unit >= 0 && spec::recomputes_layer(job.strategy, layer++);
         // every dense (or MoE) layer of a stage costs the same
         const int kind = unit < 0 ? unit : (model::is_moe_layer(job.workload.model, unit) ? 1 : 0);
         auto it = times.find(kind);
@@ -37,7 +38,7 @@ Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, con
         const auto& t = it->second;
         per_microbatch += t.forward + t.backward_data + t.weight;
         if (split) weights += t.weight;
-        if (full_recompute && unit >= 0) per_microbatch += t.forward;
+        if (recomputed) per_microbatch += t.forward;
         if (chunk == 0) {
           first_forward += t.forward;
           first_backward += t.backward_data;

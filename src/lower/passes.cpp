@@ -195,7 +195,9 @@ std::int64_t Passes::stored_activations(int unit) const {
   const auto& shape = ctx_.shape();
   if (unit == kEmbeddingUnit) return static_cast<std::int64_t>(model::embedding_activation_bytes(m, shape));
   if (unit == kHeadUnit) return static_cast<std::int64_t>(model::head_activation_bytes(m, shape));
+  // a layer full recomputation leaves alone keeps everything
   auto recompute = ctx_.job().strategy.recompute;
+  if (recompute == spec::Recompute::Full) recompute = spec::Recompute::None;
   // flash attention never stores the attention scores: as selective recomputation does
   if (recompute == spec::Recompute::None && spec::is_fused(ctx_.kernels().attention))
     recompute = spec::Recompute::Selective;
@@ -469,17 +471,26 @@ Bytes Passes::all_to_all_bytes() const {
                             s.activation_bytes);
 }
 
+std::set<int> Passes::recomputed_units(const std::vector<int>& units) const {
+  std::set<int> out;
+  int layer = 0;
+  for (const int unit : units)
+    if (unit >= 0 && spec::recomputes_layer(ctx_.job().strategy, layer++)) out.insert(unit);
+  return out;
+}
+
 TaskList Passes::forward(int stage, int chunk, int microbatch) {
   Writer w(*this, stage, "F# ", microbatch);
-  const bool full = ctx_.job().strategy.recompute == spec::Recompute::Full;
   TaskList previous(ctx_.stage_ranks(stage).size(), kNoTask);
+  int layer = 0;  // index of the layer in its model chunk
   for (const int unit : chunk_units(ctx_.job(), stage, chunk)) {
+    const bool recomputed = unit >= 0 && spec::recomputes_layer(ctx_.job().strategy, layer++);
     dp_.before_pass(stage, chunk, unit, microbatch, true, previous);
     unit_forward(w, unit, Category::Compute);
     const auto last = w.last();
     dp_.after_pass(stage, unit, true, last);
     // full recomputation keeps only each layer's input (its checkpoint)
-    const std::int64_t kept = full && unit >= 0
+    const std::int64_t kept = recomputed
                                   ? static_cast<std::int64_t>(model::layer_activation_bytes(
                                         ctx_.job().workload.model, ctx_.shape(), spec::Recompute::Full, false))
                                   : stored_activations(unit);
@@ -491,13 +502,13 @@ TaskList Passes::forward(int stage, int chunk, int microbatch) {
 
 TaskList Passes::backward(int stage, int chunk, int microbatch) {
   Writer w(*this, stage, "B# ", microbatch);
-  const bool full = ctx_.job().strategy.recompute == spec::Recompute::Full;
   auto units = chunk_units(ctx_.job(), stage, chunk);
+  const auto recomputed = recomputed_units(units);
   std::reverse(units.begin(), units.end());
   TaskList previous(ctx_.stage_ranks(stage).size(), kNoTask);
   for (const int unit : units) {
     dp_.before_pass(stage, chunk, unit, microbatch, false, previous);
-    const bool recompute = full && unit >= 0;
+    const bool recompute = recomputed.contains(unit);
     if (recompute) {
       unit_forward(w, unit, Category::Recompute);
       ctx_.memory(stage, w.last(), recompute_activations(unit), MemoryKind::Activations, true);
@@ -520,11 +531,12 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
 TaskList Passes::weight_grad(int stage, int chunk, int microbatch) {
   Writer w(*this, stage, "W# ", microbatch);
   auto units = chunk_units(ctx_.job(), stage, chunk);
+  const auto recomputed = recomputed_units(units);
   std::reverse(units.begin(), units.end());
   for (const int unit : units) {
     for (const auto& op : ops_of(unit)) w.add(unit, {op.name}, {Pass::BackwardWeight});
     const auto last = w.flush(Category::Compute);
-    const bool full = ctx_.job().strategy.recompute == spec::Recompute::Full && unit >= 0;
+    const bool full = recomputed.contains(unit);
     const std::int64_t kept = full ? static_cast<std::int64_t>(model::layer_activation_bytes(
                                          ctx_.job().workload.model, ctx_.shape(), spec::Recompute::Full, false)) +
                                          recompute_activations(unit)

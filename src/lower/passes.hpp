@@ -1,4 +1,5 @@
 #pragma once
+#include <set>
 // The forward, backward and weight-gradient passes of a model chunk on a stage, kernel by kernel
 // grouped into compute tasks between communication points: Megatron-LM's tensor-parallel
 // all-reduces (or, with SP, all-gathers and reduce-scatters), context-parallel K/V all-gathers,
@@ -52,6 +53,8 @@ class Passes {
   std::int64_t recompute_activations(int unit) const;
   Bytes kv_gather_bytes() const;
   bool overlap_shared_experts() const;
+  // The layers of a chunk's units that full recomputation recomputes.
+  std::set<int> recomputed_units(const std::vector<int>& units) const;
   // tp_overlap applies: sequence parallelism over more than one rank.
   bool tp_overlap() const;
   // Share of the SMs a pipelined reduce-scatter takes from its GEMM.

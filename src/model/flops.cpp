@@ -24,13 +24,21 @@ StepFlops step_flops(const spec::Job& job) {
                          .activation_bytes = 2};
   StepFlops f;
   double recompute = 0;
+  // the share of the layers full recomputation recomputes (all, or recompute_layers per chunk)
+  double recomputed_share = 1.0;
+  if (job.strategy.recompute_layers && !job.stage_layers.empty()) {
+    int recomputed = 0;
+    for (std::size_t s = 0; s < job.stage_layers.size(); ++s)
+      recomputed += spec::recomputed_layers(job, static_cast<int>(s));
+    recomputed_share = static_cast<double>(recomputed) / model.layers;
+  }
   for (int layer = 0; layer < model.layers; ++layer) {
     const auto ops = layer_ops(model, whole, is_moe_layer(model, layer));
     const auto flops = sum_flops(ops);
     f.model += flops.total();
     switch (job.strategy.recompute) {
       case spec::Recompute::Full:
-        recompute += flops.fwd;
+        recompute += flops.fwd * recomputed_share;
         break;
       case spec::Recompute::Selective:
         recompute += attention_core_fwd_flops(ops);

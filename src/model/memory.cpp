@@ -127,10 +127,12 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   double working_set = 0;  // full recompute rebuilds one layer's activations during its backward
   // Flash attention never stores the attention scores: it keeps what selective recomputation keeps.
   const bool flash = spec::is_fused(spec::attention_of(st));
-  const auto stored = st.recompute == Recompute::None && flash ? Recompute::Selective : st.recompute;
+  // layers full recomputation leaves alone (recompute_layers) keep everything but the scores
+  const auto kept = st.recompute == Recompute::Selective || flash ? Recompute::Selective : Recompute::None;
+  const int recomputed = spec::recomputed_layers(job, s);
   for (int i = 0; i < layers; ++i) {
     const bool moe = is_moe_layer(m, first_layer + i);
-    per_layer_sum += layer_activation_bytes(m, shape, stored, moe);
+    per_layer_sum += layer_activation_bytes(m, shape, i < recomputed ? Recompute::Full : kept, moe);
     if (st.recompute == Recompute::Full)
       working_set =
           std::max(working_set, layer_activation_bytes(m, shape, flash ? Recompute::Selective : Recompute::None, moe));

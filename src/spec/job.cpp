@@ -169,6 +169,12 @@ void check_dtype(Job& job, Rules& rules) {
                                                   dtype_name(dtype), job.cluster.device.name, job.sources.topology));
 }
 
+void check_recompute(Job& job, Rules& rules) {
+  const auto& s = job.strategy;
+  if (s.recompute_layers && s.recompute != Recompute::Full)
+    rules.strategy("/recompute_layers", "recompute_layers needs recompute=full (it counts the layers recomputed)");
+}
+
 // The framework keys that depend on the device and the training dtype: the attention kernel and
 // FP8. A preset's choice is recorded as assumed.
 void resolve_framework(Job& job, Rules& rules) {
@@ -197,6 +203,14 @@ void resolve_framework(Job& job, Rules& rules) {
 
 }  // namespace
 
+int recomputed_layers(const Job& job, int stage) {
+  const auto& s = job.strategy;
+  const int layers = job.stage_layers.at(static_cast<std::size_t>(stage));
+  if (s.recompute != Recompute::Full) return 0;
+  if (!s.recompute_layers) return layers;
+  return std::min(layers, *s.recompute_layers * s.vpp);
+}
+
 Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strategy, Sources sources) {
   Job job{.cluster = std::move(cluster),
           .workload = std::move(workload),
@@ -208,6 +222,7 @@ Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strateg
   check_model_split(job, rules);
   check_stages(job, rules);
   resolve_framework(job, rules);
+  check_recompute(job, rules);
   if (job.dp > 0) check_batch_and_schedule(job, rules);
   rules.throw_if_any();
   job.warnings.insert(job.warnings.begin(), job.cluster.warnings.begin(), job.cluster.warnings.end());

@@ -205,6 +205,7 @@ std::string strategy_text(const StrategySpec& s) {
   out += fmt::format(",zero={},mb={}", s.zero, s.mb);
   if (s.pp > 1 || s.schedule != defaults.schedule) out += fmt::format(",schedule={}", schedule_name(s.schedule));
   out += fmt::format(",recompute={}", recompute_name(s.recompute));
+  if (s.recompute_layers) out += fmt::format(",recompute_layers={}", *s.recompute_layers);
   if (s.attention && !s.assumed.contains("attention"))
     out += fmt::format(",attention={}", attention_name(*s.attention));
   if (s.fp8 && !s.assumed.contains("fp8")) out += fmt::format(",fp8={}", fp8_recipe_name(*s.fp8));
@@ -238,6 +239,7 @@ StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& s
   s.mb = r.integer_or("mb", 1, {1, 1 << 30});
   s.schedule = r.choice_or<Schedule>("schedule", Schedule::OneFOneB, kSchedules);
   s.recompute = r.choice_or<Recompute>("recompute", Recompute::None, kRecompute);
+  if (const auto n = r.optional_integer("recompute_layers", {0, 10000})) s.recompute_layers = static_cast<int>(*n);
   s.attention = r.optional_choice<AttentionImpl>("attention", kAttention);
   if (const auto f = r.optional_integer("first_stage_layers", {1, 10000})) s.first_stage_layers = static_cast<int>(*f);
   if (const auto l = r.optional_integer("last_stage_layers", {1, 10000})) s.last_stage_layers = static_cast<int>(*l);

@@ -29,6 +29,10 @@ struct Job {
   std::vector<std::string> warnings;
 };
 
+// Layers of pipeline stage `stage` that full recomputation recomputes (all of them, or
+// recompute_layers of each model chunk).
+int recomputed_layers(const Job& job, int stage);
+
 // Checks every rule that spans fields or files; throws one SpecError listing all violations,
 // each attributed to the file whose value it rejects.
 Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strategy, Sources sources);

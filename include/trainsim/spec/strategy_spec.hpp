@@ -54,6 +54,9 @@ struct StrategySpec {
   std::int64_t mb = 1;
   Schedule schedule = Schedule::OneFOneB;
   Recompute recompute = Recompute::None;
+  // With recompute=full: recompute only the first N layers of each model chunk (Megatron-LM's
+  // --recompute-method block --recompute-num-layers N); absent: every layer.
+  std::optional<int> recompute_layers;
   // absent: the framework's kernel for the device (resolve_job fills it in)
   std::optional<AttentionImpl> attention;
   std::optional<int> first_stage_layers;
@@ -95,6 +98,10 @@ AttentionImpl framework_attention(Framework framework, DeviceArch arch);
 // The attention kernel of a resolved job's strategy.
 inline AttentionImpl attention_of(const StrategySpec& s) {
   return s.attention.value_or(AttentionImpl::Flash);
+}
+// Whether full recomputation recomputes the layer at `index` of its model chunk.
+inline bool recomputes_layer(const StrategySpec& s, int index) {
+  return s.recompute == Recompute::Full && (!s.recompute_layers || index < *s.recompute_layers);
 }
 inline Fp8Recipe fp8_of(const StrategySpec& s) {
   return s.fp8.value_or(Fp8Recipe::Off);

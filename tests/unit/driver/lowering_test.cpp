@@ -110,7 +110,7 @@ TEST_CASE("tensor parallelism inside a node costs little; across nodes it costs 
 }
 
 TEST_CASE("data-parallel gradient reduction overlaps the backward pass") {
-  const auto r = simulate(tiny_job("gpus=16"));
+  const auto r = simulate(tiny_job("gpus=16,overlap_grad_reduce=on"));
   const auto& s = *r.simulation;
   double dp_busy = 0;
   for (const auto& [category, seconds] : s.comm_busy_s)
