@@ -2,6 +2,7 @@
 
 #include "cli/commands.hpp"
 #include "trainsim/driver/collective.hpp"
+#include "trainsim/driver/tunables.hpp"
 #include "trainsim/report/collective_report.hpp"
 #include "trainsim/spec/calibration_spec.hpp"
 #include "trainsim/spec/quantity.hpp"
@@ -33,8 +34,10 @@ std::vector<Bytes> sizes(const CollectiveOptions& o) {
 
 int run(CollectiveOptions o) {
   const auto cluster = spec::load_cluster_spec(o.topology);
-  spec::Tunables tunables;
-  if (!o.calibration.empty()) spec::load_calibration_spec(o.calibration).apply(tunables);
+  // the device's fitted collective parameters, then the calibration: as run resolves them
+  std::optional<spec::CalibrationSpec> calibration;
+  if (!o.calibration.empty()) calibration = spec::load_calibration_spec(o.calibration);
+  const auto tunables = driver::resolve_tunables(cluster, calibration ? &*calibration : nullptr).values;
   o.query.sizes = sizes(o);
   fmt::print("{}", report::render(driver::run_collective(cluster, o.query, tunables), parse_format(o.format)));
   return kOk;

@@ -11,6 +11,7 @@
 
 #include "trainsim/driver/collective.hpp"
 #include "trainsim/driver/run.hpp"
+#include "trainsim/driver/tunables.hpp"
 #include "trainsim/report/collective_report.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/spec/quantity.hpp"
@@ -89,13 +90,14 @@ ordered_json collective_case(const json& c, const fs::path& root, const std::str
       .strategy = c.value("strategy", std::string()),
       .group_source = case_source + " /collective/group",
       .algorithm_source = case_source + " /collective/algo"};
-  spec::Tunables tunables;
+  std::optional<spec::CalibrationSpec> calibration;
   if (c.contains("calibration")) {
     std::string cal_source;
-    spec::read_calibration_spec(
-        input_json(c.at("calibration"), root, cal_source, case_source + " /collective/calibration"), cal_source)
-        .apply(tunables);
+    calibration = spec::read_calibration_spec(
+        input_json(c.at("calibration"), root, cal_source, case_source + " /collective/calibration"), cal_source);
   }
+  // the device's fitted collective parameters, then the case's calibration, as `collective` does
+  const auto tunables = driver::resolve_tunables(cluster, calibration ? &*calibration : nullptr).values;
   return to_json(driver::run_collective(cluster, query, tunables));
 }
 

@@ -253,6 +253,9 @@ void fit_attention(const std::vector<AttentionBench>& rows, model::KernelContext
 
 // ------------------------------------------------------------------------------------ collectives
 
+// The smallest collective of the sizes a training step moves in bulk.
+constexpr std::int64_t kTrainingCollectiveBytes = std::int64_t{1} << 20;
+
 double collective_loss(const std::vector<AllReduceBench>& rows, const CostModelFactory& factory,
                        const cost::CollectiveTuning& tuning) {
   const auto costs = factory(tuning);
@@ -330,7 +333,13 @@ MicrobenchFit fit_microbenchmarks(const Microbenchmarks& bench, const spec::Devi
   if (!bench.attention.empty()) fit_attention(bench.attention, ctx, values, fit.notes);
   values.apply(tuned);
   if (node_costs && !bench.all_reduce.empty()) {
-    fit_collectives(bench.all_reduce, node_costs, tuned.collectives, values);
+    // fitted on the sizes training moves (1 MiB and up: tensor-parallel activations, gradient
+    // buckets); below, the latency the fit gives is kept and the residuals say how it does
+    std::vector<AllReduceBench> training_sizes;
+    for (const auto& a : bench.all_reduce)
+      if (a.bytes >= kTrainingCollectiveBytes) training_sizes.push_back(a);
+    fit_collectives(training_sizes.empty() ? bench.all_reduce : training_sizes, node_costs, tuned.collectives,
+                    values);
     values.apply(tuned);
   }
 
