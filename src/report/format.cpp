@@ -127,6 +127,7 @@ ordered_json to_json(const RunReport& r) {
   ordered_json out;
   out["trainsim_version"] = TRAINSIM_VERSION;
   out["topology"] = job.cluster.name;
+  out["device"] = job.cluster.device.name;
   out["workload"] = job.workload.name;
   out["strategy"] = strategy_json(job);
   out["params_total"] = rounded(r.params_total);

@@ -162,6 +162,10 @@ CaseResult run_one(const fs::path& path, const fs::path& root, bool update) {
   const auto report =
       is_run ? run_case(spec.at("run"), root, source) : collective_case(spec.at("collective"), root, source);
   CaseResult result{.name = spec.value("name", path.stem().string()), .path = source};
+  if (is_run) {
+    result.device = report.value("device", std::string());
+    result.tp = report.at("strategy").value("tp", 0);
+  }
   auto rewritten = ordered_json::parse(std::ifstream(path));
   for (const auto& [field, e] : spec.at("expect").items()) {
     const double actual = field_value(report, field, source);
@@ -252,6 +256,7 @@ std::string regress_table(const std::vector<CaseResult>& results) {
 std::string regress_markdown(const std::vector<CaseResult>& results) {
   struct Summary {
     double sum = 0;
+    double signed_sum = 0;
     double worst = 0;
     std::string worst_case;
     int n = 0;
@@ -262,6 +267,7 @@ std::string regress_markdown(const std::vector<CaseResult>& results) {
         return;
       }
       sum += std::abs(c.error);
+      signed_sum += c.error;
       ++n;
       if (std::abs(c.error) > std::abs(worst)) {
         worst = c.error;
@@ -271,13 +277,23 @@ std::string regress_markdown(const std::vector<CaseResult>& results) {
   };
   std::map<std::string, Summary> by_source;
   Summary runs;  // every end-to-end training measurement together
+  // the same, by device and by tensor-parallel degree: mean signed error shows a systematic bias
+  std::map<std::string, Summary> by_device;
+  std::map<int, Summary> by_tp;
   std::string rows;
   for (const auto& r : results) {
     for (const auto& c : r.checks) {
       if (c.kind != "measured") continue;
       const auto group = c.source.substr(0, c.source.find(':'));
       by_source[group].add(c);
-      if (c.field == "/step_time_s" || c.field == "/tflops_per_gpu") runs.add(c);
+      if (c.field == "/step_time_s" || c.field == "/tflops_per_gpu") {
+        // a throughput's error has the opposite sign of the step time's: count step-time errors
+        Check as_time = c;
+        if (c.field == "/tflops_per_gpu") as_time.error = 1 / (1 + c.error) - 1;
+        runs.add(as_time);
+        by_device[r.device].add(as_time);
+        by_tp[r.tp].add(as_time);
+      }
       const auto tolerance = c.absolute_tolerance > 0
                                  ? fmt::format("{:.0f}% or ±{:g}", c.tolerance * 100, c.absolute_tolerance)
                                  : fmt::format("{:.0f}%", c.tolerance * 100);
@@ -296,6 +312,17 @@ std::string regress_markdown(const std::vector<CaseResult>& results) {
       "| source | checks | mean absolute error | worst | known gaps |\n| --- | ---: | ---: | --- | ---: |\n";
   for (const auto& [group, s] : by_source) out += line(group, s);
   out += line("**all training step times and throughputs**", runs);
+  const auto biased = [](const std::string& name, const Summary& s) {
+    return fmt::format("| {} | {} | {:+.1f}% | {:.1f}% | {} |\n", name, s.n, s.n ? s.signed_sum / s.n * 100 : 0.0,
+                       s.n ? s.sum / s.n * 100 : 0.0, s.gaps);
+  };
+  out +=
+      "\nTraining step times (throughputs as the step times they imply) by device and by tensor-parallel "
+      "degree; the mean signed error shows a bias (negative: predicted too fast).\n\n"
+      "| device or TP degree | checks | mean signed error | mean absolute error | known gaps |\n"
+      "| --- | ---: | ---: | ---: | ---: |\n";
+  for (const auto& [device, s] : by_device) out += biased(device, s);
+  for (const auto& [tp, s] : by_tp) out += biased(fmt::format("TP {}", tp), s);
   out +=
       "\n| case | field | measured | predicted | error | tolerance | result |\n"
       "| --- | --- | ---: | ---: | ---: | ---: | --- |\n";

@@ -110,7 +110,10 @@ constexpr std::array kFields{
         "kernels", "sustained_fraction", TunableKind::Share, kShare,
         "share of the microbenchmark rate compute-bound kernels sustain inside a training step (clocks under "
         "sustained power draw, SMs taken by overlapped NCCL kernels)",
-        "fitted once across every A100 reference row (Megatron-LM 2020 and 2021, Korthikanti 2022)", true),
+        "fitted once across every A100 step-time row (Megatron-LM 2020 and 2021, Korthikanti 2022, TorchTitan "
+        "A100): the value with the least mean absolute error over them, the device's kernels held at their "
+        "microbenchmark fit",
+        true),
     field<kK, &K::tile_m>("kernels", "tile_m", TunableKind::Integer, {1, 4096},
                           "rows of one thread block's output tile (either orientation is used)",
                           "cuBLAS's usual 128×256 bf16 tile on A100 and H100"),

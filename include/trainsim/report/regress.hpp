@@ -27,6 +27,9 @@ struct Check {
 struct CaseResult {
   std::string name;
   std::string path;
+  // run cases: what their errors are grouped by in docs/validation.md
+  std::string device;
+  int tp = 0;
   std::vector<Check> checks;
   double seconds = 0;  // wall time to recompute
 };

@@ -19,7 +19,7 @@ namespace trainsim::spec {
 struct KernelTuning {
   double gemm_ceiling = 0.82;
   double fp8_gemm_ceiling = 0.70;
-  double sustained_fraction = 0.88;
+  double sustained_fraction = 0.84;
   std::int64_t tile_m = 128;
   std::int64_t tile_n = 256;
   double k_overhead = 64;
