@@ -47,6 +47,8 @@ std::vector<int> chunk_units(const spec::Job& job, int stage, int chunk) {
 DataParallel::DataParallel(Context& ctx)
     : ctx_(ctx),
       zero_(ctx.job().strategy.zero),
+      keep_for_backward_(!spec::reshard_after_forward_of(ctx.job().strategy)),
+      keep_for_step_(keep_for_backward_ && ctx.job().strategy.pp > 1),
       overlap_grad_reduce_(ctx.job().strategy.overlap_grad_reduce),
       overlap_param_gather_(ctx.job().strategy.overlap_param_gather),
       grad_bytes_(ctx.job().strategy.grad_reduce_dtype
@@ -145,28 +147,36 @@ void DataParallel::before_pass(int stage, int chunk, int unit, int microbatch, b
   auto units = chunk_units(ctx_.job(), stage, chunk);
   if (!forward) std::reverse(units.begin(), units.end());
   const auto pos = std::find(units.begin(), units.end(), unit) - units.begin();
+  // which gather serves a pass: its own, the micro-batch's forward one, or the step's first
+  const auto key_of = [&](int u) {
+    if (keep_for_step_) return std::make_tuple(u, 0, true);
+    if (keep_for_backward_) return std::make_tuple(u, microbatch, true);
+    return std::make_tuple(u, microbatch, forward);
+  };
   const auto issue = [&](int u) {
-    const auto key = std::make_tuple(u, microbatch, forward);
     const auto g = gather(stage, unit_params(stage, u), fmt::format("zero3 gather {}{}", forward ? "F" : "B", u));
     const auto p = unit_params(stage, u);
     const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
     ctx_.memory(stage, g, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
-    st.gathered[key] = g;
+    st.gathered[key_of(u)] = g;
   };
-  if (!st.gathered.contains({unit, microbatch, forward})) issue(unit);
+  if (!st.gathered.contains(key_of(unit))) issue(unit);
   // prefetch the next unit once the previous unit has run (at most two units gathered at once)
   if (static_cast<std::size_t>(pos) + 1 < units.size()) {
     const int next = units[static_cast<std::size_t>(pos) + 1];
-    if (!st.gathered.contains({next, microbatch, forward})) {
+    if (!st.gathered.contains(key_of(next))) {
       ctx_.wait(stage, StreamKind::DpComm, previous);
       issue(next);
     }
   }
-  ctx_.wait(stage, StreamKind::Compute, st.gathered.at({unit, microbatch, forward}));
+  ctx_.wait(stage, StreamKind::Compute, st.gathered.at(key_of(unit)));
 }
 
-void DataParallel::after_pass(int stage, int unit, bool /*forward*/, const TaskList& last) {
+void DataParallel::after_pass(int stage, int unit, bool forward, int microbatch, const TaskList& last) {
   if (zero_ != 3) return;
+  // resharded after the pass that last needs the parameters
+  if (keep_for_backward_ && forward) return;
+  if (keep_for_step_ && microbatch + 1 < microbatches_) return;
   const auto p = unit_params(stage, unit);
   const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
   ctx_.memory(stage, last, -static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, true);
@@ -175,6 +185,18 @@ void DataParallel::after_pass(int stage, int unit, bool /*forward*/, const TaskL
 void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatch, const TaskList& last) {
   auto& st = stages_[static_cast<std::size_t>(stage)];
   ctx_.wait(stage, StreamKind::DpComm, last);
+  if (zero_ == 3 && keep_for_step_) {
+    // gradients accumulate unsharded until the last micro-batch, then are reduce-scattered
+    const auto p = unit_params(stage, unit);
+    const auto g = grad_bytes_;
+    if (microbatch == 0)
+      ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers, true);
+    if (microbatch + 1 < microbatches_) return;
+    reduce(stage, p, true, fmt::format("grad reduce-scatter {}", unit));
+    ctx_.memory(stage, st.reductions.back(), -static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers,
+                true);
+    return;
+  }
   if (zero_ >= 2) {
     // every micro-batch: the unit's full gradients exist until their reduce-scatter ends
     const auto p = unit_params(stage, unit);

@@ -31,7 +31,7 @@ class DataParallel {
   // parameters; ZeRO-3 gathers them and prefetches the next unit once `previous` has run.
   void before_pass(int stage, int chunk, int unit, int microbatch, bool forward, const TaskList& previous);
   // After the pass: ZeRO-3 releases the gathered parameters when `last` ends.
-  void after_pass(int stage, int unit, bool forward, const TaskList& last);
+  void after_pass(int stage, int unit, bool forward, int microbatch, const TaskList& last);
   // A unit's weight gradients for a micro-batch are complete when `last` ends.
   void gradients_ready(int stage, int chunk, int unit, int microbatch, const TaskList& last);
   // The remaining reductions, the tied-embedding all-reduce, the gradient norm and the optimizer.
@@ -63,6 +63,10 @@ class DataParallel {
 
   Context& ctx_;
   int zero_;
+  // ZeRO-3: gathered parameters kept from the forward for the backward; and, under a pipeline
+  // schedule, kept (and gradients left unreduced) until the last micro-batch
+  bool keep_for_backward_;
+  bool keep_for_step_;
   bool overlap_grad_reduce_;
   bool overlap_param_gather_;
   double grad_bytes_;  // per gradient element reduced

@@ -488,7 +488,7 @@ TaskList Passes::forward(int stage, int chunk, int microbatch) {
     dp_.before_pass(stage, chunk, unit, microbatch, true, previous);
     unit_forward(w, unit, Category::Compute);
     const auto last = w.last();
-    dp_.after_pass(stage, unit, true, last);
+    dp_.after_pass(stage, unit, true, microbatch, last);
     // full recomputation keeps only each layer's input (its checkpoint)
     const std::int64_t kept = recomputed
                                   ? static_cast<std::int64_t>(model::layer_activation_bytes(
@@ -515,7 +515,7 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
     }
     unit_backward(w, unit, !split_);
     const auto last = w.last();
-    dp_.after_pass(stage, unit, false, last);
+    dp_.after_pass(stage, unit, false, microbatch, last);
     const std::int64_t kept = recompute ? static_cast<std::int64_t>(model::layer_activation_bytes(
                                               ctx_.job().workload.model, ctx_.shape(), spec::Recompute::Full, false)) +
                                               recompute_activations(unit)

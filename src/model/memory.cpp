@@ -175,7 +175,13 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
     double buffers = assumptions.runtime_reserved.as_double();
     // ZeRO-3 gathers the current and the prefetched layer and holds one layer's full gradient
     // before its reduce-scatter; ZeRO-2 reduces one layer's gradient bucket at a time.
-    if (st.zero == 3) buffers += (2 * per_param.weights + per_param.grads) * p.largest_layer;
+    if (st.zero == 3) {
+      buffers += (2 * per_param.weights + per_param.grads) * p.largest_layer;
+      // without resharding after the forward, the stage's gathered parameters are all held at the
+      // end of a forward; under a pipeline schedule, for the whole step with unreduced gradients
+      if (!spec::reshard_after_forward_of(st))
+        buffers += (per_param.weights + (st.pp > 1 ? per_param.grads : 0.0)) * p.total();
+    }
     if (st.zero == 2) buffers += per_param.grads * p.largest_layer;
     if (fp8_weight_cache) buffers += 2.0 * p.total();
     StageMemory sm{

@@ -79,6 +79,7 @@ ordered_json strategy_json(const spec::Job& job) {
           {"overlap_param_gather", s.overlap_param_gather},
           {"fp8", spec::fp8_recipe_name(spec::fp8_of(s))},
           {"compile", s.compile},
+          {"reshard_after_forward", spec::reshard_after_forward_of(s)},
           {"assumed", assumed_json(s)}};
 }
 

@@ -123,6 +123,7 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   s.overlap_param_gather = read_switch(r, "overlap_param_gather", preset.overlap_param_gather);
   if (!r.has("overlap_param_gather")) assume("overlap_param_gather", on_off(s.overlap_param_gather));
   s.fp8 = r.optional_choice<Fp8Recipe>("fp8", kFp8);
+  if (r.has("reshard_after_forward")) s.reshard_after_forward = read_switch(r, "reshard_after_forward", true);
   s.compile = read_switch(r, "compile", preset.compile);
   if (!r.has("compile") && !preset.compile) assume("compile", on_off(s.compile));
 }
@@ -216,6 +217,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.overlap_param_gather != preset.overlap_param_gather)
     out += fmt::format(",overlap_param_gather={}", on_off(s.overlap_param_gather));
   if (s.compile != preset.compile) out += fmt::format(",compile={}", on_off(s.compile));
+  if (s.reshard_after_forward) out += fmt::format(",reshard_after_forward={}", on_off(*s.reshard_after_forward));
   if (s.first_stage_layers) out += fmt::format(",first_stage_layers={}", *s.first_stage_layers);
   if (s.last_stage_layers) out += fmt::format(",last_stage_layers={}", *s.last_stage_layers);
   if (s.order != defaults.order) out += fmt::format(",order={}", order_text(s.order));

@@ -76,6 +76,11 @@ struct StrategySpec {
   // Element-wise kernels fused (torch.compile, or the fused kernels Megatron and Transformer Engine
   // ship) or run op by op in eager PyTorch.
   bool compile = true;
+  // ZeRO-3/FSDP: free the gathered parameters after each forward and gather them again for the
+  // backward (FSDP2's reshard_after_forward); absent: on, off under pipeline parallelism
+  // (TorchTitan's default policy). Under a pipeline schedule with it off, parameters stay gathered
+  // and gradients unreduced until the last micro-batch (torch.distributed.pipelining).
+  std::optional<bool> reshard_after_forward;
   AssumedKeys assumed;
   friend bool operator==(const StrategySpec&, const StrategySpec&) = default;
 };
@@ -102,6 +107,9 @@ inline AttentionImpl attention_of(const StrategySpec& s) {
 // Whether full recomputation recomputes the layer at `index` of its model chunk.
 inline bool recomputes_layer(const StrategySpec& s, int index) {
   return s.recompute == Recompute::Full && (!s.recompute_layers || index < *s.recompute_layers);
+}
+inline bool reshard_after_forward_of(const StrategySpec& s) {
+  return s.reshard_after_forward.value_or(s.pp == 1);
 }
 inline Fp8Recipe fp8_of(const StrategySpec& s) {
   return s.fp8.value_or(Fp8Recipe::Off);

@@ -227,3 +227,23 @@ TEST_CASE("uneven stages combine with virtual stages: Llama 3's 126 layers on 8 
   CHECK(layers(3, 0) == 8);
   CHECK(simulate_ok(job));
 }
+
+TEST_CASE("FSDP without resharding after the forward gathers once per micro-batch and holds more memory") {
+  // ZeRO-3 bytes per micro-batch: all-gather before forward and backward, reduce-scatter (bf16: P each)
+  const auto w = test::tiny_gpt(8, 32, 512);
+  const auto reshard =
+      run(job_on("dgx-h100-superpod", w, "gpus=16,mb=1,zero=3,grad_reduce_dtype=bf16,reshard_after_forward=on"));
+  const auto keep =
+      run(job_on("dgx-h100-superpod", w, "gpus=16,mb=1,zero=3,grad_reduce_dtype=bf16,reshard_after_forward=off"));
+  CHECK(comm_bytes(keep, lower::Category::DpComm) ==
+        doctest::Approx(2.0 / 3.0 * comm_bytes(reshard, lower::Category::DpComm)).epsilon(0.01));
+  CHECK(keep.peak_memory > reshard.peak_memory);
+  // under a pipeline schedule the default keeps parameters gathered and gradients unreduced until the
+  // last micro-batch: one gather and one reduce-scatter per step, whatever the micro-batch count
+  const auto piped = [&](int global_batch) {
+    return comm_bytes(run(job_on("dgx-h100-superpod", test::tiny_gpt(8, global_batch, 512),
+                                 "pp=2,gpus=16,mb=1,zero=3,grad_reduce_dtype=bf16")),
+                      lower::Category::DpComm);
+  };
+  CHECK(piped(64) == doctest::Approx(piped(32)).epsilon(0.01));
+}
