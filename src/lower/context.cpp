@@ -116,23 +116,43 @@ sim::CommWork Context::comm_work(const cost::CollectiveCost& c, Bytes bytes) {
   return {c.latency, c.time - c.latency, load_for(*c.plan), bytes.count};
 }
 
+namespace {
+
+// The members of `group` (in placement order) that `subgroup` keeps for `rank`.
+std::vector<topo::DeviceId> narrow(std::vector<topo::DeviceId> group, int rank, Subgroup subgroup) {
+  const auto n = group.size();
+  const auto size = static_cast<std::size_t>(subgroup.size);
+  if (size == 0 || size >= n) return group;
+  const auto at = static_cast<std::size_t>(
+      std::find(group.begin(), group.end(), topo::DeviceId{static_cast<std::uint32_t>(rank)}) - group.begin());
+  SIM_ASSERT(at < n && n % size == 0, "rank {} in a group of {} split by {}", rank, n, size);
+  std::vector<topo::DeviceId> out;
+  for (std::size_t j = 0; j < n; ++j)
+    if (subgroup.across ? j % size == at % size : j / size == at / size) out.push_back(group[j]);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
 TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                              std::span<const ParallelDim> dims, StreamKind stream, Category category, double fraction,
-                             std::string_view algorithm) {
+                             std::string_view algorithm, Subgroup subgroup) {
   const auto& ranks = stage_ranks(stage);
   TaskList out(ranks.size(), kNoTask);
   const std::vector<ParallelDim> key_dims(dims.begin(), dims.end());
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     if (out[i] != kNoTask) continue;
     const int r = rank(ranks[i]).rank;
-    const auto devices = placement_.group(dims, r);
+    const auto devices = narrow(placement_.group(dims, r), r, subgroup);
     // the simulated members of r's group, in the stage's order
     std::vector<std::size_t> members;
     for (std::size_t j = i; j < ranks.size(); ++j)
       if (std::binary_search(devices.begin(), devices.end(),
                              topo::DeviceId{static_cast<std::uint32_t>(rank(ranks[j]).rank)}))
         members.push_back(j);
-    auto [it, inserted] = groups_.try_emplace({key_dims, static_cast<int>(devices.front().value)}, 0);
+    auto [it, inserted] = groups_.try_emplace(
+        {key_dims, static_cast<int>(devices.front().value), subgroup.size, subgroup.across}, 0);
     if (inserted) it->second = costs_->intern(cost::Group{devices});
     auto c = costs_->cost(cost::make_collective(kind, bytes), it->second, algorithm);
     if (fraction != 1.0) {

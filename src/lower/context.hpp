@@ -22,6 +22,14 @@ inline constexpr spec::ParallelDim kEp[] = {spec::ParallelDim::Ep};
 // One task per simulated rank of a stage, in the order of Context::stage_ranks(stage).
 using TaskList = std::vector<sim::TaskId>;
 
+// Part of a group along some dims (HSDP: ZeRO sharding within blocks of the data-parallel group,
+// replication across them): the block of `size` consecutive members holding a rank, or with
+// `across` the members at the same position of every block. size 0: the whole group.
+struct Subgroup {
+  int size = 0;
+  bool across = false;
+};
+
 class Context {
  public:
   Context(const spec::Job& job, cost::CostModel& costs, const LoweringOptions& options, Lowered& out);
@@ -43,10 +51,11 @@ class Context {
   TaskList compute(int stage, sim::TaskName name, Duration duration, Category category);
   // One collective per group along `dims` among the stage's ranks, on their `stream`; costed on the
   // whole group the placement gives (all its ranks, simulated or not).
-  // `fraction` of the collective under `algorithm` ("auto": NCCL's choice) is one step of it.
+  // `fraction` of the collective under `algorithm` ("auto": NCCL's choice) is one step of it;
+  // `subgroup` narrows each group.
   TaskList collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                       std::span<const spec::ParallelDim> dims, StreamKind stream, Category category,
-                      double fraction = 1.0, std::string_view algorithm = "auto");
+                      double fraction = 1.0, std::string_view algorithm = "auto", Subgroup subgroup = {});
   // A collective among explicitly given ranks of two stages (the tied-embedding all-reduce).
   TaskList collective_between(int stage_a, int stage_b, sim::TaskName name, Bytes bytes, StreamKind stream,
                               TaskList& on_b);
@@ -73,7 +82,7 @@ class Context {
   std::map<int, std::size_t> rank_index_;
   std::vector<std::array<std::vector<sim::TaskId>, kStreamKinds>> pending_;
   std::map<const cost::CollectivePlan*, sim::LoadId> loads_;
-  std::map<std::pair<std::vector<spec::ParallelDim>, int>, cost::GroupId> groups_;
+  std::map<std::tuple<std::vector<spec::ParallelDim>, int, int, bool>, cost::GroupId> groups_;
 };
 
 }  // namespace trainsim::lower

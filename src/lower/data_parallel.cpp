@@ -54,6 +54,11 @@ DataParallel::DataParallel(Context& ctx)
       grad_bytes_(ctx.job().strategy.grad_reduce_dtype
                       ? spec::dtype_bytes(*ctx.job().strategy.grad_reduce_dtype)
                       : model::weight_bytes(ctx.job().workload.training.dtype)),
+      // a shard group smaller than the data-parallel group: HSDP
+      shard_{spec::zero_shards(ctx.job()) < ctx.job().dp * ctx.job().strategy.cp
+                 ? static_cast<int>(spec::zero_shards(ctx.job()))
+                 : 0,
+             false},
       microbatches_(ctx.job().micro_batches),
       bucket_params_(std::max(ctx.options().min_bucket_params, 1e6 * static_cast<double>(ctx.job().dp))),
       stages_(static_cast<std::size_t>(ctx.stages())) {
@@ -100,10 +105,10 @@ TaskList DataParallel::gather(int stage, const UnitParams& p, std::string_view n
   TaskList last;
   if (p.dense > 0)
     last = ctx_.collective(stage, name, CollectiveKind::AllGather, Bytes::from_double(p.dense * w), dense_dims_,
-                           StreamKind::DpComm, Category::DpComm);
+                           StreamKind::DpComm, Category::DpComm, 1.0, "auto", shard_);
   if (p.expert > 0)
     last = ctx_.collective(stage, name, CollectiveKind::AllGather, Bytes::from_double(p.expert * w), expert_dims_,
-                           StreamKind::DpComm, Category::DpComm);
+                           StreamKind::DpComm, Category::DpComm, 1.0, "auto", expert_shard());
   return last;
 }
 
@@ -111,12 +116,28 @@ void DataParallel::reduce(int stage, const UnitParams& p, bool scatter, std::str
   const auto g = grad_bytes_;
   const auto kind = scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
   auto& st = stages_[static_cast<std::size_t>(stage)];
-  if (p.dense > 0)
-    st.reductions.push_back(ctx_.collective(stage, name, kind, Bytes::from_double(p.dense * g), dense_dims_,
-                                            StreamKind::DpComm, Category::DpComm));
-  if (p.expert > 0)
-    st.reductions.push_back(ctx_.collective(stage, name, kind, Bytes::from_double(p.expert * g), expert_dims_,
-                                            StreamKind::DpComm, Category::DpComm));
+  const auto one = [&](double params, const std::vector<ParallelDim>& dims, Subgroup shard) {
+    const auto bytes = Bytes::from_double(params * g);
+    if (!scatter || shard.size == 0) {
+      st.reductions.push_back(
+          ctx_.collective(stage, name, kind, bytes, dims, StreamKind::DpComm, Category::DpComm));
+      return;
+    }
+    // HSDP: reduce-scatter within the shard group, then all-reduce each shard across the replicas
+    ctx_.collective(stage, name, kind, bytes, dims, StreamKind::DpComm, Category::DpComm, 1.0, "auto", shard);
+    const std::string across = fmt::format("{} replicas", name);
+    st.reductions.push_back(ctx_.collective(stage, std::string_view(across), CollectiveKind::AllReduce,
+                                            Bytes::from_double(params * g / shard.size), dims, StreamKind::DpComm,
+                                            Category::DpComm, 1.0, "auto", {shard.size, true}));
+  };
+  if (p.dense > 0) one(p.dense, dense_dims_, shard_);
+  if (p.expert > 0) one(p.expert, expert_dims_, expert_shard());
+}
+
+Subgroup DataParallel::expert_shard() const {
+  // experts shard over their own (smaller) data-parallel group, in blocks no larger than zero_group
+  const auto expert_ranks = ctx_.job().dp * ctx_.job().strategy.cp / ctx_.job().strategy.ep;
+  return shard_.size > 0 && shard_.size < expert_ranks && expert_ranks % shard_.size == 0 ? shard_ : Subgroup{};
 }
 
 void DataParallel::start_of_step() {
@@ -257,8 +278,10 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
                              StreamKind::DpComm, Category::DpComm);
     ctx_.wait(s, StreamKind::Compute, norm);
     const auto& p = stage_params.at(static_cast<std::size_t>(s));
-    const double shards = zero_ >= 1 ? static_cast<double>(job.dp * job.strategy.cp) : 1.0;
-    const double expert_shards = zero_ >= 1 ? std::max(1.0, shards / job.strategy.ep) : 1.0;
+    const double shards = zero_ >= 1 ? static_cast<double>(spec::zero_shards(job)) : 1.0;
+    const double expert_shards =
+        zero_ >= 1 ? std::max(1.0, std::min(shards, static_cast<double>(job.dp * job.strategy.cp / job.strategy.ep)))
+                   : 1.0;
     const double local = p.dense / shards + p.expert / expert_shards;
     ctx_.compute(s, "optimizer step", model::optimizer_time(local, job.workload.training.optimizer, ctx_.kernels()),
                  Category::Optimizer);

@@ -60,6 +60,7 @@ class DataParallel {
   void build_buckets(int stage);
   TaskList gather(int stage, const UnitParams& p, std::string_view name);
   void reduce(int stage, const UnitParams& p, bool scatter, std::string_view name);
+  Subgroup expert_shard() const;
 
   Context& ctx_;
   int zero_;
@@ -70,6 +71,7 @@ class DataParallel {
   bool overlap_grad_reduce_;
   bool overlap_param_gather_;
   double grad_bytes_;  // per gradient element reduced
+  Subgroup shard_;     // the ranks ZeRO shards over (HSDP: part of the data-parallel group)
   std::int64_t microbatches_;
   double bucket_params_;
   std::vector<StageState> stages_;

@@ -162,7 +162,7 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
   // Transformer Engine keeps each weight's FP8 copy and its transpose for the whole step
   const bool fp8_weight_cache = spec::fp8_of(st) == spec::Fp8Recipe::Tensorwise &&
                                 spec::framework_preset(st.framework).fp8_weight_cache && st.zero < 3;
-  const std::int64_t dense_shards = job.dp * st.cp;
+  const std::int64_t dense_shards = spec::zero_shards(job);
   const std::int64_t expert_shards = std::max<std::int64_t>(1, dense_shards / st.ep);
   const auto params = stage_params(job);
 

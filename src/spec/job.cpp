@@ -169,6 +169,16 @@ void check_dtype(Job& job, Rules& rules) {
                                                   dtype_name(dtype), job.cluster.device.name, job.sources.topology));
 }
 
+void check_zero_group(Job& job, Rules& rules) {
+  const auto& s = job.strategy;
+  if (!s.zero_group || job.dp == 0) return;
+  const std::int64_t ranks = job.dp * s.cp;
+  if (s.zero == 0)
+    rules.strategy("/zero_group", "zero_group needs zero of at least 1 (it is the group ZeRO shards over)");
+  else if (ranks % *s.zero_group != 0)
+    rules.strategy("/zero_group", fmt::format("{} does not divide dp·cp = {}", *s.zero_group, ranks));
+}
+
 void check_recompute(Job& job, Rules& rules) {
   const auto& s = job.strategy;
   if (s.recompute_layers && s.recompute != Recompute::Full)
@@ -211,6 +221,11 @@ int recomputed_layers(const Job& job, int stage) {
   return std::min(layers, *s.recompute_layers * s.vpp);
 }
 
+std::int64_t zero_shards(const Job& job) {
+  const std::int64_t ranks = job.dp * job.strategy.cp;
+  return job.strategy.zero_group ? std::min(*job.strategy.zero_group, ranks) : ranks;
+}
+
 Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strategy, Sources sources) {
   Job job{.cluster = std::move(cluster),
           .workload = std::move(workload),
@@ -223,6 +238,7 @@ Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strateg
   check_stages(job, rules);
   resolve_framework(job, rules);
   check_recompute(job, rules);
+  check_zero_group(job, rules);
   if (job.dp > 0) check_batch_and_schedule(job, rules);
   rules.throw_if_any();
   job.warnings.insert(job.warnings.begin(), job.cluster.warnings.begin(), job.cluster.warnings.end());

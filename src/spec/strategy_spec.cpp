@@ -110,6 +110,7 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
     s.zero = preset.zero;
     if (preset.zero != 0) assume("zero", std::to_string(preset.zero));
   }
+  s.zero_group = r.optional_integer("zero_group", {1, std::int64_t{1} << 22});
   s.tp_overlap = read_switch(r, "tp_overlap", preset.tp_overlap);
   if (!r.has("tp_overlap")) assume("tp_overlap", on_off(s.tp_overlap));
   if (r.has("grad_reduce_dtype")) {
@@ -204,6 +205,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.dp) out += fmt::format(",dp={}", *s.dp);
   if (s.gpus) out += fmt::format(",gpus={}", *s.gpus);
   out += fmt::format(",zero={},mb={}", s.zero, s.mb);
+  if (s.zero_group) out += fmt::format(",zero_group={}", *s.zero_group);
   if (s.pp > 1 || s.schedule != defaults.schedule) out += fmt::format(",schedule={}", schedule_name(s.schedule));
   out += fmt::format(",recompute={}", recompute_name(s.recompute));
   if (s.recompute_layers) out += fmt::format(",recompute_layers={}", *s.recompute_layers);

@@ -33,6 +33,9 @@ struct Job {
 // recompute_layers of each model chunk).
 int recomputed_layers(const Job& job, int stage);
 
+// The ranks ZeRO shards the model states over: zero_group, or all dp·cp ranks.
+std::int64_t zero_shards(const Job& job);
+
 // Checks every rule that spans fields or files; throws one SpecError listing all violations,
 // each attributed to the file whose value it rejects.
 Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strategy, Sources sources);

@@ -51,6 +51,9 @@ struct StrategySpec {
   bool ep_overlap = false;
   std::optional<std::int64_t> dp;  // derived from the device count when absent
   int zero = 0;
+  // ZeRO shards over groups of this many of the dp·cp ranks and replicates across the groups (HSDP,
+  // FSDP's hybrid sharding); absent: one group of all dp·cp ranks.
+  std::optional<std::int64_t> zero_group;
   std::int64_t mb = 1;
   Schedule schedule = Schedule::OneFOneB;
   Recompute recompute = Recompute::None;

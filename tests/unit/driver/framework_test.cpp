@@ -11,6 +11,7 @@
 #include "trainsim/model/kernel_model.hpp"
 #include "lower/data_parallel.hpp"
 #include "trainsim/sim/engine.hpp"
+#include "trainsim/util/error.hpp"
 
 using namespace trainsim;
 
@@ -246,4 +247,22 @@ TEST_CASE("FSDP without resharding after the forward gathers once per micro-batc
                       lower::Category::DpComm);
   };
   CHECK(piped(64) == doctest::Approx(piped(32)).epsilon(0.01));
+}
+
+TEST_CASE("HSDP shards the model states within zero_group ranks and all-reduces each shard across the groups") {
+  const auto w = test::tiny_gpt(8, 64, 512);
+  const auto full = run(job_on("dgx-h100-superpod", w, "gpus=32,zero=3"));
+  const auto hybrid = run(job_on("dgx-h100-superpod", w, "gpus=32,zero=3,zero_group=8"));
+  const auto states = [](const driver::RunReport& r) {
+    const auto& b = r.memory.peak().bytes;
+    return (b.params + b.grads + b.optimizer).as_double();
+  };
+  CHECK(states(hybrid) == doctest::Approx(4 * states(full)).epsilon(0.01));  // 32 shards against 8
+  const auto& g = hybrid.step->lowered.graph;
+  int across = 0;
+  for (std::uint32_t t = 0; t < g.num_tasks(); ++t)
+    if (g.name(sim::TaskId{t}).find("replicas") != std::string::npos) ++across;
+  CHECK(across > 0);
+  CHECK_THROWS_AS(job_on("dgx-h100-superpod", w, "gpus=32,zero=3,zero_group=5"), SpecError);
+  CHECK_THROWS_AS(job_on("dgx-h100-superpod", w, "gpus=32,zero=0,zero_group=8"), SpecError);
 }
