@@ -111,9 +111,14 @@ sim::LoadId Context::load_for(const cost::CollectivePlan& plan) {
   return id;
 }
 
-sim::CommWork Context::comm_work(const cost::CollectiveCost& c, Bytes bytes) {
+sim::CommWork Context::comm_work(const cost::CollectiveCost& c, Bytes bytes, bool overlaps_compute) {
   if (!c.plan) return {Duration::zero(), Duration::zero(), graph().add_load({}), bytes.count};
-  return {c.latency, c.time - c.latency, load_for(*c.plan), bytes.count};
+  double share = 0;
+  if (overlaps_compute) {
+    const auto sms = static_cast<double>(std::max(job_->cluster.device.sms, 1));
+    share = std::min(0.5, c.plan->channels * costs_->tuning().channel_sms / sms);
+  }
+  return {c.latency, c.time - c.latency, load_for(*c.plan), bytes.count, share};
 }
 
 namespace {
@@ -167,7 +172,9 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
       deps.insert(deps.end(), d.begin(), d.end());
     }
     std::sort(deps.begin(), deps.end());
-    const auto task = graph().add_task(name, streams, comm_work(c, Bytes::from_double(bytes.as_double() * fraction)),
+    // tensor-parallel collectives block the compute stream (pipelined ones are charged in the GEMM)
+    const auto work = comm_work(c, Bytes::from_double(bytes.as_double() * fraction), stream != StreamKind::TpComm);
+    const auto task = graph().add_task(name, streams, work,
                                        deps, static_cast<std::uint16_t>(category));
     for (const auto j : members) out[j] = task;
   }
@@ -192,7 +199,7 @@ TaskList Context::collective_between(int stage_a, int stage_b, sim::TaskName nam
     std::sort(deps.begin(), deps.end());
     const sim::StreamId streams[] = {stream_of(i, stream), stream_of(j, stream)};
     const auto task =
-        graph().add_task(name, streams, comm_work(c, bytes), deps, static_cast<std::uint16_t>(Category::DpComm));
+        graph().add_task(name, streams, comm_work(c, bytes, true), deps, static_cast<std::uint16_t>(Category::DpComm));
     out.push_back(task);
     const auto& b = stage_ranks(stage_b);
     on_b[static_cast<std::size_t>(std::find(b.begin(), b.end(), j) - b.begin())] = task;
@@ -217,7 +224,7 @@ TaskList Context::transfer(int from, int to, sim::TaskName name, Bytes bytes, bo
     std::sort(deps.begin(), deps.end());
     const sim::StreamId streams[] = {stream_of(i, send), stream_of(j, recv)};
     const auto task =
-        graph().add_task(name, streams, comm_work(c, bytes), deps, static_cast<std::uint16_t>(Category::PpComm));
+        graph().add_task(name, streams, comm_work(c, bytes, true), deps, static_cast<std::uint16_t>(Category::PpComm));
     out[static_cast<std::size_t>(std::find(receivers.begin(), receivers.end(), j) - receivers.begin())] = task;
   }
   return out;

@@ -67,7 +67,8 @@ class Context {
  private:
   sim::StreamId stream_of(std::size_t rank_index, StreamKind kind) const;
   sim::LoadId load_for(const cost::CollectivePlan& plan);
-  sim::CommWork comm_work(const cost::CollectiveCost& cost, Bytes bytes);
+  // `overlaps_compute`: the collective runs beside compute, which loses the SMs its channels hold.
+  sim::CommWork comm_work(const cost::CollectiveCost& cost, Bytes bytes, bool overlaps_compute);
   std::vector<sim::TaskId> take_pending(std::size_t rank_index, StreamKind kind);
   std::size_t index_of_rank(int rank) const;
 

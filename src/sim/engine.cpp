@@ -59,6 +59,17 @@ class Engine {
       waiting_[t] = static_cast<std::uint32_t>(task.deps.size());
       for (const auto d : task.deps) successors_[d.index()].push_back(static_cast<std::uint32_t>(t));
     }
+    std::uint32_t processes = 0;
+    for (std::size_t s = 0; s < g.num_streams(); ++s)
+      processes = std::max(processes, g.stream(StreamId{static_cast<std::uint32_t>(s)}).process + 1);
+    for (std::size_t t = 0; t < n && !contention_; ++t)
+      if (const auto* c = std::get_if<CommWork>(&g.task(TaskId{static_cast<std::uint32_t>(t)}).work))
+        contention_ = c->compute_share > 0;
+    if (contention_) {
+      held_share_.assign(processes, 0.0);
+      holders_.assign(processes, 0);
+      computing_.resize(processes);
+    }
     position_.assign(g.num_streams(), 0);
     busy_.assign(g.num_streams(), false);
     pool_bytes_.resize(g.num_pools());
@@ -113,10 +124,11 @@ class Engine {
     timeline_.tasks[task].start = now_;
     apply_memory(t, false);
     if (const auto* c = std::get_if<ComputeWork>(&t.work)) {
-      push(now_ + c->duration, task, EventKind::Finish);
+      start_compute(task, c->duration);
       return;
     }
     const auto& comm = std::get<CommWork>(t.work);
+    if (contention_ && comm.compute_share > 0) hold(t, comm.compute_share);
     if (comm.latency > Duration::zero())
       push(now_ + comm.latency, task, EventKind::LatencyDone);
     else
@@ -151,11 +163,66 @@ class Engine {
     reschedule(component_of(task));
   }
 
+  // A compute task runs at full rate, or, while communication kernels hold some of its process's
+  // compute units, at the rest; its finish moves whenever that changes.
+  void start_compute(std::uint32_t task, Duration duration) {
+    if (!contention_) {
+      push(now_ + duration, task, EventKind::Finish);
+      return;
+    }
+    const auto process = process_of(task);
+    auto& f = flows_[task];
+    f.remaining_ps = static_cast<double>(duration.ps);
+    f.updated = now_;
+    f.rate = compute_rate(process);
+    computing_[process].push_back(task);
+    push(now_ + Duration{static_cast<std::int64_t>(std::ceil(f.remaining_ps / f.rate))}, task, EventKind::Finish,
+         f.version);
+  }
+
+  std::uint32_t process_of(std::uint32_t task) const {
+    return g_.stream(g_.task(TaskId{task}).streams.front()).process;
+  }
+
+  double compute_rate(std::uint32_t process) const {
+    return std::max(kMinComputeRate, 1.0 - held_share_[process]);
+  }
+
+  // A communication task takes (share > 0) or gives back (< 0) compute units on each participant.
+  void hold(const TaskGraph::Task& t, double share) {
+    std::vector<std::uint32_t> processes;
+    for (const auto s : t.streams) processes.push_back(g_.stream(s).process);
+    std::sort(processes.begin(), processes.end());
+    processes.erase(std::unique(processes.begin(), processes.end()), processes.end());
+    for (const auto p : processes) {
+      holders_[p] += share > 0 ? 1 : -1;
+      // exactly zero once nothing holds any: no residue of rounding
+      held_share_[p] = holders_[p] == 0 ? 0.0 : held_share_[p] + share;
+      for (const auto c : computing_[p]) {
+        auto& f = flows_[c];
+        f.remaining_ps = std::max(0.0, f.remaining_ps - f.rate * static_cast<double>((now_ - f.updated).ps));
+        f.updated = now_;
+        f.rate = compute_rate(p);
+        ++f.version;
+        push(now_ + Duration{static_cast<std::int64_t>(std::ceil(f.remaining_ps / f.rate))}, c, EventKind::Finish,
+             f.version);
+      }
+    }
+  }
+
   void finish(std::uint32_t task) {
     finished_[task] = true;
     const auto& t = g_.task(TaskId{task});
     timeline_.tasks[task].end = now_;
     apply_memory(t, true);
+    if (contention_) {
+      if (std::holds_alternative<ComputeWork>(t.work)) {
+        auto& mine = computing_[process_of(task)];
+        mine.erase(std::find(mine.begin(), mine.end(), task));
+      } else if (const auto& comm = std::get<CommWork>(t.work); comm.compute_share > 0) {
+        hold(t, -comm.compute_share);
+      }
+    }
     std::vector<std::uint32_t> neighbours;
     if (flows_[task].active) {
       flows_[task].active = false;
@@ -291,6 +358,12 @@ class Engine {
   std::vector<std::uint32_t> visited_;  // per task: the component search that last reached it
   std::uint32_t visit_ = 0;
   MaxMinSolver solver_;
+  // Compute slowed by communication kernels (only when some task holds compute units).
+  static constexpr double kMinComputeRate = 0.05;
+  bool contention_ = false;
+  std::vector<double> held_share_;  // per process
+  std::vector<int> holders_;        // per process: communication tasks holding units
+  std::vector<std::vector<std::uint32_t>> computing_;  // per process: running compute tasks
 };
 
 }  // namespace

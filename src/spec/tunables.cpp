@@ -222,6 +222,11 @@ constexpr std::array kFields{
                                       "channels an in-switch reduction streams its chunks on (1: no pipeline "
                                       "fill modelled)",
                                       "NCCL src/transport/nvls.cc: NVLS_NCHANNELS_SM90 = 16"),
+    field<kC, &C::channel_sms>("collectives", "channel_sms", TunableKind::Number, {0, 8},
+                               "SMs each channel of a collective holds while it runs: compute overlapping a "
+                               "data-, context-, expert- or pipeline-parallel collective runs on the other SMs "
+                               "(0: no contention)",
+                               "NCCL launches one thread block per channel (its kernels' grid is the channel count)"),
     field<kC, &C::in_switch_latency>("collectives", "in_switch_latency", TunableKind::Duration, kSmallDuration,
                                      "extra latency of in-switch reduction: multimem set-up and switch reduction",
                                      "NCCL tuning.cc baseLat for NVLS"),

@@ -20,7 +20,8 @@ using StreamId = StrongId<struct StreamTag>;
 using PoolId = StrongId<struct PoolTag>;
 using LoadId = StrongId<struct LoadTag>;
 
-// Runs for a fixed time.
+// Runs for a fixed time, longer while communication kernels of its process hold some of its
+// compute units (CommWork::compute_share).
 struct ComputeWork {
   Duration duration;
 };
@@ -32,6 +33,9 @@ struct CommWork {
   Duration transfer;
   LoadId load;             // the share of each link's capacity the transfer uses when alone
   std::int64_t bytes = 0;  // payload, for reports (the engine does not need it)
+  // Share of each participant's compute units its kernels hold while the task runs (NCCL's
+  // channels are thread blocks): compute tasks of the same process run that much slower meanwhile.
+  double compute_share = 0;
 };
 
 using Work = std::variant<ComputeWork, CommWork>;

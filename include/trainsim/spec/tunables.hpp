@@ -96,6 +96,9 @@ struct CollectiveTuning {
   std::int64_t max_fill_chunks = 16;
   double in_switch_efficiency = 0.61;
   std::int64_t in_switch_channels = 1;
+  // SMs one NCCL channel's thread block keeps from compute while a collective runs beside it
+  // (0: communication never slows compute).
+  double channel_sms = 1.0;
   Duration in_switch_latency = nanoseconds(23'000);
   std::vector<CollectiveFit> fits;
   friend bool operator==(const CollectiveTuning&, const CollectiveTuning&) = default;

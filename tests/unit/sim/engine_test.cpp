@@ -222,3 +222,22 @@ TEST_CASE("the same graph gives the same timeline") {
   REQUIRE(t1.tasks.size() == t2.tasks.size());
   for (std::size_t i = 0; i < t1.tasks.size(); ++i) CHECK(t1.tasks[i].end == t2.tasks[i].end);
 }
+
+TEST_CASE("compute slows while a collective of its process holds compute units, and only then") {
+  // 10 us of compute; a collective holding a quarter of the units runs from 2 to 8 us on the same
+  // process: 2 us at full rate, 6 us at 3/4 (4.5 us of work), then 3.5 us at full rate: ends at 11.5
+  TaskGraph g;
+  const auto compute_stream = g.add_stream({"compute", 0});
+  const auto comm_stream = g.add_stream({"comm", 0});
+  const auto other_process = g.add_stream({"compute", 1});
+  const auto load = g.add_load({});
+  const auto gate = g.add_task("gate", comm_stream, compute(2));
+  const auto work = g.add_task("work", compute_stream, compute(10));
+  const auto elsewhere = g.add_task("elsewhere", other_process, compute(10));
+  CommWork held{us(0), us(6), load};
+  held.compute_share = 0.25;
+  g.add_task("collective", comm_stream, held, {&gate, 1});
+  const auto t = run(g);
+  CHECK(t.tasks[work.index()].end.ps == us(11).ps + 500'000);
+  CHECK(t.tasks[elsewhere.index()].end == us(10));  // another process's compute is unaffected
+}
