@@ -74,7 +74,7 @@ DataParallel::UnitParams DataParallel::unit_params(int /*stage*/, int unit) cons
   if (unit == kEmbeddingUnit) return {model::embedding_params_on_gpu(job), 0};
   if (unit == kHeadUnit) return {model::head_params_on_gpu(job), 0};
   const auto p = model::layer_params_on_gpu(job.workload.model, model::is_moe_layer(job.workload.model, unit),
-                                            job.strategy.tp, job.strategy.ep);
+                                            job.strategy.tp, job.strategy.ep, spec::expert_tp_of(job.strategy));
   return {p.dense, p.expert};
 }
 
@@ -136,7 +136,7 @@ void DataParallel::reduce(int stage, const UnitParams& p, bool scatter, std::str
 
 Subgroup DataParallel::expert_shard() const {
   // experts shard over their own (smaller) data-parallel group, in blocks no larger than zero_group
-  const auto expert_ranks = ctx_.job().dp * ctx_.job().strategy.cp / ctx_.job().strategy.ep;
+  const auto expert_ranks = ctx_.job().dp * ctx_.job().strategy.cp / spec::ep_outer(ctx_.job().strategy);
   return shard_.size > 0 && shard_.size < expert_ranks && expert_ranks % shard_.size == 0 ? shard_ : Subgroup{};
 }
 
@@ -280,7 +280,8 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
     const auto& p = stage_params.at(static_cast<std::size_t>(s));
     const double shards = zero_ >= 1 ? static_cast<double>(spec::zero_shards(job)) : 1.0;
     const double expert_shards =
-        zero_ >= 1 ? std::max(1.0, std::min(shards, static_cast<double>(job.dp * job.strategy.cp / job.strategy.ep)))
+        zero_ >= 1
+            ? std::max(1.0, std::min(shards, static_cast<double>(job.dp * job.strategy.cp / spec::ep_outer(job.strategy))))
                    : 1.0;
     const double local = p.dense / shards + p.expert / expert_shards;
     ctx_.compute(s, "optimizer step", model::optimizer_time(local, job.workload.training.optimizer, ctx_.kernels()),

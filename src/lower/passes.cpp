@@ -140,6 +140,18 @@ class Passes::Writer {
   Duration* elapsed_ = nullptr;
 };
 
+bool Passes::mlp_tp_comm(bool moe) const {
+  // folded experts take their tokens sequence-sharded; only shared experts need the gathered ones
+  const auto& m = ctx_.job().workload.model;
+  return !moe || !ctx_.shape().folded() || (m.moe && m.moe->shared_experts > 0);
+}
+
+std::span<const ParallelDim> Passes::ep_dims() const {
+  static constexpr ParallelDim kFolded[] = {ParallelDim::Tp, ParallelDim::Ep};
+  if (ctx_.shape().folded()) return kFolded;
+  return kEp;
+}
+
 bool Passes::tp_overlap() const {
   const auto& s = ctx_.shape();
   return s.sp && s.tp > 1 && ctx_.job().strategy.tp_overlap;
@@ -273,31 +285,34 @@ void Passes::unit_forward(Writer& w, int unit, Category category) {
     w.flush(category);
     return;
   }
-  if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
+  const bool mlp_tp = mlp_tp_comm(moe);
+  if (s.sp && mlp_tp)
+    w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
   if (moe) {
     w.add(unit, {"router", "permute"}, fwd);
     if (overlap_shared_experts()) {
       // the shared experts run while the routed tokens travel
-      const auto dispatch = w.comm_async("ep dispatch", CollectiveKind::AllToAll, all_to_all_bytes(), kEp,
+      const auto dispatch = w.comm_async("ep dispatch", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(),
                                          StreamKind::EpComm, Category::EpComm, {}, true);
       w.add(unit, {"shared_fc1", "shared_act", "shared_fc2"}, fwd);
       w.flush(category);
       w.wait_for(dispatch);
       w.add(unit, {"expert_fc1", "expert_act", "expert_fc2"}, fwd);
-      w.comm("ep combine", CollectiveKind::AllToAll, all_to_all_bytes(), kEp, StreamKind::EpComm, Category::EpComm);
+      w.comm("ep combine", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm, Category::EpComm);
       w.add(unit, {"unpermute"}, fwd);
     } else {
       if (s.ep > 1)
-        w.comm("ep dispatch", CollectiveKind::AllToAll, all_to_all_bytes(), kEp, StreamKind::EpComm, Category::EpComm);
+        w.comm("ep dispatch", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm, Category::EpComm);
       w.add(unit, {"expert_fc1", "expert_act", "expert_fc2"}, fwd);
       if (s.ep > 1)
-        w.comm("ep combine", CollectiveKind::AllToAll, all_to_all_bytes(), kEp, StreamKind::EpComm, Category::EpComm);
+        w.comm("ep combine", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm, Category::EpComm);
       w.add(unit, {"unpermute", "shared_fc1", "shared_act", "shared_fc2"}, fwd);
     }
   } else {
     w.add(unit, {"fc1", "act", "fc2"}, fwd);
   }
-  if (tp) w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_out, act, kTp, StreamKind::TpComm, Category::TpComm);
+  if (tp && mlp_tp)
+    w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_out, act, kTp, StreamKind::TpComm, Category::TpComm);
   w.add(unit, {"residual2"}, fwd);
   w.flush(category);
 }
@@ -307,26 +322,26 @@ void Passes::unit_forward(Writer& w, int unit, Category category) {
 void Passes::mlp_backward(Writer& w, int unit, const std::vector<Pass>& bwd, bool moe, CollectiveKind tp_in,
                           Bytes act) {
   const auto& s = ctx_.shape();
-  const bool tp = s.tp > 1;
-  if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
+  const bool tp = s.tp > 1 && mlp_tp_comm(moe);
+  if (s.sp && tp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
   if (moe && overlap_shared_experts()) {
     w.add(unit, {"unpermute"}, bwd);
-    const auto combine = w.comm_async("ep combine grad", CollectiveKind::AllToAll, all_to_all_bytes(), kEp,
+    const auto combine = w.comm_async("ep combine grad", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(),
                                       StreamKind::EpComm, Category::EpComm, {}, true);
     w.add(unit, {"shared_fc2", "shared_act", "shared_fc1"}, bwd);
     w.flush(Category::Compute);
     w.wait_for(combine);
     w.add(unit, {"expert_fc2", "expert_act", "expert_fc1"}, bwd);
-    w.comm("ep dispatch grad", CollectiveKind::AllToAll, all_to_all_bytes(), kEp, StreamKind::EpComm, Category::EpComm);
+    w.comm("ep dispatch grad", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm, Category::EpComm);
     w.add(unit, {"permute", "router"}, bwd);
   } else if (moe) {
     w.add(unit, {"unpermute", "shared_fc2", "shared_act", "shared_fc1"}, bwd);
     if (s.ep > 1)
-      w.comm("ep combine grad", CollectiveKind::AllToAll, all_to_all_bytes(), kEp, StreamKind::EpComm,
+      w.comm("ep combine grad", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm,
              Category::EpComm);
     w.add(unit, {"expert_fc2", "expert_act", "expert_fc1"}, bwd);
     if (s.ep > 1)
-      w.comm("ep dispatch grad", CollectiveKind::AllToAll, all_to_all_bytes(), kEp, StreamKind::EpComm,
+      w.comm("ep dispatch grad", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm,
              Category::EpComm);
     w.add(unit, {"permute", "router"}, bwd);
   } else {
@@ -466,7 +481,7 @@ Bytes Passes::all_to_all_bytes() const {
   // each rank sends every routed copy of its tokens: T · top_k · capacity · h · 2 bytes
   const auto& m = ctx_.job().workload.model;
   const auto& s = ctx_.shape();
-  const double tokens = static_cast<double>(s.micro_batch * (s.seq_len / s.cp));
+  const double tokens = static_cast<double>(s.routed_tokens());
   return Bytes::from_double(tokens * m.moe->top_k * m.moe->capacity_factor * static_cast<double>(m.hidden) *
                             s.activation_bytes);
 }

@@ -55,6 +55,10 @@ class Passes {
   bool overlap_shared_experts() const;
   // The layers of a chunk's units that full recomputation recomputes.
   std::set<int> recomputed_units(const std::vector<int>& units) const;
+  // Whether the MLP of a (MoE) layer sits between tensor-parallel collectives.
+  bool mlp_tp_comm(bool moe) const;
+  // The expert-parallel group's dims (folded: the tensor-parallel ranks too).
+  std::span<const spec::ParallelDim> ep_dims() const;
   // tp_overlap applies: sequence parallelism over more than one rank.
   bool tp_overlap() const;
   // Share of the SMs a pipelined reduce-scatter takes from its GEMM.

@@ -11,6 +11,7 @@ LayerShape gpu_layer_shape(const spec::Job& job) {
                     .tp = s.tp,
                     .cp = s.cp,
                     .ep = s.ep,
+                    .etp = spec::expert_tp_of(s),
                     .sp = s.sp && s.tp > 1,
                     .activation_bytes = activation_bytes(job.workload.training.dtype)};
 }

@@ -103,10 +103,10 @@ void add_dense_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s
 void add_moe_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, const Dims& d) {
   const auto& e = *m.moe;
   const std::int64_t local_experts = e.experts / s.ep;
-  const double routed = static_cast<double>(d.tokens) * e.top_k * e.capacity_factor;
+  const double routed = static_cast<double>(s.routed_tokens()) * e.top_k * e.capacity_factor;
   const auto per_expert = static_cast<std::int64_t>(std::ceil(routed * s.ep / e.experts));
-  const std::int64_t in = static_cast<std::int64_t>(mlp_in(m, e.expert_ffn_hidden)) / s.tp;
-  const std::int64_t ffn = e.expert_ffn_hidden / s.tp;
+  const std::int64_t in = static_cast<std::int64_t>(mlp_in(m, e.expert_ffn_hidden)) / s.etp;
+  const std::int64_t ffn = e.expert_ffn_hidden / s.etp;
   ops.push_back(gemm("router", static_cast<std::int64_t>(d.tokens_sp), e.experts, m.hidden));
   // token permutation before dispatch and after combine: read and write every routed copy
   const double permute = 2 * d.e * routed * d.h;
@@ -117,10 +117,13 @@ void add_moe_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, 
   ops.push_back(linear("expert_fc2", per_expert, m.hidden, ffn, local_experts));
   ops.push_back(elementwise("unpermute", permute, permute));
   if (e.shared_experts > 0) {
-    ops.push_back(linear("shared_fc1", d.tokens, e.shared_experts * in, m.hidden));
-    ops.push_back(
-        activation("shared_act", m, static_cast<double>(d.tokens), static_cast<double>(e.shared_experts * ffn), d.e));
-    ops.push_back(linear("shared_fc2", d.tokens, m.hidden, e.shared_experts * ffn));
+    // the shared experts are a dense MLP, split over the tensor-parallel ranks
+    const std::int64_t shared_in = static_cast<std::int64_t>(mlp_in(m, e.expert_ffn_hidden)) / s.tp;
+    const std::int64_t shared_ffn = e.expert_ffn_hidden / s.tp;
+    ops.push_back(linear("shared_fc1", d.tokens, e.shared_experts * shared_in, m.hidden));
+    ops.push_back(activation("shared_act", m, static_cast<double>(d.tokens),
+                             static_cast<double>(e.shared_experts * shared_ffn), d.e));
+    ops.push_back(linear("shared_fc2", d.tokens, m.hidden, e.shared_experts * shared_ffn));
   }
 }
 

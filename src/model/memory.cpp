@@ -63,11 +63,13 @@ double layer_activation_bytes(const spec::ModelSpec& m, const LayerShape& s, Rec
   if (!moe) return replicated + sharded + mlp(T, static_cast<double>(m.ffn_hidden));
 
   const auto& x = *m.moe;
-  const double routed = T * x.top_k * x.capacity_factor;
+  const double routed = static_cast<double>(s.routed_tokens()) * x.top_k * x.capacity_factor;
   const double ffn = static_cast<double>(x.expert_ffn_hidden);
   const double router_probs = 4 * T * x.experts / sp_div;  // fp32 gate scores
   const double dispatched = e * routed * h;                // permuted expert inputs
-  return replicated + sharded + router_probs + dispatched + mlp(routed, ffn) + mlp(T, x.shared_experts * ffn);
+  // the routed experts' activations, split over the expert tensor-parallel ranks
+  const double experts = e * routed * ((swiglu ? 2 : 1) * ffn + ffn) / s.etp;
+  return replicated + sharded + router_probs + dispatched + experts + mlp(T, x.shared_experts * ffn);
 }
 
 namespace {
@@ -163,7 +165,8 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
   const bool fp8_weight_cache = spec::fp8_of(st) == spec::Fp8Recipe::Tensorwise &&
                                 spec::framework_preset(st.framework).fp8_weight_cache && st.zero < 3;
   const std::int64_t dense_shards = spec::zero_shards(job);
-  const std::int64_t expert_shards = std::max<std::int64_t>(1, dense_shards / st.ep);
+  // experts shard over the ranks that hold the same experts
+  const std::int64_t expert_shards = std::max<std::int64_t>(1, dense_shards / spec::ep_outer(st));
   const auto params = stage_params(job);
 
   MemoryEstimate estimate;

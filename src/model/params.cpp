@@ -62,8 +62,8 @@ LayerParams layer_params(const ModelSpec& m, bool moe) {
   return p;
 }
 
-// The layer's share on one GPU of a tp group; experts are split over ep, then over tp.
-StageParams layer_share(const ModelSpec& m, bool moe, int tp, int ep) {
+// The layer's share on one GPU of a tp group; experts are split over ep, then over etp.
+StageParams layer_share(const ModelSpec& m, bool moe, int tp, int ep, int etp) {
   const double kv_held = std::max(1.0, static_cast<double>(m.kv_heads) / tp);
   const double q_held = static_cast<double>(m.heads) / tp;
   StageParams s;
@@ -74,7 +74,7 @@ StageParams layer_share(const ModelSpec& m, bool moe, int tp, int ep) {
     const auto& e = *m.moe;
     const double ffn = static_cast<double>(e.expert_ffn_hidden);
     s.dense += e.shared_experts * mlp_params_tp(m, ffn, tp) + static_cast<double>(m.hidden) * e.experts;
-    s.expert = static_cast<double>(e.experts) / ep * mlp_params_tp(m, ffn, tp);
+    s.expert = static_cast<double>(e.experts) / ep * mlp_params_tp(m, ffn, etp);
   }
   s.largest_layer = s.dense + s.expert;
   return s;
@@ -120,7 +120,7 @@ std::vector<StageParams> stage_params(const spec::Job& job) {
   for (std::size_t stage = 0; stage < job.stage_layers.size(); ++stage) {
     StageParams sp;
     for (int i = 0; i < job.stage_layers[stage]; ++i, ++layer) {
-      const auto l = layer_share(m, is_moe_layer(m, layer), s.tp, s.ep);
+      const auto l = layer_share(m, is_moe_layer(m, layer), s.tp, s.ep, spec::expert_tp_of(s));
       sp.dense += l.dense;
       sp.expert += l.expert;
       sp.largest_layer = std::max(sp.largest_layer, l.largest_layer);
@@ -132,8 +132,8 @@ std::vector<StageParams> stage_params(const spec::Job& job) {
   return stages;
 }
 
-StageParams layer_params_on_gpu(const ModelSpec& model, bool moe, int tp, int ep) {
-  return layer_share(model, moe, tp, ep);
+StageParams layer_params_on_gpu(const ModelSpec& model, bool moe, int tp, int ep, int etp) {
+  return layer_share(model, moe, tp, ep, etp);
 }
 
 // Vocab-parallel embedding and output layer: the vocabulary is padded to a multiple of tp.

@@ -65,8 +65,9 @@ void check_model_split(Job& job, Rules& rules) {
     rules.strategy("/tp", fmt::format("{} and kv_heads ({}) must divide one another", s.tp, m.kv_heads));
   if (m.ffn_hidden % s.tp != 0)
     rules.strategy("/tp", fmt::format("{} does not divide ffn_hidden ({})", s.tp, m.ffn_hidden));
-  if (m.moe && m.moe->expert_ffn_hidden % s.tp != 0)
-    rules.strategy("/tp", fmt::format("{} does not divide expert_ffn_hidden ({})", s.tp, m.moe->expert_ffn_hidden));
+  if (m.moe && m.moe->expert_ffn_hidden % expert_tp_of(s) != 0)
+    rules.strategy("/tp", fmt::format("{} does not divide expert_ffn_hidden ({})", expert_tp_of(s),
+                                      m.moe->expert_ffn_hidden));
   if (m.vocab % s.tp != 0)
     job.warnings.push_back(
         fmt::format("vocab {} is padded to a multiple of tp={} for the vocab-parallel embedding", m.vocab, s.tp));
@@ -88,10 +89,24 @@ void check_model_split(Job& job, Rules& rules) {
   } else {
     if (m.moe->experts % s.ep != 0)
       rules.strategy("/ep", fmt::format("{} does not divide experts ({})", s.ep, m.moe->experts));
-    if (job.dp > 0 && (job.dp * s.cp) % s.ep != 0)
+    if (s.etp && *s.etp != 1 && *s.etp != s.tp)
+      rules.strategy("/etp", fmt::format("{} is neither 1 (experts folded over the tensor-parallel ranks) nor tp = {}",
+                                         *s.etp, s.tp));
+    if (ep_folded(s)) {
+      if (s.ep % s.tp != 0)
+        rules.strategy("/ep", fmt::format("{} is not a multiple of tp = {}: with etp=1 the expert-parallel group "
+                                          "folds over the tensor-parallel ranks",
+                                          s.ep, s.tp));
+      else if (job.dp > 0 && (job.dp * s.cp) % (s.ep / s.tp) != 0)
+        rules.strategy("/ep", fmt::format("ep/tp = {} does not divide dp·cp = {}", s.ep / s.tp, job.dp * s.cp));
+      if (!s.sp)
+        rules.strategy("/etp", "etp=1 with tp > 1 needs sp=on: the tokens reach the experts sequence-sharded");
+    } else if (job.dp > 0 && (job.dp * s.cp) % s.ep != 0) {
       rules.strategy(
-          "/ep", fmt::format("{} does not divide dp·cp = {}: experts are sharded within the data-parallel ranks", s.ep,
-                             job.dp * s.cp));
+          "/ep", fmt::format("{} does not divide dp·cp = {}: experts are sharded within the data-parallel ranks "
+                             "(or fold them over tp with etp=1)",
+                             s.ep, job.dp * s.cp));
+    }
   }
 }
 

@@ -199,6 +199,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.cp != 1) out += fmt::format(",cp={}", s.cp);
   if (s.cp_comm != defaults.cp_comm) out += fmt::format(",cp_comm={}", cp_comm_name(s.cp_comm));
   if (s.ep != 1) out += fmt::format(",ep={}", s.ep);
+  if (s.etp) out += fmt::format(",etp={}", *s.etp);
   if (s.ep_overlap) out += ",ep_overlap=on";
   out += fmt::format(",pp={}", s.pp);
   if (s.vpp != 1) out += fmt::format(",vpp={}", s.vpp);
@@ -238,6 +239,7 @@ StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& s
   s.cp = static_cast<int>(r.integer_or("cp", 1, kDegree));
   s.cp_comm = r.choice_or<CpComm>("cp_comm", CpComm::AllGather, kCpComm);
   s.ep = static_cast<int>(r.integer_or("ep", 1, kDegree));
+  if (const auto etp = r.optional_integer("etp", kDegree)) s.etp = static_cast<int>(*etp);
   s.ep_overlap = read_switch(r, "ep_overlap", false);
   s.dp = r.optional_integer("dp", {1, std::int64_t{1} << 22});
   s.mb = r.integer_or("mb", 1, {1, 1 << 30});

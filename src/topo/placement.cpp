@@ -23,7 +23,9 @@ Placement::Placement(std::vector<std::pair<ParallelDim, int>> dims) {
 Placement Placement::from_strategy(const spec::StrategySpec& s, std::int64_t dp) {
   auto order = s.order;
   // Expert-parallel ranks are consecutive data-parallel ranks unless the order says otherwise.
-  if (s.ep > 1 && std::find(order.begin(), order.end(), ParallelDim::Ep) == order.end())
+  // (folded over tp, only the ranks beyond the tensor-parallel group: spec::ep_outer)
+  const int ep = spec::ep_outer(s);
+  if (ep > 1 && std::find(order.begin(), order.end(), ParallelDim::Ep) == order.end())
     order.insert(std::find(order.begin(), order.end(), ParallelDim::Dp), ParallelDim::Ep);
   const bool ep_dim = std::find(order.begin(), order.end(), ParallelDim::Ep) != order.end();
   std::vector<std::pair<ParallelDim, int>> dims;
@@ -39,10 +41,10 @@ Placement Placement::from_strategy(const spec::StrategySpec& s, std::int64_t dp)
         dims.emplace_back(d, s.pp);
         break;
       case ParallelDim::Ep:
-        dims.emplace_back(d, s.ep);
+        dims.emplace_back(d, ep);
         break;
       case ParallelDim::Dp:
-        dims.emplace_back(d, static_cast<int>(ep_dim ? dp / s.ep : dp));
+        dims.emplace_back(d, static_cast<int>(ep_dim ? dp / ep : dp));
         break;
     }
   }

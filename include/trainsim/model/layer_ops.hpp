@@ -71,8 +71,14 @@ struct LayerShape {
   int tp = 1;
   int cp = 1;
   int ep = 1;
+  int etp = 1;  // expert tensor parallelism: tp, or 1 when the experts fold over the tp ranks
   bool sp = false;
   int activation_bytes = 2;  // bytes per activation element (bf16/fp16: 2)
+  // MoE parallel folding: tokens reach the experts sequence-sharded (T/tp per rank), the experts
+  // whole, the expert-parallel group spanning the tensor-parallel ranks.
+  bool folded() const { return tp > 1 && etp == 1; }
+  // Tokens of the micro-batch one rank routes to the experts.
+  std::int64_t routed_tokens() const { return micro_batch * (seq_len / cp) / (folded() ? tp : 1); }
 };
 
 // Bytes of one hidden-state tensor of the micro-batch on this cp rank (b·s/cp·h elements): what a

@@ -51,7 +51,7 @@ bool is_moe_layer(const spec::ModelSpec& model, int layer);
 std::vector<StageParams> stage_params(const spec::Job& job);
 
 // One layer's parameters on one GPU under tensor and expert parallelism (before ZeRO).
-StageParams layer_params_on_gpu(const spec::ModelSpec& model, bool moe, int tp, int ep);
+StageParams layer_params_on_gpu(const spec::ModelSpec& model, bool moe, int tp, int ep, int etp);
 // The first stage's embeddings and the last stage's final norm and output layer (or the tied
 // embedding's copy), per GPU.
 double embedding_params_on_gpu(const spec::Job& job);

@@ -1,6 +1,7 @@
 #pragma once
 // How the job is parallelised (docs/cli.md "Strategy"): a JSON file or an inline
 // "tp=8,pp=8,dp=16,zero=1,..." list, read by the same reader.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -46,6 +47,10 @@ struct StrategySpec {
   int cp = 1;
   CpComm cp_comm = CpComm::AllGather;
   int ep = 1;
+  // Expert tensor parallelism: absent, the experts split over the tp group as the dense layers do;
+  // 1 with tp > 1, Megatron-Core's MoE parallel folding: experts whole, the expert-parallel group
+  // folded over the tensor-parallel ranks (ep a multiple of tp, ep/tp of the data-parallel ones).
+  std::optional<int> etp;
   // The shared experts compute while the routed tokens are dispatched (Megatron-LM's
   // --moe-shared-expert-overlap) instead of after the combine.
   bool ep_overlap = false;
@@ -110,6 +115,17 @@ inline AttentionImpl attention_of(const StrategySpec& s) {
 // Whether full recomputation recomputes the layer at `index` of its model chunk.
 inline bool recomputes_layer(const StrategySpec& s, int index) {
   return s.recompute == Recompute::Full && (!s.recompute_layers || index < *s.recompute_layers);
+}
+inline int expert_tp_of(const StrategySpec& s) {
+  return s.etp.value_or(s.tp);
+}
+// MoE parallel folding: the expert-parallel group spans the tensor-parallel ranks.
+inline bool ep_folded(const StrategySpec& s) {
+  return s.tp > 1 && expert_tp_of(s) == 1;
+}
+// The expert-parallel ranks outside the tensor-parallel group (the Ep dimension of the placement).
+inline int ep_outer(const StrategySpec& s) {
+  return ep_folded(s) ? std::max(1, s.ep / s.tp) : s.ep;
 }
 inline bool reshard_after_forward_of(const StrategySpec& s) {
   return s.reshard_after_forward.value_or(s.pp == 1);

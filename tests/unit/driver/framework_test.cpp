@@ -9,6 +9,8 @@
 #include "common/workloads.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/model/kernel_model.hpp"
+#include "trainsim/model/params.hpp"
+#include "trainsim/topo/placement.hpp"
 #include "lower/data_parallel.hpp"
 #include "trainsim/sim/engine.hpp"
 #include "trainsim/util/error.hpp"
@@ -265,4 +267,38 @@ TEST_CASE("HSDP shards the model states within zero_group ranks and all-reduces 
   CHECK(across > 0);
   CHECK_THROWS_AS(job_on("dgx-h100-superpod", w, "gpus=32,zero=3,zero_group=5"), SpecError);
   CHECK_THROWS_AS(job_on("dgx-h100-superpod", w, "gpus=32,zero=0,zero_group=8"), SpecError);
+}
+
+TEST_CASE("MoE parallel folding: experts whole, the expert-parallel group spanning the tensor-parallel ranks") {
+  // 8 experts; tp=4 with sp. Unfolded: ep=2 over the data-parallel ranks, experts split over tp.
+  // Folded (etp=1): ep=8 = the 4 tp ranks x 2 data-parallel ones, one whole expert per GPU.
+  const auto w = test::tiny_moe();
+  const auto unfolded = job_on("dgx-h100-superpod", w, "tp=4,sp=on,ep=2,gpus=16");
+  const auto folded = job_on("dgx-h100-superpod", w, "tp=4,sp=on,ep=8,etp=1,gpus=16");
+  const auto moe_params = [](const spec::Job& j) {
+    return model::layer_params_on_gpu(j.workload.model, true, j.strategy.tp, j.strategy.ep,
+                                      spec::expert_tp_of(j.strategy))
+        .expert;
+  };
+  // 8/2 experts split four ways against 8/8 experts whole: the same expert parameters per GPU
+  CHECK(moe_params(folded) == doctest::Approx(moe_params(unfolded)));
+  const auto shape = model::gpu_layer_shape(folded);
+  CHECK(shape.folded());
+  CHECK(shape.routed_tokens() == model::gpu_layer_shape(unfolded).routed_tokens() / 4);
+  // the expert-parallel group: the 4 tensor-parallel ranks times 2 data-parallel ones
+  const auto placement = topo::Placement::from_strategy(folded.strategy, folded.dp);
+  const spec::ParallelDim ep_dims[] = {spec::ParallelDim::Tp, spec::ParallelDim::Ep};
+  CHECK(placement.group(ep_dims, 0).size() == 8);
+  const auto r = run(folded);
+  CHECK(r.simulation->step_time_s > 0);
+  CHECK(busy_s(r, "ep") > 0);
+  // one simulated rank per stage stands for all of them, folded groups included
+  driver::RunOptions every_rank;
+  every_rank.full = true;
+  const auto full = driver::build_run_report(folded, every_rank);
+  CHECK(full.simulation->step_time_s == doctest::Approx(r.simulation->step_time_s).epsilon(1e-9));
+  // rules: etp is 1 or tp; folded, ep is a multiple of tp and needs sp
+  CHECK_THROWS_AS(job_on("dgx-h100-superpod", w, "tp=4,sp=on,ep=8,etp=2,gpus=16"), SpecError);
+  CHECK_THROWS_AS(job_on("dgx-h100-superpod", w, "tp=4,sp=on,ep=2,etp=1,gpus=16"), SpecError);
+  CHECK_THROWS_AS(job_on("dgx-h100-superpod", w, "tp=4,ep=8,etp=1,gpus=16"), SpecError);
 }

@@ -64,7 +64,8 @@ TEST_CASE("each cross-field rule has its own message") {
         "s: /ep: 2 needs a mixture-of-experts model; workload \"gpt3-175b\" has none");
   CHECK(error_of("dgx-a100-superpod", "mixtral-8x7b", "tp=1,ep=3,gpus=32") ==
         "s: /ep: 3 does not divide experts (8)\n"
-        "s: /ep: 3 does not divide dp·cp = 32: experts are sharded within the data-parallel ranks");
+        "s: /ep: 3 does not divide dp·cp = 32: experts are sharded within the data-parallel ranks (or fold "
+        "them over tp with etp=1)");
   CHECK(error_of("dgx-a100-superpod", "gpt3-175b", "tp=8,cp=3,gpus=24") ==
         "s: /cp: seq_len 2048 is not divisible by 2·cp = 6 (causal load-balanced chunks)");
   CHECK(error_of("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=4,vpp=2,gpus=32") ==
