@@ -214,6 +214,13 @@ case('sweep-unknown-objective', f'{SW} --rank-by speed', 2,
      'error: --rank-by: "speed" is not valid; expected one of: step_time, tokens_per_s, cost')
 case('sweep-fix-typo', f'{SW} --fix tq=8', 2,
      'error: --fix: /tq: unknown key "tq" (did you mean "tp"?)')
+case('strategy-key-in-capitals', f'{RUN} TP=8,gpus=8', 2,
+     'error: strategy "TP=8,gpus=8": /TP: unknown key "TP" (did you mean "tp"?)')
+case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
+     'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: attention, compile, cp, '
+     'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, framework, gpus, grad_reduce_dtype, '
+     'last_stage_layers, mb, order, overlap_grad_reduce, overlap_param_gather, pp, recompute, recompute_layers, '
+     'reshard_after_forward, schedule, sources, sp, tp, tp_overlap, vpp, zero, zero_group')
 case('sweep-without-inputs', 'sweep --top 3', 2,
      'error: command line: sweep needs --topology and --workload (or: sweep merge FILE...)')
 case('sweep-merge-missing-file', 'sweep merge @nope.json', 2,
@@ -266,7 +273,7 @@ case('trace-missing-file', 'trace summary @nope.json.gz', 2,
 case('replay-zero-compute-scale', 'replay --trace @t.json --compute-scale 0', 2,
      'error: --compute-scale: 0 is not a factor in [0.01, 1e6]', {'t.json': SMALL_TRACE})
 case('replay-calibration-not-calibration', 'replay --trace @t.json --calibration @c.json', 2,
-     'error: @c.json: /traceEvents: unknown key "traceEvents"', {'t.json': SMALL_TRACE, 'c.json': SMALL_TRACE})
+     'error: @c.json: /traceEvents: unknown key "traceEvents"; valid keys: collectives, fit, kernels, memory, sources, traces', {'t.json': SMALL_TRACE, 'c.json': SMALL_TRACE})
 case('calibrate-output-is-directory', 'calibrate --trace @t.json -o @', 2,
      'error: @: cannot write', {'t.json': SMALL_TRACE})
 

@@ -1,6 +1,7 @@
 #include "trainsim/spec/reader.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -29,19 +30,20 @@ std::string range_text(IntRange r) {
   return fmt::format("an integer in [{}, {}]", r.min, r.max);
 }
 
+// Edits between two words, a swap of neighbouring letters counting as one (optimal string
+// alignment): "ndoes" is one slip from "nodes".
 std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
     for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   }
-  return row[b.size()];
+  return d[a.size()][b.size()];
 }
 
 // An integer read from JSON: integral floats (1e3, 8.0) are accepted, everything else is not.
@@ -115,12 +117,26 @@ std::string describe(const nlohmann::json& value) {
   return text;
 }
 
+namespace {
+std::string lowercase(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+}  // namespace
+
 std::string closest_match(std::string_view key, const std::vector<std::string>& candidates) {
+  // the same word in another case first ("TP" for "tp")
+  const auto lower = lowercase(key);
+  for (const auto& c : candidates)
+    if (lowercase(c) == lower) return c;
+  // then a slip of at most a third of the letters (and always fewer than the word has): "fp8" is
+  // not a misspelt "cp"
   std::string best;
-  std::size_t best_distance = std::max<std::size_t>(2, key.size() / 3) + 1;
+  std::size_t best_distance = std::max<std::size_t>(1, key.size() / 3) + 1;
   for (const auto& c : candidates) {
-    const std::size_t d = edit_distance(key, c);
-    if (d < best_distance) {
+    const std::size_t d = edit_distance(lower, lowercase(c));
+    if (d < best_distance && d < std::min(key.size(), c.size())) {
       best_distance = d;
       best = c;
     }
@@ -382,7 +398,10 @@ void Reader::finish() {
     if (known_.contains(k)) continue;
     const std::string hint = closest_match(k, known);
     const std::string shown = k.size() > 40 ? k.substr(0, 37) + "..." : k;
-    error_at(k, hint.empty() ? fmt::format("unknown key \"{}\"", shown)
+    // no key close to it: say which there are
+    std::string valid;
+    for (const auto& key : known) valid += (valid.empty() ? "" : ", ") + key;
+    error_at(k, hint.empty() ? fmt::format("unknown key \"{}\"; valid keys: {}", shown, valid)
                              : fmt::format("unknown key \"{}\" (did you mean \"{}\"?)", shown, hint));
   }
 }

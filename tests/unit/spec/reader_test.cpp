@@ -47,7 +47,7 @@ TEST_CASE("unknown keys are errors with a did-you-mean hint") {
   REQUIRE(d.items().size() == 2);
   CHECK(d.items()[0].pointer == "/ndoes");
   CHECK(d.items()[0].message == "unknown key \"ndoes\" (did you mean \"nodes\"?)");
-  CHECK(d.items()[1].message == "unknown key \"zzz\"");
+  CHECK(d.items()[1].message == "unknown key \"zzz\"; valid keys: nodes");
 }
 
 TEST_CASE("choices list the valid names and suggest the closest") {
@@ -94,4 +94,13 @@ TEST_CASE("deeply nested JSON is rejected without recursion") {
 TEST_CASE("all errors come together, sorted by pointer") {
   const SpecError e("f.json", {{"/b", "second"}, {"/a", "first"}});
   CHECK(std::string(e.what()) == "f.json: /a: first\nf.json: /b: second");
+}
+
+TEST_CASE("hints match case first, count a swap of letters as one slip, and suggest nothing far off") {
+  const std::vector<std::string> keys{"tp", "cp", "pp", "nodes", "schedule"};
+  CHECK(spec::closest_match("TP", keys) == "tp");
+  CHECK(spec::closest_match("ndoes", keys) == "nodes");
+  CHECK(spec::closest_match("schedlue", keys) == "schedule");
+  CHECK(spec::closest_match("fp8", keys).empty());  // not a misspelt "cp"
+  CHECK(spec::closest_match("x", keys).empty());
 }
