@@ -17,20 +17,25 @@ int main(int argc, char** argv) {
     std::size_t start = 0;
     while (start <= text.size()) {
       const std::size_t end = std::min(text.find('\n', start), text.size());
+      std::fflush(stdout);  // what stdout holds goes first: 2>&1 never splits a row
       fmt::print(stderr, "error: {}\n", text.substr(start, end - start));
       start = end + 1;
     }
     return ExitCode::kBadInput;
   } catch (const trainsim::IoError& e) {
+    std::fflush(stdout);  // what stdout holds goes first: 2>&1 never splits a row
     fmt::print(stderr, "error: {}\n", e.what());
     return ExitCode::kBadInput;
   } catch (const trainsim::InternalError& e) {
+    std::fflush(stdout);  // what stdout holds goes first: 2>&1 never splits a row
     fmt::print(stderr, "internal error (a bug in trainsim, please report it): {}\n", e.what());
     return ExitCode::kInternalError;
   } catch (const std::bad_alloc&) {
+    std::fflush(stdout);  // what stdout holds goes first: 2>&1 never splits a row
     fmt::print(stderr, "error: out of memory\n");
     return ExitCode::kInternalError;
   } catch (const std::exception& e) {
+    std::fflush(stdout);  // what stdout holds goes first: 2>&1 never splits a row
     fmt::print(stderr, "internal error (a bug in trainsim, please report it): {}\n", e.what());
     return ExitCode::kInternalError;
   }

@@ -1,3 +1,5 @@
+#include <cstdio>
+
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
@@ -35,6 +37,7 @@ int run(const RunOptions& o) {
     report::write_perfetto(report.step->lowered, report.step->timeline, o.timeline);
   fmt::print("{}", report::render(report, parse_format(o.format)));
   if (!report.fits) {
+    std::fflush(stdout);  // what stdout holds goes first: 2>&1 never splits a row
     fmt::print(stderr, "does not fit: peak {} per GPU exceeds the device's {}\n",
                report::human_bytes(Bytes{report.peak_memory}), report::human_bytes(report.device_memory));
     return kDoesNotFit;

@@ -58,6 +58,7 @@ class Progress {
     if (!enabled_) return;
     constexpr int kWidth = 30;
     const int filled = at_most ? static_cast<int>(kWidth * done / at_most) : kWidth;
+    std::fflush(stdout);  // what stdout holds goes first: 2>&1 never splits a row
     fmt::print(stderr, "\rsimulating [{:<{}}] {} of at most {}", std::string(static_cast<std::size_t>(filled), '#'),
                kWidth, done, at_most);
     std::fflush(stderr);
@@ -97,6 +98,7 @@ int run_sweep(const SweepCommandOptions& o) {
   fmt::print("{}", search::render(result, parse_format(o.format)));
   if (!o.quiet) {
     const auto& s = result.stats;
+    std::fflush(stdout);  // what stdout holds goes first: 2>&1 never splits a row
     fmt::print(stderr,
                "{} configurations in {:.1f} s ({:.0f} per second); simulated {} of {} candidates ({:.1f} per "
                "second), {} skipped by the compute bound, {} did not fit once simulated\n",

@@ -36,6 +36,9 @@ void check_degrees(Job& job, Rules& rules) {
     return;
   }
   job.gpus = s.gpus.value_or(s.dp ? *s.dp * model_parallel : devices);
+  if (!s.gpus && !s.dp)
+    job.warnings.push_back(fmt::format("neither gpus nor dp given: the job takes all {} devices of topology \"{}\"",
+                                       devices, c.name));
   if (job.gpus > devices) {
     rules.strategy(s.gpus ? "/gpus" : "/dp",
                    fmt::format("{} GPUs requested but topology \"{}\" has {} devices", job.gpus, c.name, devices));

@@ -46,7 +46,18 @@ ModelSpec read_model(Reader r) {
   m.heads = static_cast<int>(r.integer("heads", {1, 1 << 14}));
   m.kv_heads = static_cast<int>(r.integer_or("kv_heads", m.heads, {1, 1 << 14}));
   const auto head_dim = r.optional_integer("head_dim", {1, 1 << 14});
-  m.ffn_hidden = r.integer("ffn_hidden", {1, 1 << 22});
+  // a model whose every layer is an expert layer has no dense MLP, so no ffn_hidden to give
+  const auto* moe_json = r.has("moe") ? r.value("moe") : nullptr;
+  bool all_experts = moe_json && moe_json->is_object();
+  if (all_experts && moe_json->contains("dense_layers")) {
+    const auto& d = moe_json->at("dense_layers");
+    all_experts = d.is_number() && d.get<double>() == 0;
+  }
+  if (all_experts) {
+    m.ffn_hidden = r.optional_integer("ffn_hidden", {1, 1 << 22}).value_or(0);
+  } else {
+    m.ffn_hidden = r.integer("ffn_hidden", {1, 1 << 22});
+  }
   m.vocab = r.integer("vocab", {1, 1 << 24});
   m.mlp = r.choice<MlpKind>("mlp", kMlpKinds);
   m.bias = r.boolean_or("bias", true);

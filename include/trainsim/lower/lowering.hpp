@@ -31,6 +31,7 @@ std::string_view stream_kind_name(StreamKind kind);
 
 // Task categories, for breakdowns.
 enum class Category : std::uint16_t { Compute, Recompute, Optimizer, TpComm, CpComm, EpComm, DpComm, PpComm };
+inline constexpr int kCategories = 8;
 std::string_view category_name(Category c);
 
 // Memory categories tracked separately at the peak.

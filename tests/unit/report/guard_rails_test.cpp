@@ -6,6 +6,7 @@
 
 #include "common/jobs.hpp"
 #include "trainsim/driver/run.hpp"
+#include "trainsim/report/format.hpp"
 #include "trainsim/spec/cluster_spec.hpp"
 #include "trainsim/spec/reader.hpp"
 #include "trainsim/util/error.hpp"
@@ -63,4 +64,29 @@ TEST_CASE("more micro-batches than a simulation takes is a bad-input error namin
   driver::RunOptions analytic;
   analytic.simulate = false;
   CHECK(driver::build_run_report(job, analytic).job != nullptr);
+}
+
+TEST_CASE("a mixture-of-experts report gives no dense Megatron formula as a cross-check") {
+  driver::RunOptions analytic;
+  analytic.simulate = false;
+  // (a report points at its job: keep the job alive)
+  const auto moe_job = test::make_job("dgx-h100-superpod", "mixtral-8x7b", "ep=8,gpus=8");
+  const auto moe = driver::build_run_report(moe_job, analytic);
+  CHECK(report::to_table(moe).find("Megatron formula") == std::string::npos);
+  CHECK(report::to_json(moe)["flops"]["megatron_formula_per_step"].is_null());
+  const auto dense_job = test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8");
+  const auto dense = driver::build_run_report(dense_job, analytic);
+  CHECK(report::to_table(dense).find("Megatron formula") != std::string::npos);
+}
+
+TEST_CASE("busy time is reported for every category, zero where the step has none") {
+  const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", "tp=8,gpus=8");
+  const auto r = driver::build_run_report(job, driver::RunOptions{});
+  const auto busy = report::to_json(r)["busy_s_by_category"];
+  for (const auto* c : {"compute", "recompute", "optimizer", "tp", "cp", "ep", "dp", "pp"}) {
+    CAPTURE(c);
+    REQUIRE(busy.contains(c));
+  }
+  CHECK(busy["ep"].get<double>() == 0);
+  CHECK(busy["tp"].get<double>() > 0);
 }

@@ -87,3 +87,17 @@ TEST_CASE("every shipped workload reads without error") {
     CHECK_NOTHROW(load_workload_spec(path));
   }
 }
+
+TEST_CASE("a model whose every layer is an expert layer needs no dense ffn_hidden") {
+  auto j = gpt();
+  j["model"].erase("ffn_hidden");
+  j["model"]["moe"] = {{"experts", 8}, {"top_k", 2}, {"expert_ffn_hidden", 4096}};
+  CHECK(read_workload_spec(j, "w.json").model.ffn_hidden == 0);
+  // with dense layers it does
+  j["model"]["moe"]["dense_layers"] = 2;
+  CHECK(workload_error(j) == "w.json: /model/ffn_hidden: missing; expected an integer in [1, 4194304]");
+  // and a dense model always does
+  auto dense = gpt();
+  dense["model"].erase("ffn_hidden");
+  CHECK(workload_error(dense) == "w.json: /model/ffn_hidden: missing; expected an integer in [1, 4194304]");
+}
