@@ -214,6 +214,8 @@ case('sweep-unknown-objective', f'{SW} --rank-by speed', 2,
      'error: --rank-by: "speed" is not valid; expected one of: step_time, tokens_per_s, cost')
 case('sweep-fix-typo', f'{SW} --fix tq=8', 2,
      'error: --fix: /tq: unknown key "tq" (did you mean "tp"?)')
+case('memory-headroom-out-of-range', f'{RUN} tp=8,gpus=8 --memory-headroom 2', 2,
+     'error: command line: --memory-headroom: Value 2 not in range 0.000000 to 0.900000')
 case('strategy-key-in-capitals', f'{RUN} TP=8,gpus=8', 2,
      'error: strategy "TP=8,gpus=8": /TP: unknown key "TP" (did you mean "tp"?)')
 case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,

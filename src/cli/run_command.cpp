@@ -18,6 +18,7 @@ struct RunOptions {
   std::string format = "table";
   std::string timeline;
   std::string calibration;
+  double memory_headroom = driver::RunOptions::kDefaultMemoryHeadroom;
   bool full = false;
   bool analytic = false;
 };
@@ -31,6 +32,7 @@ int run(const RunOptions& o) {
   driver::RunOptions options;
   options.simulate = !o.analytic;
   options.full = o.full;
+  options.memory_headroom = o.memory_headroom;
   if (!o.calibration.empty()) options.calibration = spec::load_calibration_spec(o.calibration);
   const auto report = driver::build_run_report(job, options);
   if (!o.timeline.empty() && report.step)
@@ -58,6 +60,10 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("--timeline", options->timeline, "write the simulated step as Chrome/Perfetto trace events");
   cmd->add_option("--calibration", options->calibration, "calibration JSON overriding the model's defaults");
   cmd->add_flag("--full", options->full, "simulate every rank instead of one per pipeline stage");
+  cmd->add_option("--memory-headroom", options->memory_headroom,
+                  "share of device memory kept free (allocator fragmentation, workspaces); a peak within it is "
+                  "reported at risk (default 0.05)")
+      ->check(CLI::Range(0.0, 0.9));
   cmd->add_flag("--analytic", options->analytic, "skip the simulation: parameters, FLOPs and analytic memory only");
   cmd->callback([options, &action] { action = [options] { return run(*options); }; });
 }

@@ -29,6 +29,7 @@ struct SweepCommandOptions {
   std::string fix;
   std::string shard;
   std::string calibration;
+  double memory_headroom = driver::RunOptions::kDefaultMemoryHeadroom;
   bool exhaustive = false;
   bool quiet = false;
   std::vector<std::string> merge_files;
@@ -91,6 +92,7 @@ int run_sweep(const SweepCommandOptions& o) {
   if (!o.shard.empty()) std::tie(options.shard, options.shards) = parse_shard(o.shard);
   options.exhaustive = o.exhaustive;
   if (!o.calibration.empty()) options.run.calibration = spec::load_calibration_spec(o.calibration);
+  options.run.memory_headroom = o.memory_headroom;
   Progress progress(!o.quiet);
   options.progress = [&](std::size_t done, std::size_t at_most) { progress.update(done, at_most); };
   const auto result = search::sweep(cluster, workload, spec::Sources{o.topology, o.workload, "--fix"}, options);
@@ -133,6 +135,9 @@ void add_sweep_command(CLI::App& app, Action& action) {
   cmd->add_option("--shard", o->shard, "run share I of N (0 ≤ I < N) of the space; join with `sweep merge`");
   cmd->add_option("--calibration", o->calibration, "calibration JSON overriding the model's defaults");
   cmd->add_flag("--exhaustive", o->exhaustive, "simulate every candidate that fits (no bound)");
+  cmd->add_option("--memory-headroom", o->memory_headroom,
+                  "share of device memory kept free; plans whose peak enters it are pruned (default 0.05)")
+      ->check(CLI::Range(0.0, 0.9));
   cmd->add_flag("--quiet", o->quiet, "no progress bar or summary on stderr");
   add_format_option(*cmd, o->format);
   cmd->require_subcommand(0, 1);

@@ -76,6 +76,9 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
     for (auto& w : costs->warnings()) r.warnings.push_back(std::move(w));
   }
   r.fits = r.peak_memory <= r.device_memory.count;
+  r.memory_headroom = options.memory_headroom;
+  r.memory_at_risk =
+      r.fits && static_cast<double>(r.peak_memory) > static_cast<double>(r.device_memory.count) * (1 - r.memory_headroom);
 
   const auto shape = model::gpu_layer_shape(job);
   if (!m.moe || m.moe->dense_layers > 0) r.layers.push_back({"dense", model::layer_ops(m, shape, false)});

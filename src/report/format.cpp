@@ -170,6 +170,8 @@ ordered_json to_json(const RunReport& r) {
   out["analytic_peak_memory_bytes"] = r.memory.peak().bytes.total().count;
   out["device_memory_bytes"] = r.device_memory.count;
   out["fits"] = r.fits;
+  out["memory_headroom"] = r.memory_headroom;
+  out["memory_at_risk"] = r.memory_at_risk;
   out["memory"] = memory_json(stage_breakdown(r, peak_stage));
   out["per_stage"] = ordered_json::array();
   for (const auto& st : r.memory.stages) {
@@ -268,7 +270,10 @@ std::string to_table(const RunReport& r) {
   line("  activations", human_bytes(m.activations));
   line("  buffers", human_bytes(m.buffers));
   line("  peak", fmt::format("{} of {}: {}", human_bytes(Bytes{r.peak_memory}), human_bytes(r.device_memory),
-                             r.fits ? "fits" : "does NOT fit"));
+                             !r.fits            ? "does NOT fit"
+                             : r.memory_at_risk ? fmt::format("fits, but within the {:.0f}% headroom: at risk",
+                                                              r.memory_headroom * 100)
+                                                : std::string("fits")));
   if (r.memory.stages.size() > 1) {
     out += "per stage\n";
     for (const auto& st : r.memory.stages) {

@@ -84,16 +84,18 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
   const auto tunables = options.run.tunables(cluster).values;
   const auto memory = model::estimate_memory(job, tunables.memory);
   const auto& peak = memory.peak().bytes;
-  const auto device = job.cluster.device.memory;
+  // the memory a plan may use: the device's less the headroom
+  const auto device =
+      Bytes::from_double(job.cluster.device.memory.as_double() * (1 - options.run.memory_headroom));
   if (peak.total() > device) {
     out.verdict = Screened::Verdict::OutOfMemory;
     const auto states = peak.params + peak.grads + peak.optimizer;
     const auto& s = job.strategy;
     if (states > device) {
       out.reason =
-          fmt::format("model states exceed device memory at tp·cp·pp = {}, zero={}", s.tp * s.cp * s.pp, s.zero);
+          fmt::format("model states exceed device memory less the headroom at tp·cp·pp = {}, zero={}", s.tp * s.cp * s.pp, s.zero);
     } else {
-      out.reason = fmt::format("activations exceed device memory at recompute={}, mb={}",
+      out.reason = fmt::format("activations exceed device memory less the headroom at recompute={}, mb={}",
                                spec::recompute_name(s.recompute), s.mb);
     }
     out.example = fmt::format("{} (analytic peak {})", spec::strategy_text(s), report::human_bytes(peak.total()));
@@ -230,7 +232,7 @@ std::optional<Plan> simulate_one(const spec::Job& job, std::size_t index, double
   SIM_ASSERT(objective_of(options.objective, step, job.gpus, workload) >= bound * (1 - 1e-9),
              "the step-time bound {} s exceeds the simulated {} s for {}", bound, step,
              spec::strategy_text(job.strategy));
-  if (!report.fits) return std::nullopt;
+  if (!report.fits || report.memory_at_risk) return std::nullopt;
   const auto& sim = *report.simulation;
   return Plan{.index = index,
               .strategy = spec::strategy_text(job.strategy),

@@ -36,6 +36,11 @@ struct RunOptions {
   spec::TunableValues overrides;
   // Megatron-LM's data-parallel bucket: max(40M, 1M · dp) parameters.
   double min_bucket_params = 40e6;
+  // Share of device memory kept free for what the model does not count: the caching allocator's
+  // fragmentation, NCCL's and cuBLAS's workspaces (docs/model.md "Memory headroom"). A plan whose
+  // peak enters it fits but is at risk; the sweep keeps only plans outside it.
+  double memory_headroom = kDefaultMemoryHeadroom;
+  static constexpr double kDefaultMemoryHeadroom = 0.05;
 
   ResolvedTunables tunables(const spec::ClusterSpec& cluster) const;
   lower::LoweringOptions lowering(const spec::Tunables& tunables) const;
@@ -63,6 +68,8 @@ struct RunReport {
   Bytes device_memory;
   Bytes runtime_reserved;  // part of every GPU's buffers
   bool fits = false;
+  double memory_headroom = 0;
+  bool memory_at_risk = false;  // fits, but its peak is within the headroom of the device's memory
   std::vector<LayerSummary> layers;  // one micro-batch on one GPU
   std::vector<std::string> warnings;
 };

@@ -90,3 +90,19 @@ TEST_CASE("busy time is reported for every category, zero where the step has non
   CHECK(busy["ep"].get<double>() == 0);
   CHECK(busy["tp"].get<double>() > 0);
 }
+
+TEST_CASE("a peak within the memory headroom fits but is reported at risk") {
+  const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", "tp=8,sp=on,gpus=8");
+  driver::RunOptions options;
+  options.memory_headroom = 0;
+  const auto none = driver::build_run_report(job, options);
+  REQUIRE(none.fits);
+  CHECK_FALSE(none.memory_at_risk);
+  // a headroom that takes in the peak
+  options.memory_headroom = 1 - 0.5 * static_cast<double>(none.peak_memory) / none.device_memory.as_double();
+  const auto risky = driver::build_run_report(job, options);
+  CHECK(risky.fits);
+  CHECK(risky.memory_at_risk);
+  CHECK(report::to_table(risky).find("at risk") != std::string::npos);
+  CHECK(report::to_json(risky)["memory_at_risk"].get<bool>());
+}

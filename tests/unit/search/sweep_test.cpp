@@ -179,7 +179,10 @@ TEST_CASE("what does not fit is pruned with its reason, and nothing ranked excee
   std::int64_t counted = 0;
   for (const auto& f : r.pruned) counted += f.count;
   CHECK(counted == r.invalid + r.out_of_memory);
-  for (const auto& p : r.top) CHECK(p.peak_memory <= cluster.device.memory.count);
+  // nothing ranked enters the memory headroom
+  for (const auto& p : r.top)
+    CHECK(static_cast<double>(p.peak_memory) <=
+          cluster.device.memory.as_double() * (1 - driver::RunOptions::kDefaultMemoryHeadroom));
   bool states = false;
   for (const auto& f : r.pruned) states = states || f.reason.starts_with("model states exceed device memory");
   CHECK(states);
@@ -223,4 +226,15 @@ TEST_CASE("plans with more micro-batches than a simulation takes are pruned, not
   CHECK(std::any_of(r.pruned.begin(), r.pruned.end(), [](const auto& f) {
     return f.reason.starts_with("more micro-batches per pipeline than a simulation takes");
   }));
+}
+
+TEST_CASE("a larger memory headroom prunes more and ranks only plans outside it") {
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto workload = test::gpt3_layers(8, 32);
+  auto options = options_for({16});
+  const auto usual = run_sweep(cluster, workload, options);
+  options.run.memory_headroom = 0.4;
+  const auto wide = run_sweep(cluster, workload, options);
+  CHECK(wide.out_of_memory > usual.out_of_memory);
+  for (const auto& p : wide.top) CHECK(static_cast<double>(p.peak_memory) <= cluster.device.memory.as_double() * 0.6);
 }
