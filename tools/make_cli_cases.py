@@ -83,10 +83,13 @@ case('size-negative', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /device/memory: "-80 GiB" does not start with a non-negative number; expected a size such as "80 GiB"',
      {'t.json': topo(device__memory='-80 GiB')})
 case('size-too-small', f'run -t @t.json -w {W} -s tp=8', 2,
-     'error: @t.json: /device/memory: 0 is out of range; expected a value in [1.04858e+06, 1.75922e+13] bytes',
+     'error: @t.json: /device/memory: 0 bytes is outside what a device\'s memory can be (1 GiB to 1 TiB)',
      {'t.json': topo(device__memory=0)})
+case('nic-bandwidth-bare-number', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /network/nic_bandwidth: 400 bytes/s is outside what a NIC\'s bandwidth can be (1 Gb/s to 3.2 Tb/s): did you mean "400 Gb/s"?',
+     {'t.json': topo(network__nic_bandwidth=400)})
 case('bandwidth-zero', f'run -t @t.json -w {W} -s tp=8', 2,
-     'error: @t.json: /network/nic_bandwidth: "0 Gb/s" is out of range; expected a positive value of at most 1e+15 bytes/s',
+     'error: @t.json: /network/nic_bandwidth: 0 Gb/s is outside what a NIC\'s bandwidth can be (1 Gb/s to 3.2 Tb/s)',
      {'t.json': topo(network__nic_bandwidth='0 Gb/s')})
 case('wrong-type-nodes', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /nodes: expected an integer in [1, 4194304], got "128"',

@@ -294,11 +294,13 @@ def zero2020():
 
 
 def bubbles():
+    # the fastest links a topology may declare (docs/cli.md "Plausible values") and no latency: the
+    # toy model's few kilobytes of pipeline traffic cost microseconds against milliseconds of compute
     toy_topology = {"name": "free-network", "device": {"name": "A100", "peak_flops": {"bf16": "312 TFLOP/s"},
                                                        "memory": "80 GiB", "memory_bandwidth": "2039 GB/s", "sms": 108},
-                    "nodes": 2, "node": {"devices": 8, "fabric": {"kind": "nvswitch", "bandwidth": "1000 TB/s",
+                    "nodes": 2, "node": {"devices": 8, "fabric": {"kind": "nvswitch", "bandwidth": "2 TB/s",
                                                                    "latency": 0, "efficiency": 1.0}},
-                    "network": {"kind": "leaf_spine", "nics_per_node": 8, "nic_bandwidth": "1000 TB/s", "leaf_radix": 40,
+                    "network": {"kind": "leaf_spine", "nics_per_node": 8, "nic_bandwidth": "3.2 Tb/s", "leaf_radix": 40,
                                 "latency": 0, "switch_latency": 0, "efficiency": 1.0}}
     calibration = {"kernels": {"kernel_gap": 0}, "collectives": {"launch": 0}}
     for schedule, p, v, m in (("1f1b", 4, 1, 8), ("gpipe", 4, 1, 8), ("1f1b", 8, 1, 32), ("interleaved", 4, 2, 8),

@@ -17,6 +17,19 @@ constexpr std::array<Choice<NetworkKind>, 3> kNetworkKinds{
     {{"leaf_spine", NetworkKind::LeafSpine}, {"torus", NetworkKind::Torus}, {"none", NetworkKind::None}}};
 
 constexpr NumberRange kPositiveBandwidth{0, 1e15, true};     // up to 1 PB/s
+
+// What the figures of a topology can be and usually are (docs/cli.md "Plausible values").
+// NICs: 1 GbE to 3.2 Tb/s (twice NVIDIA ConnectX-8's 1.6 Tb/s ports); usually 10–800 Gb/s.
+constexpr Plausibility kNicBandwidth{"a NIC's bandwidth", {1e9 / 8, 3.2e12 / 8}, {10e9 / 8, 800e9 / 8},
+                                     "1 Gb/s to 3.2 Tb/s", "10 Gb/s to 800 Gb/s"};
+// A device's link into its node: PCIe 3 x4 to twice NVLink 5 (900 GB/s per direction per GPU).
+constexpr Plausibility kFabricBandwidth{"a device's node fabric bandwidth per direction", {10e9, 2e12},
+                                        {25e9, 1e12}, "10 GB/s to 2 TB/s", "25 GB/s to 1 TB/s"};
+// A torus link (TPU ICI: 50–100 GB/s per link and direction).
+constexpr Plausibility kTorusLink{"a torus link's bandwidth", {1e9, 2e12}, {10e9, 400e9}, "1 GB/s to 2 TB/s",
+                                  "10 GB/s to 400 GB/s"};
+// End-to-end and per-hop latencies: zero (an ideal network) to a millisecond; usually 50 ns–50 us.
+constexpr Plausibility kLatencyFigure{"a latency", {0, 1e-3}, {50e-9, 50e-6}, "0 to 1 ms", "50 ns to 50 us"};
 constexpr NumberRange kLatency{0, 1.0};                      // up to a second
 constexpr NumberRange kEfficiency{0, 1.0, true};
 // Defaults for figures a topology may leave out; each assumption is reported as a warning.
@@ -34,8 +47,8 @@ double efficiency_or_default(Reader& r, std::string_view where, std::vector<std:
 FabricSpec read_fabric(Reader r, std::vector<std::string>& warnings) {
   FabricSpec f;
   f.kind = r.choice<FabricKind>("kind", kFabricKinds);
-  f.bandwidth = r.bandwidth("bandwidth", kPositiveBandwidth);
-  f.latency = r.duration("latency", kLatency);
+  f.bandwidth = {r.plausible_quantity("bandwidth", QuantityKind::Bandwidth, kFabricBandwidth, warnings)};
+  f.latency = Duration::from_seconds(r.plausible_quantity("latency", QuantityKind::Duration, kLatencyFigure, warnings));
   f.efficiency = efficiency_or_default(r, "node.fabric", warnings);
   f.in_network_reduction = r.boolean_or("in_network_reduction", false);
   r.finish();
@@ -67,12 +80,12 @@ double fat_tree_capacity(int radix, int tiers, double oversubscription) {
 LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, std::vector<std::string>& warnings) {
   LeafSpineNetwork n;
   n.nics_per_node = static_cast<int>(r.integer("nics_per_node", {1, 64}));
-  n.nic_bandwidth = r.bandwidth("nic_bandwidth", kPositiveBandwidth);
+  n.nic_bandwidth = {r.plausible_quantity("nic_bandwidth", QuantityKind::Bandwidth, kNicBandwidth, warnings)};
   n.leaf_radix = static_cast<int>(r.integer("leaf_radix", {2, 4096}));
   n.spine_radix = static_cast<int>(r.integer_or("spine_radix", n.leaf_radix, {2, 4096}));
   n.oversubscription = r.number_or("oversubscription", 1.0, {1.0, 64.0});
   n.rail_optimized = r.boolean_or("rail_optimized", false);
-  n.latency = r.duration("latency", kLatency);
+  n.latency = Duration::from_seconds(r.plausible_quantity("latency", QuantityKind::Duration, kLatencyFigure, warnings));
   if (!r.has("switch_latency"))
     warnings.push_back(fmt::format("network.switch_latency not given: assumed {} ns", kDefaultSwitchLatencyS * 1e9));
   n.switch_latency = Duration::from_seconds(
@@ -107,9 +120,9 @@ LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, std::vector<std::
 TorusNetwork read_torus(Reader r, std::vector<std::string>& warnings) {
   TorusNetwork t;
   for (const auto d : r.integer_list("dims", {1, 4096}, 1, 3)) t.dims.push_back(static_cast<int>(d));
-  t.link_bandwidth = r.bandwidth("link_bandwidth", kPositiveBandwidth);
+  t.link_bandwidth = {r.plausible_quantity("link_bandwidth", QuantityKind::Bandwidth, kTorusLink, warnings)};
   t.wraparound = r.boolean_or("wraparound", true);
-  t.latency = r.duration("latency", kLatency);
+  t.latency = Duration::from_seconds(r.plausible_quantity("latency", QuantityKind::Duration, kLatencyFigure, warnings));
   t.efficiency = efficiency_or_default(r, "network", warnings);
   r.finish();
   return t;

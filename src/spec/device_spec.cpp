@@ -31,11 +31,19 @@ constexpr NumberRange kPositiveBandwidth{0, 1e15, true};     // up to 1 PB/s
 constexpr NumberRange kPositiveFlops{0, 1e18, true};         // up to 1 EFLOP/s per device
 constexpr NumberRange kDeviceMemory{1 << 20, 1.7592186e13};  // 1 MiB .. 16 TiB
 constexpr NumberRange kPower{1, 1e5};                        // a board: 1 W .. 100 kW
+// What a device's figures can be and usually are (docs/cli.md "Plausible values"): from a phone-class
+// accelerator to well beyond today's parts (B200: 8 TB/s HBM, 180 GB, 4.5 PFLOP/s dense FP8).
+constexpr Plausibility kMemoryBandwidth{"a device's memory bandwidth", {100e9, 20e12}, {500e9, 10e12},
+                                        "100 GB/s to 20 TB/s", "500 GB/s to 10 TB/s"};
+constexpr Plausibility kMemoryCapacity{"a device's memory", {1073741824.0, 1099511627776.0},
+                                       {8589934592.0, 549755813888.0}, "1 GiB to 1 TiB", "8 GiB to 512 GiB"};
+constexpr Plausibility kPeakFlops{"a device's dense peak", {1e12, 1e17}, {1e13, 2e16}, "1 TFLOP/s to 100 PFLOP/s",
+                                  "10 TFLOP/s to 20 PFLOP/s"};
 constexpr int kDefaultSms = 108;                             // A100, as docs/cli.md's example warns
 // Keys a catalogue file or a derived device may carry besides the device's own fields.
 constexpr std::array<std::string_view, 2> kTunableSections{"kernels", "collectives"};
 
-void read_peak_flops(Reader& r, DeviceSpec& d) {
+void read_peak_flops(Reader& r, DeviceSpec& d, std::vector<std::string>& warnings) {
   Reader flops = r.object("peak_flops");
   const auto keys = flops.keys();
   for (const auto& key : keys) {
@@ -48,7 +56,7 @@ void read_peak_flops(Reader& r, DeviceSpec& d) {
                                       hint.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", hint)));
       continue;
     }
-    d.peak_flops[it->value] = flops.flop_rate(key, kPositiveFlops);
+    d.peak_flops[it->value] = {flops.plausible_quantity(key, QuantityKind::FlopRate, kPeakFlops, warnings)};
   }
   if (keys.empty()) r.error_at("peak_flops", "expected at least one dtype, such as {\"bf16\": \"312 TFLOP/s\"}");
 }
@@ -65,9 +73,11 @@ void read_fields(Reader& r, DeviceSpec& d, bool whole, std::vector<std::string>&
   if (whole && !r.has("peak_flops"))
     r.error_at("peak_flops", "missing; expected an object such as {\"bf16\": \"312 TFLOP/s\"}");
   else if (r.has("peak_flops"))
-    read_peak_flops(r, d);
-  if (whole || r.has("memory")) d.memory = r.bytes("memory", kDeviceMemory);
-  if (whole || r.has("memory_bandwidth")) d.memory_bandwidth = r.bandwidth("memory_bandwidth", kPositiveBandwidth);
+    read_peak_flops(r, d, warnings);
+  if (whole || r.has("memory"))
+    d.memory = Bytes::from_double(r.plausible_quantity("memory", QuantityKind::Bytes, kMemoryCapacity, warnings));
+  if (whole || r.has("memory_bandwidth"))
+    d.memory_bandwidth = {r.plausible_quantity("memory_bandwidth", QuantityKind::Bandwidth, kMemoryBandwidth, warnings)};
   if (const auto sms = r.optional_integer("sms", {1, 100000})) {
     d.sms = static_cast<int>(*sms);
   } else if (whole) {

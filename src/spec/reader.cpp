@@ -347,6 +347,76 @@ std::optional<double> Reader::optional_quantity(std::string_view key, QuantityKi
   return value;
 }
 
+namespace {
+
+// Units a figure of this kind is usually written in, most common first.
+std::vector<std::string_view> usual_units(QuantityKind kind) {
+  switch (kind) {
+    case QuantityKind::Bandwidth:
+      return {"Gb/s", "GB/s", "Tb/s", "TB/s", "Mb/s", "MB/s"};
+    case QuantityKind::Duration:
+      return {"us", "ns", "ms"};
+    case QuantityKind::Bytes:
+      return {"GiB", "GB", "TiB", "MiB"};
+    case QuantityKind::FlopRate:
+      return {"TFLOP/s", "PFLOP/s", "GFLOP/s"};
+    default:
+      return {};
+  }
+}
+
+// The likely slip behind an implausible figure: the same number in the unit that makes it usual.
+std::string slip_hint(const nlohmann::json& v, QuantityKind kind, const Plausibility& p) {
+  std::string number;
+  std::string written_unit;
+  if (v.is_number()) {
+    number = v.dump();
+  } else if (v.is_string()) {
+    const auto text = v.get<std::string>();
+    const auto end = text.find_first_not_of("0123456789.+-eE");
+    number = text.substr(0, end);
+    if (end != std::string::npos) written_unit = text.substr(text.find_first_not_of(' ', end));
+  }
+  if (number.empty()) return {};
+  // a written unit: the bits-for-bytes slip (a factor of 8); a bare number: the usual units
+  std::vector<std::string> units;
+  if (!written_unit.empty()) {
+    std::string swapped = written_unit;
+    for (auto& c : swapped) c = c == 'B' ? 'b' : c == 'b' ? 'B' : c;
+    if (swapped != written_unit) units.push_back(swapped);
+  } else {
+    for (const auto unit : usual_units(kind)) units.emplace_back(unit);
+  }
+  for (const auto& unit : units) {
+    const auto candidate = fmt::format("{} {}", number, unit);
+    const auto parsed = parse_quantity(candidate, kind);
+    if (const auto* value = std::get_if<double>(&parsed); value && in_range(*value, p.usual))
+      return fmt::format(": did you mean \"{}\"?", candidate);
+  }
+  return {};
+}
+
+}  // namespace
+
+double Reader::plausible_quantity(std::string_view key, QuantityKind kind, const Plausibility& p,
+                                  std::vector<std::string>& warnings) {
+  // read over every value the kind can take, then judge it
+  const auto errors = diagnostics_->items().size();
+  const double value = quantity(key, kind, {0, 1e30});
+  const auto* v = lookup(key);
+  if (v == nullptr || diagnostics_->items().size() != errors) return value;
+  const auto shown = v->is_string() ? v->get<std::string>() : fmt::format("{} {}", v->dump(), base_unit(kind));
+  if (!in_range(value, p.possible)) {
+    error_at(key, fmt::format("{} is outside what {} can be ({}){}", shown, p.what, p.possible_text,
+                              slip_hint(*v, kind, p)));
+    return std::clamp(value, p.possible.min, p.possible.max);  // reported; keeps what follows in range
+  } else if (!in_range(value, p.usual)) {
+    warnings.push_back(fmt::format("{}: {} is unusual for {} (usually {}){}", pointer_join(pointer_, key), shown,
+                                   p.what, p.usual_text, slip_hint(*v, kind, p)));
+  }
+  return value;
+}
+
 double Reader::quantity(std::string_view key, QuantityKind kind, NumberRange range) {
   if (!has(key)) {
     error_at(key, fmt::format("missing; expected {} such as \"{}\"", quantity_name(kind), quantity_example(kind)));

@@ -56,6 +56,17 @@ std::string describe(const nlohmann::json& value);
 // The closest candidate to `key` by edit distance, or "" when none is close.
 std::string closest_match(std::string_view key, const std::vector<std::string>& candidates);
 
+// Where a physical figure can lie and where it usually does (SI units), with the ranges as a
+// user reads them: outside `possible` it is an error naming the likely unit slip; outside `usual`
+// a warning.
+struct Plausibility {
+  std::string_view what;  // "a NIC's bandwidth"
+  NumberRange possible;
+  NumberRange usual;
+  std::string_view possible_text;  // "1 Gb/s to 3.2 Tb/s"
+  std::string_view usual_text;
+};
+
 class Reader {
  public:
   Reader(const nlohmann::json& node, std::string pointer, Diagnostics& diagnostics);
@@ -93,6 +104,9 @@ class Reader {
   // A quantity with a unit string or a plain SI number, checked against [min, max] in SI units.
   double quantity(std::string_view key, QuantityKind kind, NumberRange range);
   std::optional<double> optional_quantity(std::string_view key, QuantityKind kind, NumberRange range);
+  // A required physical figure checked for plausibility; an unusual one adds a warning.
+  double plausible_quantity(std::string_view key, QuantityKind kind, const Plausibility& p,
+                            std::vector<std::string>& warnings);
   Bytes bytes(std::string_view key, NumberRange range);
   Bandwidth bandwidth(std::string_view key, NumberRange range);
   Duration duration(std::string_view key, NumberRange range);

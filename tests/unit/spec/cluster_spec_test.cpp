@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <doctest/doctest.h>
 
 #include "common/paths.hpp"
@@ -82,8 +84,8 @@ TEST_CASE("zero bandwidth is rejected, not divided by") {
   auto j = a100_cluster();
   j["node"]["fabric"]["bandwidth"] = 0;
   CHECK(error_of(j) ==
-        "t.json: /node/fabric/bandwidth: 0 is out of range; expected a positive value of at most 1e+15 "
-        "bytes/s");
+        "t.json: /node/fabric/bandwidth: 0 bytes/s is outside what a device's node fabric bandwidth per direction "
+        "can be (10 GB/s to 2 TB/s)");
 }
 
 TEST_CASE("a fat tree too small for the cluster is rejected") {
@@ -125,4 +127,22 @@ TEST_CASE("every shipped topology reads without error") {
   CHECK(load_cluster_spec(test::topology("dgx-a100-superpod")).num_devices() == 4480);
   CHECK(load_cluster_spec(test::topology("h100-roce-llama3")).num_devices() == 24576);
   CHECK(load_cluster_spec(test::topology("tpu-v4-pod")).num_devices() == 4096);
+}
+
+TEST_CASE("a unit slip is an error naming the likely unit; an unusual figure a warning") {
+  auto j = a100_cluster();
+  j["network"]["nic_bandwidth"] = 400;  // a bare number is bytes per second
+  CHECK(error_of(j) == "t.json: /network/nic_bandwidth: 400 bytes/s is outside what a NIC's bandwidth can be "
+                       "(1 Gb/s to 3.2 Tb/s): did you mean \"400 Gb/s\"?");
+  j["network"]["nic_bandwidth"] = "400 GB/s";  // bytes for bits: 8x too fast, but possible
+  const auto c = read_cluster_spec(j, "t.json");
+  const auto warned = std::any_of(c.warnings.begin(), c.warnings.end(), [](const std::string& w) {
+    return w == "/network/nic_bandwidth: 400 GB/s is unusual for a NIC's bandwidth (usually 10 Gb/s to 800 Gb/s): "
+                "did you mean \"400 Gb/s\"?";
+  });
+  CHECK(warned);
+  j["network"]["nic_bandwidth"] = "400 Gb/s";
+  const auto fine = read_cluster_spec(j, "t.json");
+  CHECK(std::none_of(fine.warnings.begin(), fine.warnings.end(),
+                     [](const std::string& w) { return w.find("nic_bandwidth") != std::string::npos; }));
 }

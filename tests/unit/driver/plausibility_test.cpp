@@ -1,0 +1,83 @@
+// A unit slip never passes unseen: each physical figure of every shipped topology, multiplied or
+// divided by 8 (bits for bytes), is rejected, warned about, or changes what a collective costs.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include "common/paths.hpp"
+#include "trainsim/driver/collective.hpp"
+#include "trainsim/driver/tunables.hpp"
+#include "trainsim/spec/cluster_spec.hpp"
+#include "trainsim/spec/reader.hpp"
+#include "trainsim/util/error.hpp"
+
+using namespace trainsim;
+
+namespace plausibility_test {
+
+// What the fabric's figures show: an 8 GiB all-reduce over the first two nodes (bandwidth) and a
+// 1 KiB one between the first and the last device (latencies, switches crossed on the way).
+double collective_seconds(const spec::ClusterSpec& cluster) {
+  const auto tunables = driver::resolve_tunables(cluster, nullptr).values;
+  const auto seconds = [&](Bytes bytes, const std::string& group) {
+    driver::CollectiveQuery q;
+    q.op = "all_reduce";
+    q.sizes = {bytes};
+    q.group = group;
+    return driver::run_collective(cluster, q, tunables).rows.front().cost.time.seconds();
+  };
+  const auto devices = cluster.num_devices();
+  const auto two_nodes = std::min<std::int64_t>(devices, 2 * cluster.node.devices);
+  return seconds(Bytes{std::int64_t{8} << 30}, fmt::format("0-{}", two_nodes - 1)) +
+         seconds(Bytes{1024}, devices > 1 ? fmt::format("0,{}", devices - 1) : "0");
+}
+
+// "400 Gb/s" scaled by `factor`: "3200 Gb/s".
+std::string scaled(const std::string& text, double factor) {
+  std::size_t end = 0;
+  const double number = std::stod(text, &end);
+  return fmt::format("{:g}{}", number * factor, text.substr(end));
+}
+
+}  // namespace plausibility_test
+
+using namespace plausibility_test;
+
+TEST_CASE("every physical figure of every shipped topology, times or over 8: rejected, warned or visible") {
+  const char* fields[] = {"/node/fabric/bandwidth", "/node/fabric/latency", "/network/nic_bandwidth",
+                          "/network/latency", "/network/link_bandwidth", "/network/switch_latency"};
+  int checked = 0;
+  for (const auto& path : test::shipped("topologies")) {
+    const auto original = spec::load_json_file(path);
+    const auto base = spec::read_cluster_spec(original, path);
+    const double base_seconds = collective_seconds(base);
+    for (const auto* field : fields) {
+      const nlohmann::json::json_pointer p(field);
+      if (!original.contains(p) || !original.at(p).is_string()) continue;
+      for (const double factor : {8.0, 1.0 / 8.0}) {
+        CAPTURE(path);
+        const std::string field_name(field);
+        CAPTURE(field_name);
+        CAPTURE(factor);
+        auto j = original;
+        j[p] = scaled(original.at(p).get<std::string>(), factor);
+        ++checked;
+        try {
+          const auto c = spec::read_cluster_spec(j, path);
+          const bool warned = std::any_of(c.warnings.begin(), c.warnings.end(), [&](const std::string& w) {
+            return w.find(field) != std::string::npos;
+          });
+          const bool visible = collective_seconds(c) != base_seconds;
+          CHECK((warned || visible));
+        } catch (const SpecError& e) {
+          CHECK(std::string(e.what()).find(field) != std::string::npos);
+        }
+      }
+    }
+  }
+  CHECK(checked >= 20);
+}
