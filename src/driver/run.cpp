@@ -1,6 +1,7 @@
 #include "trainsim/driver/run.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -58,6 +59,11 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
                                   job.micro_batches, kMaxSimulatedMicroBatches));
     simulate(r, job, options.lowering(tunables), *costs);
     const auto& s = *r.simulation;
+    // a figure at the clock's limit is a saturated sum, never a prediction to print
+    SIM_ASSERT(s.step_time_s < Duration::max().seconds() / 2,
+               "the simulated step of {} s saturated the clock (a task's duration overflowed): no figure is "
+               "reported",
+               s.step_time_s);
     r.peak_memory = s.peak_memory;
     const double tokens =
         static_cast<double>(job.workload.training.global_batch) * static_cast<double>(job.workload.training.seq_len);
@@ -75,6 +81,8 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
           job.cluster.device.name));
     for (auto& w : costs->warnings()) r.warnings.push_back(std::move(w));
   }
+  SIM_ASSERT(r.peak_memory < std::numeric_limits<std::int64_t>::max() / 2,
+             "the memory peak saturated its counter: no figure is reported");
   r.fits = r.peak_memory <= r.device_memory.count;
   r.memory_headroom = options.memory_headroom;
   r.memory_at_risk =
