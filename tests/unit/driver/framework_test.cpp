@@ -6,6 +6,7 @@
 
 #include "common/clusters.hpp"
 #include "common/jobs.hpp"
+#include "common/reports.hpp"
 #include "common/workloads.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/model/kernel_model.hpp"
@@ -28,23 +29,6 @@ driver::RunReport run(const spec::Job& job) {
   return driver::build_run_report(job, driver::RunOptions{});
 }
 
-double comm_bytes(const driver::RunReport& r, lower::Category category) {
-  const auto& g = r.step->lowered.graph;
-  double bytes = 0;
-  for (std::uint32_t t = 0; t < g.num_tasks(); ++t) {
-    const auto& task = g.task(sim::TaskId{t});
-    if (task.category != static_cast<std::uint16_t>(category)) continue;
-    if (const auto* c = std::get_if<sim::CommWork>(&task.work)) bytes += static_cast<double>(c->bytes);
-  }
-  return bytes;
-}
-
-double busy_s(const driver::RunReport& r, const std::string& category) {
-  for (const auto& [c, seconds] : r.simulation->comm_busy_s)
-    if (c == category) return seconds;
-  return 0;
-}
-
 bool simulate_ok(const spec::Job& job) {
   const auto r = run(job);
   return r.simulation && r.simulation->step_time_s > 0;
@@ -53,6 +37,8 @@ bool simulate_ok(const spec::Job& job) {
 }  // namespace framework_test
 
 using namespace framework_test;
+using test::busy_seconds;
+using test::comm_bytes;
 
 TEST_CASE("a preset fills the keys left out, an explicit key wins, and the assumed ones are listed") {
   const auto nemo = test::make_job("dgx-h100-superpod", "llama3-8b", "framework=nemo,tp=2,sp=on,gpus=8");
@@ -103,7 +89,7 @@ TEST_CASE("overlapping the gradient reduction with the backward shortens the ste
   const auto w = test::tiny_gpt(8, 32, 512);
   const auto after = run(job_on("dgx-h100-superpod", w, "gpus=16,overlap_grad_reduce=off"));
   const auto overlapped = run(job_on("dgx-h100-superpod", w, "gpus=16,overlap_grad_reduce=on"));
-  const double dp = busy_s(after, "dp");
+  const double dp = busy_seconds(after, "dp");
   REQUIRE(dp > 0);
   CHECK(overlapped.simulation->step_time_s < after.simulation->step_time_s);
   CHECK(after.simulation->step_time_s - overlapped.simulation->step_time_s <= dp + 1e-9);
@@ -291,7 +277,7 @@ TEST_CASE("MoE parallel folding: experts whole, the expert-parallel group spanni
   CHECK(placement.group(ep_dims, 0).size() == 8);
   const auto r = run(folded);
   CHECK(r.simulation->step_time_s > 0);
-  CHECK(busy_s(r, "ep") > 0);
+  CHECK(busy_seconds(r, "ep") > 0);
   // one simulated rank per stage stands for all of them, folded groups included
   driver::RunOptions every_rank;
   every_rank.full = true;

@@ -2,6 +2,7 @@
 
 #include "common/clusters.hpp"
 #include "common/jobs.hpp"
+#include "common/reports.hpp"
 #include "common/workloads.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/sim/engine.hpp"
@@ -22,16 +23,6 @@ driver::RunReport simulate(const spec::Job& job, bool full = false) {
   return driver::build_run_report(job, o);
 }
 
-double dp_bytes(const driver::RunReport& r) {
-  const auto& g = r.step->lowered.graph;
-  double bytes = 0;
-  for (std::uint32_t t = 0; t < g.num_tasks(); ++t) {
-    const auto& task = g.task(sim::TaskId{t});
-    if (task.category != static_cast<std::uint16_t>(lower::Category::DpComm)) continue;
-    if (const auto* c = std::get_if<sim::CommWork>(&task.work)) bytes += static_cast<double>(c->bytes);
-  }
-  return bytes;
-}
 
 }  // namespace
 
@@ -66,8 +57,8 @@ TEST_CASE("ZeRO-3 moves 1.5 times the data-parallel bytes of DDP") {
   const auto ddp = simulate(tiny_job("gpus=16,mb=2,grad_reduce_dtype=bf16"));
   const auto zero3 = simulate(tiny_job("gpus=16,mb=2,zero=3,grad_reduce_dtype=bf16"));
   // nccl-tests sizes: an all-reduce of P, gathers and scatters of P: bus bytes 2P(n−1)/n vs 3P(n−1)/n
-  const double ddp_bus = dp_bytes(ddp) * 2;
-  const double zero3_bus = dp_bytes(zero3);
+  const double ddp_bus = test::comm_bytes(ddp, lower::Category::DpComm) * 2;
+  const double zero3_bus = test::comm_bytes(zero3, lower::Category::DpComm);
   CHECK(zero3_bus / ddp_bus == doctest::Approx(1.5).epsilon(0.01));
 }
 
@@ -112,9 +103,7 @@ TEST_CASE("tensor parallelism inside a node costs little; across nodes it costs 
 TEST_CASE("data-parallel gradient reduction overlaps the backward pass") {
   const auto r = simulate(tiny_job("gpus=16,overlap_grad_reduce=on"));
   const auto& s = *r.simulation;
-  double dp_busy = 0;
-  for (const auto& [category, seconds] : s.comm_busy_s)
-    if (category == "dp") dp_busy = seconds;
+  const double dp_busy = test::busy_seconds(r, "dp");
   CHECK(dp_busy > 0);
   // most of the reduction hides behind compute: far less exposed than it is busy
   CHECK(s.breakdown.exposed_comm_s < dp_busy + 1e-3);
@@ -122,30 +111,16 @@ TEST_CASE("data-parallel gradient reduction overlaps the backward pass") {
 
 TEST_CASE("expert and context parallelism put their traffic on their own streams") {
   const auto moe = simulate(tiny_job("tp=2,ep=4,gpus=16", 2, test::tiny_moe()));
-  bool ep = false;
-  for (const auto& [category, seconds] : moe.simulation->comm_busy_s) ep = ep || (category == "ep" && seconds > 0);
-  CHECK(ep);
+  CHECK(test::busy_seconds(moe, "ep") > 0);
   auto long_seq = test::tiny_gpt(8, 32, 2048);
   const auto cp = simulate(tiny_job("tp=2,cp=2,gpus=16", 2, long_seq));
-  bool cp_busy = false;
-  for (const auto& [category, seconds] : cp.simulation->comm_busy_s)
-    cp_busy = cp_busy || (category == "cp" && seconds > 0);
-  CHECK(cp_busy);
+  CHECK(test::busy_seconds(cp, "cp") > 0);
 }
 
 TEST_CASE("fp32 training moves fp32 activations and gradients: twice the bytes of bf16") {
   auto fp32 = test::tiny_gpt();
   fp32.training.dtype = spec::Dtype::Fp32;
-  const auto bytes = [](const driver::RunReport& r, lower::Category category) {
-    const auto& g = r.step->lowered.graph;
-    double total = 0;
-    for (std::uint32_t t = 0; t < g.num_tasks(); ++t) {
-      const auto& task = g.task(sim::TaskId{t});
-      if (task.category != static_cast<std::uint16_t>(category)) continue;
-      if (const auto* c = std::get_if<sim::CommWork>(&task.work)) total += static_cast<double>(c->bytes);
-    }
-    return total;
-  };
+  const auto bytes = test::comm_bytes;
   // gradients reduced in the training precision (Megatron-LM 2021)
   const auto half = simulate(tiny_job("framework=megatron-2021,tp=2,pp=2,gpus=16"));
   const auto full = simulate(tiny_job("framework=megatron-2021,tp=2,pp=2,gpus=16", 2, fp32));

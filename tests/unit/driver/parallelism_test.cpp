@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "common/clusters.hpp"
+#include "common/reports.hpp"
 #include "common/workloads.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/model/flops.hpp"
@@ -24,24 +25,6 @@ driver::RunReport simulate_job(const spec::Job& job) {
   return driver::build_run_report(job, {});
 }
 
-// Bytes of one category's tasks on the simulated ranks.
-double bytes_of(const driver::RunReport& r, lower::Category category) {
-  const auto& g = r.step->lowered.graph;
-  double bytes = 0;
-  for (std::uint32_t t = 0; t < g.num_tasks(); ++t) {
-    const auto& task = g.task(sim::TaskId{t});
-    if (task.category != static_cast<std::uint16_t>(category)) continue;
-    if (const auto* c = std::get_if<sim::CommWork>(&task.work)) bytes += static_cast<double>(c->bytes);
-  }
-  return bytes;
-}
-
-double busy(const driver::RunReport& r, const std::string& category) {
-  for (const auto& [name, seconds] : r.simulation->comm_busy_s)
-    if (name == category) return seconds;
-  return 0;
-}
-
 }  // namespace
 
 TEST_CASE("expert parallelism moves top_k copies of each token's hidden state, four times per layer") {
@@ -54,7 +37,7 @@ TEST_CASE("expert parallelism moves top_k copies of each token's hidden state, f
     const auto job = job_on(test::fat_tree_cluster(2, 8, true, 2), w, strategy);
     const auto r = simulate_job(job);
     const double tokens = static_cast<double>(job.micro_batches * job.strategy.mb * w.training.seq_len);
-    const double per_token_layer = bytes_of(r, lower::Category::EpComm) / (tokens * w.model.layers);
+    const double per_token_layer = test::comm_bytes(r, lower::Category::EpComm) / (tokens * w.model.layers);
     CHECK(per_token_layer == doctest::Approx(4.0 * moe.top_k * moe.capacity_factor * w.model.hidden * 2));
   }
 }
@@ -66,7 +49,7 @@ TEST_CASE("the shared experts can hide the dispatch") {
   const auto plain = simulate_job(job_on(cluster, w, "ep=8,gpus=16"));
   const auto overlapped = simulate_job(job_on(cluster, w, "ep=8,gpus=16,ep_overlap=on"));
   // the same traffic, less of it on the critical path
-  CHECK(bytes_of(overlapped, lower::Category::EpComm) == bytes_of(plain, lower::Category::EpComm));
+  CHECK(test::comm_bytes(overlapped, lower::Category::EpComm) == test::comm_bytes(plain, lower::Category::EpComm));
   CHECK(overlapped.simulation->breakdown.exposed_comm_s < plain.simulation->breakdown.exposed_comm_s);
   CHECK(overlapped.simulation->step_time_s < plain.simulation->step_time_s);
 }
@@ -84,9 +67,9 @@ TEST_CASE("ring attention moves the all-gather's bytes and hides them when a blo
   const double kv = 2.0 * w.model.kv_heads * w.model.head_dim * static_cast<double>(w.training.seq_len) * 2;
   const double passes = static_cast<double>(w.model.layers * gathered.micro_batches);
   // all-gather forward, reduce-scatter of the K/V gradients backward
-  CHECK(bytes_of(a, lower::Category::CpComm) == doctest::Approx(passes * 2 * kv));
+  CHECK(test::comm_bytes(a, lower::Category::CpComm) == doctest::Approx(passes * 2 * kv));
   // ring: cp − 1 steps of K/V forward, of K/V and their gradients backward, and the gradients home
-  CHECK(bytes_of(b, lower::Category::CpComm) == doctest::Approx(passes * (kv + 2 * kv + kv / (cp - 1))));
+  CHECK(test::comm_bytes(b, lower::Category::CpComm) == doctest::Approx(passes * (kv + 2 * kv + kv / (cp - 1))));
 
   // The overlap condition, computed apart from the engine: one step of the ring (1/(cp − 1) of a
   // ring all-gather of K and V) against the attention of one block of keys (1/cp of the layer's).
@@ -105,7 +88,7 @@ TEST_CASE("ring attention moves the all-gather's bytes and hides them when a blo
   // so the ring hides nearly all of its traffic, which the all-gather leaves on the critical path
   CHECK(b.simulation->breakdown.exposed_comm_s < 0.25 * a.simulation->breakdown.exposed_comm_s);
   CHECK(b.simulation->step_time_s < a.simulation->step_time_s);
-  CHECK(busy(b, "cp") > busy(a, "cp"));  // more steps, each with its own latency
+  CHECK(test::busy_seconds(b, "cp") > test::busy_seconds(a, "cp"));  // more steps, each with its own latency
 }
 
 TEST_CASE("context parallelism divides the activations by cp") {
