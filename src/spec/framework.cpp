@@ -15,7 +15,6 @@ constexpr std::array<int, 4> kDeepSpeedZero{0, 1, 2, 3};
 // One row per framework; docs/model.md "Frameworks" gives the same table with its sources.
 constexpr std::array<FrameworkPreset, 5> kPresets{{
     {.framework = Framework::MegatronCore,
-     .name = "megatron-core",
      .zero = 0,
      .tp_overlap = false,
      .grad_reduce_dtype = Dtype::Fp32,
@@ -31,7 +30,6 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
                "Engine DelayedScaling); Transformer Engine picks cuDNN fused attention on Hopper and later, "
                "FlashAttention-2 on Ampere (dot_product_attention/utils.py get_attention_backend)"},
     {.framework = Framework::Megatron2021,
-     .name = "megatron-2021",
      .zero = 0,
      .tp_overlap = false,
      .grad_reduce_dtype = std::nullopt,
@@ -45,7 +43,6 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
                "the gradients in the training precision after the backward pass, fused scale-mask-softmax "
                "(no flash attention), no communication overlap"},
     {.framework = Framework::Nemo,
-     .name = "nemo",
      .zero = 1,
      .tp_overlap = true,
      .grad_reduce_dtype = Dtype::Fp32,
@@ -59,7 +56,6 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
                "overlap_grad_reduce and overlap_param_gather, tp_comm_overlap with sequence parallelism, "
                "grad_reduce_in_fp32, Transformer Engine DelayedScaling for FP8"},
     {.framework = Framework::TorchTitan,
-     .name = "torchtitan",
      .zero = 3,
      .tp_overlap = false,
      .grad_reduce_dtype = Dtype::Fp32,
@@ -75,7 +71,6 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
                "(eager element-wise kernels); Float8 via torchao "
                "with dynamic (current) tensorwise scaling; attention through PyTorch SDPA (FlashAttention-2)"},
     {.framework = Framework::DeepSpeed2021,
-     .name = "deepspeed-2021",
      .zero = 3,
      .tp_overlap = false,
      .grad_reduce_dtype = std::nullopt,
@@ -92,37 +87,11 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
 
 }  // namespace
 
-std::span<const FrameworkPreset> framework_presets() {
-  return kPresets;
-}
-
 const FrameworkPreset& framework_preset(Framework framework) {
   for (const auto& p : kPresets)
     if (p.framework == framework) return p;
   SIM_ASSERT(false, "framework {} has no preset", static_cast<int>(framework));
   return kPresets.front();
-}
-
-std::string_view framework_name(Framework framework) {
-  return framework_preset(framework).name;
-}
-
-std::string_view fp8_recipe_name(Fp8Recipe recipe) {
-  switch (recipe) {
-    case Fp8Recipe::Off:
-      return "off";
-    case Fp8Recipe::Tensorwise:
-      return "tensorwise";
-    case Fp8Recipe::Rowwise:
-      return "rowwise";
-    case Fp8Recipe::Blockwise:
-      return "blockwise";
-  }
-  return "off";
-}
-
-std::string_view fp8_scaling_name(Fp8Scaling scaling) {
-  return scaling == Fp8Scaling::Delayed ? "delayed" : "current";
 }
 
 }  // namespace trainsim::spec

@@ -36,11 +36,12 @@ constexpr std::array<Choice<Framework>, 5> kFrameworks{{{"megatron-core", Framew
                                                         {"nemo", Framework::Nemo},
                                                         {"torchtitan", Framework::TorchTitan},
                                                         {"deepspeed-2021", Framework::DeepSpeed2021}}};
+// (names first, then aliases: a value's name is its first spelling)
 constexpr std::array<Choice<Fp8Recipe>, 5> kFp8{{{"off", Fp8Recipe::Off},
-                                                 {"on", Fp8Recipe::Tensorwise},
                                                  {"tensorwise", Fp8Recipe::Tensorwise},
                                                  {"rowwise", Fp8Recipe::Rowwise},
-                                                 {"blockwise", Fp8Recipe::Blockwise}}};
+                                                 {"blockwise", Fp8Recipe::Blockwise},
+                                                 {"on", Fp8Recipe::Tensorwise}}};
 constexpr std::array<Choice<Dtype>, 3> kReduceDtypes{
     {{"fp32", Dtype::Fp32}, {"bf16", Dtype::Bf16}, {"fp16", Dtype::Fp16}}};
 
@@ -104,6 +105,12 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   const auto assume = [&](std::string_view key, std::string_view value) {
     s.assumed.keys.emplace_back(std::string(key), std::string(value));
   };
+  // an on/off key as given, or the preset's value, then listed as assumed when `listed`
+  const auto preset_switch = [&](std::string_view key, bool preset_value, bool listed = true) {
+    const bool value = read_switch(r, key, preset_value);
+    if (!r.has(key) && listed) assume(key, on_off(value));
+    return value;
+  };
   if (r.has("zero")) {
     s.zero = static_cast<int>(r.integer_or("zero", 0, {0, 3}));
   } else {
@@ -111,22 +118,19 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
     if (preset.zero != 0) assume("zero", std::to_string(preset.zero));
   }
   s.zero_group = r.optional_integer("zero_group", {1, std::int64_t{1} << 22});
-  s.tp_overlap = read_switch(r, "tp_overlap", preset.tp_overlap);
-  if (!r.has("tp_overlap")) assume("tp_overlap", on_off(s.tp_overlap));
+  s.tp_overlap = preset_switch("tp_overlap", preset.tp_overlap);
   if (r.has("grad_reduce_dtype")) {
     s.grad_reduce_dtype = r.optional_choice<Dtype>("grad_reduce_dtype", kReduceDtypes);
   } else {
     s.grad_reduce_dtype = preset.grad_reduce_dtype;
     assume("grad_reduce_dtype", reduce_dtype_text(s.grad_reduce_dtype));
   }
-  s.overlap_grad_reduce = read_switch(r, "overlap_grad_reduce", preset.overlap_grad_reduce);
-  if (!r.has("overlap_grad_reduce")) assume("overlap_grad_reduce", on_off(s.overlap_grad_reduce));
-  s.overlap_param_gather = read_switch(r, "overlap_param_gather", preset.overlap_param_gather);
-  if (!r.has("overlap_param_gather")) assume("overlap_param_gather", on_off(s.overlap_param_gather));
+  s.overlap_grad_reduce = preset_switch("overlap_grad_reduce", preset.overlap_grad_reduce);
+  s.overlap_param_gather = preset_switch("overlap_param_gather", preset.overlap_param_gather);
   s.fp8 = r.optional_choice<Fp8Recipe>("fp8", kFp8);
   if (r.has("reshard_after_forward")) s.reshard_after_forward = read_switch(r, "reshard_after_forward", true);
-  s.compile = read_switch(r, "compile", preset.compile);
-  if (!r.has("compile") && !preset.compile) assume("compile", on_off(s.compile));
+  // (fused kernels are the norm: only an eager preset is worth listing)
+  s.compile = preset_switch("compile", preset.compile, !preset.compile);
 }
 
 // The JSON value an inline "key=value" item stands for: an integer when it is one, else a string.
@@ -153,6 +157,12 @@ std::string_view recompute_name(Recompute recompute) {
 }
 std::string_view attention_name(AttentionImpl attention) {
   return choice_name<AttentionImpl>(kAttention, attention);
+}
+std::string_view framework_name(Framework framework) {
+  return choice_name<Framework>(kFrameworks, framework);
+}
+std::string_view fp8_recipe_name(Fp8Recipe recipe) {
+  return choice_name<Fp8Recipe>(kFp8, recipe);
 }
 std::string_view cp_comm_name(CpComm comm) {
   return choice_name<CpComm>(kCpComm, comm);

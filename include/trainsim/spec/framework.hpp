@@ -24,7 +24,6 @@ enum class Fp8Scaling { Delayed, Current };
 
 struct FrameworkPreset {
   Framework framework;
-  std::string_view name;
   int zero;
   bool tp_overlap;  // applied where sp is on (Megatron-Core requires sequence parallelism for it)
   std::optional<Dtype> grad_reduce_dtype;  // absent: the training dtype's gradients
@@ -39,10 +38,6 @@ struct FrameworkPreset {
   std::string_view source;  // where the defaults come from
 };
 
-std::span<const FrameworkPreset> framework_presets();
 const FrameworkPreset& framework_preset(Framework framework);
-std::string_view framework_name(Framework framework);
-std::string_view fp8_recipe_name(Fp8Recipe recipe);
-std::string_view fp8_scaling_name(Fp8Scaling scaling);
 
 }  // namespace trainsim::spec

@@ -106,6 +106,8 @@ std::string strategy_text(const StrategySpec& strategy);
 std::string_view schedule_name(Schedule schedule);
 std::string_view recompute_name(Recompute recompute);
 std::string_view attention_name(AttentionImpl attention);
+std::string_view framework_name(Framework framework);
+std::string_view fp8_recipe_name(Fp8Recipe recipe);
 // The attention kernel a framework runs on a device of `arch` when the strategy does not say.
 AttentionImpl framework_attention(Framework framework, DeviceArch arch);
 // The attention kernel of a resolved job's strategy.
