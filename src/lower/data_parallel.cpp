@@ -134,6 +134,12 @@ void DataParallel::reduce(int stage, const UnitParams& p, bool scatter, std::str
   if (p.expert > 0) one(p.expert, expert_dims_, expert_shard());
 }
 
+void DataParallel::reduce_bucket(int stage, std::size_t b) {
+  const auto& bucket = stages_[static_cast<std::size_t>(stage)].buckets[b];
+  reduce(stage, {bucket.dense, bucket.expert}, zero_ == 1,
+         fmt::format("grad {} b{}", zero_ == 1 ? "reduce-scatter" : "all-reduce", b));
+}
+
 Subgroup DataParallel::expert_shard() const {
   // experts shard over their own (smaller) data-parallel group, in blocks no larger than zero_group
   const auto expert_ranks = ctx_.job().dp * ctx_.job().strategy.cp / spec::ep_outer(ctx_.job().strategy);
@@ -236,8 +242,7 @@ void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatc
     st.deferred.push_back(b);  // reduced once the stage's backward has ended
     return;
   }
-  reduce(stage, {bucket.dense, bucket.expert}, zero_ == 1,
-         fmt::format("grad {} b{}", zero_ == 1 ? "reduce-scatter" : "all-reduce", b));
+  reduce_bucket(stage, b);
 }
 
 void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
@@ -262,11 +267,7 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
     auto& st = stages_[static_cast<std::size_t>(s)];
     if (!st.deferred.empty()) {
       ctx_.wait(s, StreamKind::DpComm, last_compute[static_cast<std::size_t>(s)]);
-      for (const auto b : st.deferred) {
-        const auto& bucket = st.buckets[b];
-        reduce(s, {bucket.dense, bucket.expert}, zero_ == 1,
-               fmt::format("grad {} b{}", zero_ == 1 ? "reduce-scatter" : "all-reduce", b));
-      }
+      for (const auto b : st.deferred) reduce_bucket(s, b);
     }
     for (const auto& r : st.reductions) ctx_.wait(s, StreamKind::DpComm, r);
     ctx_.wait(s, StreamKind::DpComm, last_compute[static_cast<std::size_t>(s)]);

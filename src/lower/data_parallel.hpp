@@ -60,6 +60,8 @@ class DataParallel {
   void build_buckets(int stage);
   TaskList gather(int stage, const UnitParams& p, std::string_view name);
   void reduce(int stage, const UnitParams& p, bool scatter, std::string_view name);
+  // A whole bucket's gradients: all-reduced, or reduce-scattered under ZeRO-1.
+  void reduce_bucket(int stage, std::size_t bucket);
   Subgroup expert_shard() const;
 
   Context& ctx_;

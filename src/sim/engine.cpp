@@ -157,7 +157,7 @@ class Engine {
     }
     // Alone on every link (the common case): full speed, nothing else changes.
     if (mine.empty()) {
-      push(now_ + Duration{static_cast<std::int64_t>(std::ceil(f.remaining_ps))}, task, EventKind::Finish, f.version);
+      schedule_finish(task);
       return;
     }
     reschedule(component_of(task));
@@ -176,6 +176,18 @@ class Engine {
     f.updated = now_;
     f.rate = compute_rate(process);
     computing_[process].push_back(task);
+    schedule_finish(task);
+  }
+
+  // A flow's work done since its last update, at its rate.
+  void advance(Flow& f) {
+    f.remaining_ps = std::max(0.0, f.remaining_ps - f.rate * static_cast<double>((now_ - f.updated).ps));
+    f.updated = now_;
+  }
+
+  // The flow's finish at its current rate (earlier events of older versions are ignored).
+  void schedule_finish(std::uint32_t task) {
+    const auto& f = flows_[task];
     push(now_ + Duration{static_cast<std::int64_t>(std::ceil(f.remaining_ps / f.rate))}, task, EventKind::Finish,
          f.version);
   }
@@ -200,12 +212,10 @@ class Engine {
       held_share_[p] = holders_[p] == 0 ? 0.0 : held_share_[p] + share;
       for (const auto c : computing_[p]) {
         auto& f = flows_[c];
-        f.remaining_ps = std::max(0.0, f.remaining_ps - f.rate * static_cast<double>((now_ - f.updated).ps));
-        f.updated = now_;
+        advance(f);
         f.rate = compute_rate(p);
         ++f.version;
-        push(now_ + Duration{static_cast<std::int64_t>(std::ceil(f.remaining_ps / f.rate))}, c, EventKind::Finish,
-             f.version);
+        schedule_finish(c);
       }
     }
   }
@@ -298,9 +308,7 @@ class Engine {
   void reschedule(const std::vector<std::uint32_t>& ids) {
     std::vector<const std::vector<LinkShare>*> loads;
     for (const auto t : ids) {
-      auto& f = flows_[t];
-      f.remaining_ps = std::max(0.0, f.remaining_ps - f.rate * static_cast<double>((now_ - f.updated).ps));
-      f.updated = now_;
+      advance(flows_[t]);
       loads.push_back(&shared_[t]);  // links used by this transfer alone never limit it
     }
     const auto& rates = solver_.solve(loads);
@@ -309,8 +317,7 @@ class Engine {
       auto& f = flows_[ids[i]];
       f.rate = rates[i];
       ++f.version;
-      const double left = std::ceil(f.remaining_ps / f.rate);
-      push(now_ + Duration{static_cast<std::int64_t>(left)}, ids[i], EventKind::Finish, f.version);
+      schedule_finish(ids[i]);
     }
   }
 
