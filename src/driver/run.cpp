@@ -85,8 +85,8 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
              "the memory peak saturated its counter: no figure is reported");
   r.fits = r.peak_memory <= r.device_memory.count;
   r.memory_headroom = options.memory_headroom;
-  r.memory_at_risk =
-      r.fits && static_cast<double>(r.peak_memory) > static_cast<double>(r.device_memory.count) * (1 - r.memory_headroom);
+  const double usable = r.device_memory.as_double() * (1 - r.memory_headroom);
+  r.memory_at_risk = r.fits && static_cast<double>(r.peak_memory) > usable;
 
   const auto shape = model::gpu_layer_shape(job);
   if (!m.moe || m.moe->dense_layers > 0) r.layers.push_back({"dense", model::layer_ops(m, shape, false)});

@@ -280,10 +280,9 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
     ctx_.wait(s, StreamKind::Compute, norm);
     const auto& p = stage_params.at(static_cast<std::size_t>(s));
     const double shards = zero_ >= 1 ? static_cast<double>(spec::zero_shards(job)) : 1.0;
-    const double expert_shards =
-        zero_ >= 1
-            ? std::max(1.0, std::min(shards, static_cast<double>(job.dp * job.strategy.cp / spec::ep_outer(job.strategy))))
-                   : 1.0;
+    // experts shard over the ranks holding the same experts, in groups no larger than zero_group
+    const double expert_ranks = static_cast<double>(job.dp * job.strategy.cp / spec::ep_outer(job.strategy));
+    const double expert_shards = zero_ >= 1 ? std::max(1.0, std::min(shards, expert_ranks)) : 1.0;
     const double local = p.dense / shards + p.expert / expert_shards;
     ctx_.compute(s, "optimizer step", model::optimizer_time(local, job.workload.training.optimizer, ctx_.kernels()),
                  Category::Optimizer);

@@ -224,6 +224,43 @@ std::int64_t Passes::recompute_activations(int unit) const {
   return static_cast<std::int64_t>(model::layer_activation_bytes(m, ctx_.shape(), kept, model::is_moe_layer(m, unit)));
 }
 
+// The MLP's forward without TP overlap: the sequence-parallel all-gather of its input, the (MoE or
+// dense) MLP, its output's tensor-parallel reduction.
+void Passes::mlp_forward(Writer& w, int unit, bool moe, Category category, CollectiveKind tp_out, Bytes act) {
+  const auto& s = ctx_.shape();
+  const bool tp = s.tp > 1 && mlp_tp_comm(moe);
+  const std::vector<Pass> fwd{Pass::Forward};
+  if (s.sp && tp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
+  if (moe) {
+    w.add(unit, {"router", "permute"}, fwd);
+    if (overlap_shared_experts()) {
+      // the shared experts run while the routed tokens travel
+      const auto dispatch = w.comm_async("ep dispatch", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(),
+                                         StreamKind::EpComm, Category::EpComm, {}, true);
+      w.add(unit, {"shared_fc1", "shared_act", "shared_fc2"}, fwd);
+      w.flush(category);
+      w.wait_for(dispatch);
+      w.add(unit, {"expert_fc1", "expert_act", "expert_fc2"}, fwd);
+      w.comm("ep combine", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm,
+             Category::EpComm);
+      w.add(unit, {"unpermute"}, fwd);
+    } else {
+      if (s.ep > 1)
+        w.comm("ep dispatch", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm,
+               Category::EpComm);
+      w.add(unit, {"expert_fc1", "expert_act", "expert_fc2"}, fwd);
+      if (s.ep > 1)
+        w.comm("ep combine", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm,
+               Category::EpComm);
+      w.add(unit, {"unpermute", "shared_fc1", "shared_act", "shared_fc2"}, fwd);
+    }
+  } else {
+    w.add(unit, {"fc1", "act", "fc2"}, fwd);
+  }
+  if (tp)
+    w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_out, act, kTp, StreamKind::TpComm, Category::TpComm);
+}
+
 void Passes::unit_forward(Writer& w, int unit, Category category) {
   const auto& job = ctx_.job();
   const auto& s = ctx_.shape();
@@ -285,34 +322,7 @@ void Passes::unit_forward(Writer& w, int unit, Category category) {
     w.flush(category);
     return;
   }
-  const bool mlp_tp = mlp_tp_comm(moe);
-  if (s.sp && mlp_tp)
-    w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
-  if (moe) {
-    w.add(unit, {"router", "permute"}, fwd);
-    if (overlap_shared_experts()) {
-      // the shared experts run while the routed tokens travel
-      const auto dispatch = w.comm_async("ep dispatch", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(),
-                                         StreamKind::EpComm, Category::EpComm, {}, true);
-      w.add(unit, {"shared_fc1", "shared_act", "shared_fc2"}, fwd);
-      w.flush(category);
-      w.wait_for(dispatch);
-      w.add(unit, {"expert_fc1", "expert_act", "expert_fc2"}, fwd);
-      w.comm("ep combine", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm, Category::EpComm);
-      w.add(unit, {"unpermute"}, fwd);
-    } else {
-      if (s.ep > 1)
-        w.comm("ep dispatch", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm, Category::EpComm);
-      w.add(unit, {"expert_fc1", "expert_act", "expert_fc2"}, fwd);
-      if (s.ep > 1)
-        w.comm("ep combine", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm, Category::EpComm);
-      w.add(unit, {"unpermute", "shared_fc1", "shared_act", "shared_fc2"}, fwd);
-    }
-  } else {
-    w.add(unit, {"fc1", "act", "fc2"}, fwd);
-  }
-  if (tp && mlp_tp)
-    w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_out, act, kTp, StreamKind::TpComm, Category::TpComm);
+  mlp_forward(w, unit, moe, category, tp_out, act);
   w.add(unit, {"residual2"}, fwd);
   w.flush(category);
 }
@@ -332,7 +342,8 @@ void Passes::mlp_backward(Writer& w, int unit, const std::vector<Pass>& bwd, boo
     w.flush(Category::Compute);
     w.wait_for(combine);
     w.add(unit, {"expert_fc2", "expert_act", "expert_fc1"}, bwd);
-    w.comm("ep dispatch grad", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm, Category::EpComm);
+    w.comm("ep dispatch grad", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm,
+           Category::EpComm);
     w.add(unit, {"permute", "router"}, bwd);
   } else if (moe) {
     w.add(unit, {"unpermute", "shared_fc2", "shared_act", "shared_fc1"}, bwd);

@@ -47,6 +47,7 @@ class Passes {
   Duration duration(int unit, const std::vector<Kernel>& kernels);
   void unit_forward(Writer& w, int unit, Category category);
   void unit_backward(Writer& w, int unit, bool weights);
+  void mlp_forward(Writer& w, int unit, bool moe, Category category, cost::CollectiveKind tp_out, Bytes act);
   void mlp_backward(Writer& w, int unit, const std::vector<model::Pass>& bwd, bool moe, cost::CollectiveKind tp_in,
                     Bytes act);
   std::int64_t stored_activations(int unit) const;

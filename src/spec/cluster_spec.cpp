@@ -16,8 +16,6 @@ enum class NetworkKind { LeafSpine, Torus, None };
 constexpr std::array<Choice<NetworkKind>, 3> kNetworkKinds{
     {{"leaf_spine", NetworkKind::LeafSpine}, {"torus", NetworkKind::Torus}, {"none", NetworkKind::None}}};
 
-constexpr NumberRange kPositiveBandwidth{0, 1e15, true};     // up to 1 PB/s
-
 // What the figures of a topology can be and usually are (docs/cli.md "Plausible values").
 // NICs: 1 GbE to 3.2 Tb/s (twice NVIDIA ConnectX-8's 1.6 Tb/s ports); usually 10–800 Gb/s.
 constexpr Plausibility kNicBandwidth{"a NIC's bandwidth", {1e9 / 8, 3.2e12 / 8}, {10e9 / 8, 800e9 / 8},

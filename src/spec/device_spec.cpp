@@ -27,10 +27,7 @@ constexpr std::array<Choice<DeviceArch>, 5> kArchs{{{"ampere", DeviceArch::Amper
                                                     {"tpu-v4", DeviceArch::TpuV4},
                                                     {"tpu-v5p", DeviceArch::TpuV5p}}};
 
-constexpr NumberRange kPositiveBandwidth{0, 1e15, true};     // up to 1 PB/s
-constexpr NumberRange kPositiveFlops{0, 1e18, true};         // up to 1 EFLOP/s per device
-constexpr NumberRange kDeviceMemory{1 << 20, 1.7592186e13};  // 1 MiB .. 16 TiB
-constexpr NumberRange kPower{1, 1e5};                        // a board: 1 W .. 100 kW
+constexpr NumberRange kPower{1, 1e5};  // a board: 1 W .. 100 kW
 // What a device's figures can be and usually are (docs/cli.md "Plausible values"): from a phone-class
 // accelerator to well beyond today's parts (B200: 8 TB/s HBM, 180 GB, 4.5 PFLOP/s dense FP8).
 constexpr Plausibility kMemoryBandwidth{"a device's memory bandwidth", {100e9, 20e12}, {500e9, 10e12},
@@ -77,7 +74,8 @@ void read_fields(Reader& r, DeviceSpec& d, bool whole, std::vector<std::string>&
   if (whole || r.has("memory"))
     d.memory = Bytes::from_double(r.plausible_quantity("memory", QuantityKind::Bytes, kMemoryCapacity, warnings));
   if (whole || r.has("memory_bandwidth"))
-    d.memory_bandwidth = {r.plausible_quantity("memory_bandwidth", QuantityKind::Bandwidth, kMemoryBandwidth, warnings)};
+    d.memory_bandwidth = {
+        r.plausible_quantity("memory_bandwidth", QuantityKind::Bandwidth, kMemoryBandwidth, warnings)};
   if (const auto sms = r.optional_integer("sms", {1, 100000})) {
     d.sms = static_cast<int>(*sms);
   } else if (whole) {
