@@ -123,6 +123,23 @@ model::MemoryBreakdown stage_breakdown(const RunReport& r, int stage) {
 
 }  // namespace
 
+namespace {
+
+// Busy seconds of every task category, in the order of lower::Category, zero when the step has none.
+ordered_json busy_json(const driver::Simulation& s) {
+  ordered_json out = ordered_json::object();
+  for (int c = 0; c < lower::kCategories; ++c) {
+    const auto name = std::string(lower::category_name(static_cast<lower::Category>(c)));
+    double seconds = 0;
+    for (const auto& [category, busy] : s.comm_busy_s)
+      if (category == name) seconds = busy;
+    out[name] = seconds;
+  }
+  return out;
+}
+
+}  // namespace
+
 ordered_json to_json(const RunReport& r) {
   const auto& job = *r.job;
   ordered_json out;
@@ -145,16 +162,7 @@ ordered_json to_json(const RunReport& r) {
     out["breakdown"] = {{"compute_s", s.breakdown.compute_s},
                         {"exposed_comm_s", s.breakdown.exposed_comm_s},
                         {"bubble_s", s.breakdown.bubble_s}};
-    // every category, in the order of lower::Category, zero when the step has none
-    ordered_json comm = ordered_json::object();
-    for (int c = 0; c < lower::kCategories; ++c) {
-      const auto name = std::string(lower::category_name(static_cast<lower::Category>(c)));
-      double seconds = 0;
-      for (const auto& [category, busy] : s.comm_busy_s)
-        if (category == name) seconds = busy;
-      comm[name] = seconds;
-    }
-    out["busy_s_by_category"] = comm;
+    out["busy_s_by_category"] = busy_json(s);
     for (const auto& f : s.per_stage)
       if (f.peak_memory == s.peak_memory) {
         peak_stage = f.stage;
