@@ -1,3 +1,5 @@
+#include <cstdio>
+
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
@@ -14,6 +16,13 @@ report::Format parse_format(const std::string& format) {
   if (format == "json") return report::Format::Json;
   if (format == "csv") return report::Format::Csv;
   return report::Format::Table;
+}
+
+void print_report(const std::string& text, const std::vector<std::string>& warnings, report::Format format) {
+  fmt::print("{}", text);
+  if (format == report::Format::Json || warnings.empty()) return;
+  std::fflush(stdout);  // what stdout holds goes first: 2>&1 never splits a row
+  for (const auto& w : warnings) fmt::print(stderr, "warning: {}\n", w);
 }
 
 int run_app(int argc, char** argv) {

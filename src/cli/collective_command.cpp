@@ -39,7 +39,9 @@ int run(CollectiveOptions o) {
   if (!o.calibration.empty()) calibration = spec::load_calibration_spec(o.calibration);
   const auto tunables = driver::resolve_tunables(cluster, calibration ? &*calibration : nullptr).values;
   o.query.sizes = sizes(o);
-  fmt::print("{}", report::render(driver::run_collective(cluster, o.query, tunables), parse_format(o.format)));
+  const auto format = parse_format(o.format);
+  const auto report = driver::run_collective(cluster, o.query, tunables);
+  print_report(report::render(report, format), report.warnings, format);
   return kOk;
 }
 

@@ -24,5 +24,8 @@ void add_trace_commands(CLI::App& app, Action& action);
 // --format table|json|csv, shared by every command that prints a report.
 void add_format_option(CLI::App& command, std::string& format);
 report::Format parse_format(const std::string& format);
+// A report on stdout; in table and CSV modes its warnings follow on stderr (so `> report.txt`
+// keeps the table clean), in JSON they are part of the report.
+void print_report(const std::string& text, const std::vector<std::string>& warnings, report::Format format);
 
 }  // namespace trainsim::cli

@@ -37,7 +37,8 @@ int run(const RunOptions& o) {
   const auto report = driver::build_run_report(job, options);
   if (!o.timeline.empty() && report.step)
     report::write_perfetto(report.step->lowered, report.step->timeline, o.timeline);
-  fmt::print("{}", report::render(report, parse_format(o.format)));
+  const auto format = parse_format(o.format);
+  print_report(report::render(report, format), report.warnings, format);
   if (!report.fits) {
     std::fflush(stdout);  // what stdout holds goes first: 2>&1 never splits a row
     fmt::print(stderr, "does not fit: peak {} per GPU exceeds the device's {}\n",

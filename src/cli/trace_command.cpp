@@ -44,7 +44,9 @@ int run_replay(const TraceCommandOptions& o) {
   driver::ReplayRequest request{.compute_scale = o.compute_scale, .network_scale = o.network_scale};
   if (!o.topology.empty()) request.cluster = spec::load_cluster_spec(o.topology);
   if (!o.calibration.empty()) request.calibration = spec::load_calibration_spec(o.calibration);
-  fmt::print("{}", report::render(driver::replay(read_all(o.traces), request), parse_format(o.format)));
+  const auto format = parse_format(o.format);
+  const auto report = driver::replay(read_all(o.traces), request);
+  print_report(report::render(report, format), report.warnings, format);
   return kOk;
 }
 

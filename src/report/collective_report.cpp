@@ -31,7 +31,6 @@ std::string table(const CollectiveReport& r) {
     out += fmt::format("{:>14} {:>12.2f} {:>10.2f} {:>10.2f}  {:<8} {}\n", row.bytes.count,
                        row.cost.time.seconds() * 1e6, row.cost.algbw_Bps / 1e9, row.cost.busbw_Bps / 1e9,
                        row.cost.algorithm, cost::protocol_name(row.cost.protocol));
-  for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", w);
   return out;
 }
 

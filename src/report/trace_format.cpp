@@ -1,6 +1,9 @@
 #include "trainsim/report/trace_format.hpp"
 
+#include <map>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "trainsim/report/format.hpp"
 #include "trainsim/util/error.hpp"
@@ -8,6 +11,32 @@
 namespace trainsim::report {
 
 using nlohmann::ordered_json;
+
+namespace {
+
+// One line on what the replayed steps waited for, from their critical paths.
+std::string bound_line(const trace::TraceReport& r) {
+  std::map<std::string, int> steps;
+  trace::CriticalPath total;
+  for (const auto& s : r.steps) {
+    if (!s.critical_path) continue;
+    ++steps[s.critical_path->bound()];
+    total.cpu_s += s.critical_path->cpu_s;
+    total.compute_s += s.critical_path->compute_s;
+    total.comm_s += s.critical_path->comm_s;
+    total.wait_s += s.critical_path->wait_s;
+  }
+  std::vector<std::string> counts;
+  for (const auto* kind : {"CPU", "GPU", "communication", "unrecorded wait"})
+    if (steps.contains(kind)) counts.push_back(fmt::format("{} in {} of {} step(s)", kind, steps.at(kind), r.steps.size()));
+  const auto sum = std::max(total.cpu_s + total.compute_s + total.comm_s + total.wait_s, 1e-300);
+  return fmt::format(
+      "bound by {} (critical path: {:.0f}% CPU threads, {:.0f}% GPU compute, {:.0f}% NCCL, {:.0f}% unrecorded waits)",
+      fmt::join(counts, ", "), total.cpu_s / sum * 100, total.compute_s / sum * 100, total.comm_s / sum * 100,
+      total.wait_s / sum * 100);
+}
+
+}  // namespace
 
 ordered_json to_json(const trace::TraceReport& r) {
   ordered_json files = ordered_json::array();
@@ -37,8 +66,14 @@ ordered_json to_json(const trace::TraceReport& r) {
     ordered_json step{{"rank", s.rank}, {"step", s.step}, {"recorded_s", s.recorded_s}};
     if (s.replayed_s) {
       step["replayed_s"] = *s.replayed_s;
-      step["error"] = *s.replayed_s / s.recorded_s - 1;
+      step[r.what_if ? "change" : "error"] = *s.replayed_s / s.recorded_s - 1;
     }
+    if (const auto& c = s.critical_path)
+      step["critical_path"] = {{"bound", c->bound()},
+                               {"cpu_s", c->cpu_s},
+                               {"compute_s", c->compute_s},
+                               {"comm_s", c->comm_s},
+                               {"unrecorded_wait_s", c->wait_s}};
     step["gpu_busy_s"] = s.gpu_busy_s;
     step["compute_s"] = s.compute_s;
     step["comm_s"] = s.comm_s;
@@ -54,6 +89,8 @@ ordered_json to_json(const trace::TraceReport& r) {
                    {"collectives", std::move(collectives)},
                    {"steps", std::move(steps)}};
   if (!r.notes.empty()) out["notes"] = r.notes;
+  if (!r.steps.empty() && r.steps.front().critical_path) out["bound"] = bound_line(r);
+  if (!r.warnings.empty()) out["warnings"] = r.warnings;
   return out;
 }
 
@@ -73,26 +110,30 @@ std::string to_table(const trace::TraceReport& r) {
   }
   const bool replayed = !r.steps.empty() && r.steps.front().replayed_s.has_value();
   out += fmt::format("\n{:>4} {:>8} {:>10}", "rank", "step", "recorded");
-  if (replayed) out += fmt::format(" {:>10} {:>7}", "replayed", "error");
+  if (replayed) out += fmt::format(" {:>10} {:>7} {:>15}", "replayed", r.what_if ? "change" : "error", "bound");
   out += fmt::format(" {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}\n", "gpu busy", "compute", "comm", "overlap", "exposed",
                      "kernels");
   for (const auto& s : r.steps) {
     out += fmt::format("{:>4} {:>8} {:>8.2f}ms", s.rank, s.step, s.recorded_s * 1e3);
     if (s.replayed_s)
-      out += fmt::format(" {:>8.2f}ms {:>+6.1f}%", *s.replayed_s * 1e3, (*s.replayed_s / s.recorded_s - 1) * 100);
+      out += fmt::format(" {:>8.2f}ms {:>+6.1f}% {:>15}", *s.replayed_s * 1e3, (*s.replayed_s / s.recorded_s - 1) * 100,
+                         s.critical_path ? s.critical_path->bound() : "");
     out += fmt::format(" {:>7.2f}ms {:>7.2f}ms {:>7.2f}ms {:>7.2f}ms {:>7.2f}ms {:>8}\n", s.gpu_busy_s * 1e3,
                        s.compute_s * 1e3, s.comm_s * 1e3, s.overlap_s * 1e3, s.exposed_comm_s * 1e3, s.kernels);
   }
+  if (replayed) out += fmt::format("{}\n", bound_line(r));
   for (const auto& n : r.notes) out += fmt::format("note: {}\n", n);
   return out;
 }
 
 std::string to_csv(const trace::TraceReport& r) {
-  std::string out = "rank,step,recorded_s,replayed_s,gpu_busy_s,compute_s,comm_s,overlap_s,exposed_comm_s,kernels\n";
+  std::string out =
+      "rank,step,recorded_s,replayed_s,gpu_busy_s,compute_s,comm_s,overlap_s,exposed_comm_s,kernels,bound\n";
   for (const auto& s : r.steps)
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", s.rank, s.step, s.recorded_s,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", s.rank, s.step, s.recorded_s,
                        s.replayed_s ? fmt::format("{}", *s.replayed_s) : std::string(), s.gpu_busy_s, s.compute_s,
-                       s.comm_s, s.overlap_s, s.exposed_comm_s, s.kernels);
+                       s.comm_s, s.overlap_s, s.exposed_comm_s, s.kernels,
+                       s.critical_path ? s.critical_path->bound() : "");
   return out;
 }
 

@@ -36,6 +36,11 @@ namespace {
 
 using sim::TaskId;
 
+// Task categories of the replayed graph (CPU threads' tasks are on streams of kind 0).
+constexpr std::uint16_t kComputeCategory = 0;
+constexpr std::uint16_t kCommCategory = 1;
+constexpr std::uint16_t kWaitCategory = 2;
+
 // A CPU thread's events in time order: runtime calls and profiler-step markers.
 struct CpuEvent {
   std::int64_t start = 0;
@@ -75,6 +80,7 @@ class ReplayBuilder {
 
   sim::TaskGraph& graph() { return graph_; }
   std::vector<std::string> notes();
+  std::vector<std::string> uncosted() const;
 
  private:
   void build_cpu(RankState& s);
@@ -198,32 +204,38 @@ void ReplayBuilder::match_collectives() {
 }
 
 Duration ReplayBuilder::nccl_duration(const GpuOp& g, Duration recorded) {
+  const auto keep = Duration::from_seconds(recorded.seconds() / options_.network_scale);
+  if (options_.costs == nullptr && !options_.fits) return keep;
   const auto& c = *g.collective;
   const auto bytes = c.bytes();
-  if (bytes > 0 && c.group_size >= 2) {
-    if (options_.costs != nullptr) {
-      cost::Group group;
-      if (!c.ranks.empty() && static_cast<int>(c.ranks.size()) == c.group_size) {
-        for (const int rank : c.ranks) group.devices.push_back(topo::DeviceId{static_cast<std::uint32_t>(rank)});
-      } else {
-        for (int rank = 0; rank < c.group_size; ++rank)
-          group.devices.push_back(topo::DeviceId{static_cast<std::uint32_t>(rank)});
-      }
-      std::sort(group.devices.begin(), group.devices.end());
-      if (static_cast<std::int64_t>(group.devices.back().value) < options_.costs->topology().num_devices()) {
-        ++counts_.costed;
-        return options_.costs->cost(cost::make_collective(cost::collective_kind_from_name(c.op), Bytes{bytes}), group)
-            .time;
-      }
-    } else if (options_.fits) {
-      for (const auto& f : *options_.fits) {
-        if (f.op != c.op || f.group_size != c.group_size) continue;
-        ++counts_.costed;
-        return f.time(Bytes{bytes});
-      }
-    }
+  if (bytes <= 0 || c.group_size < 2) {
+    ++counts_.unsized;
+    return keep;
   }
-  return Duration::from_seconds(recorded.seconds() / options_.network_scale);
+  if (options_.costs != nullptr) {
+    cost::Group group;
+    if (!c.ranks.empty() && static_cast<int>(c.ranks.size()) == c.group_size) {
+      for (const int rank : c.ranks) group.devices.push_back(topo::DeviceId{static_cast<std::uint32_t>(rank)});
+    } else {
+      for (int rank = 0; rank < c.group_size; ++rank)
+        group.devices.push_back(topo::DeviceId{static_cast<std::uint32_t>(rank)});
+    }
+    std::sort(group.devices.begin(), group.devices.end());
+    if (static_cast<std::int64_t>(group.devices.back().value) >= options_.costs->topology().num_devices()) {
+      ++counts_.outside;
+      return keep;
+    }
+    ++counts_.costed;
+    return options_.costs->cost(cost::make_collective(cost::collective_kind_from_name(c.op), Bytes{bytes}), group)
+        .time;
+  }
+  for (const auto& f : *options_.fits) {
+    if (f.op != c.op || f.group_size != c.group_size) continue;
+    ++counts_.costed;
+    return f.time(Bytes{bytes});
+  }
+  ++counts_.unfitted;
+  return keep;
 }
 
 // GPU ops of every rank in each stream's recorded order. A collective occupies the streams of all
@@ -283,7 +295,7 @@ void ReplayBuilder::issue(RankState& s, std::size_t i) {
     if (!delays)
       delays = graph_.add_stream({fmt::format("stream {} waits", g.stream), static_cast<std::uint32_t>(s.rank), 1});
     if (last) deps.push_back(*last);
-    deps = {graph_.add_task("unrecorded wait", *delays, sim::ComputeWork{ns(delay)}, deps)};
+    deps = {graph_.add_task("unrecorded wait", *delays, sim::ComputeWork{ns(delay)}, deps, kWaitCategory)};
     ++counts_.delayed;
     if (delay > kSlackNs) ++counts_.long_delays;
   }
@@ -291,7 +303,7 @@ void ReplayBuilder::issue(RankState& s, std::size_t i) {
   const Duration duration =
       g.collective ? nccl_duration(g, recorded) : Duration::from_seconds(recorded.seconds() / options_.compute_scale);
   s.gpu_task[i] = graph_.add_task(sim::TaskName(t.names.at(g.name)), stream, sim::ComputeWork{duration}, deps,
-                                  g.collective ? 1 : 0);
+                                  g.collective ? kCommCategory : kComputeCategory);
   s.delay_streams[g.stream].second = s.gpu_task[i];
 }
 
@@ -313,7 +325,7 @@ void ReplayBuilder::issue_collective(const Match& match) {
   const auto& t0 = *states_[r0].trace;
   std::sort(deps.begin(), deps.end());
   const auto task = graph_.add_task(sim::TaskName(t0.names.at(t0.gpu[i0].name)), streams,
-                                    sim::ComputeWork{nccl_duration(t0.gpu[i0], shortest)}, deps, 1);
+                                    sim::ComputeWork{nccl_duration(t0.gpu[i0], shortest)}, deps, kCommCategory);
   for (const auto& [r, i] : match.members) states_[r].gpu_task[i] = task;
 }
 
@@ -342,13 +354,91 @@ std::vector<std::string> ReplayBuilder::notes() {
   if (c.inferred > 0) out.push_back(fmt::format("{} cross-stream wait(s) inferred from late starts", c.inferred));
   if (c.contradicted > 0)
     out.push_back(fmt::format("{} stream wait(s) ignored: the recording shows the ops overlapping", c.contradicted));
-  if (options_.costs != nullptr || options_.fits)
-    out.push_back(fmt::format("{} NCCL kernel(s) costed by the {}", c.costed,
-                              options_.costs != nullptr ? "cost model on the given topology" : "calibration's fits"));
+  if (options_.costs != nullptr || options_.fits) {
+    const auto* by = options_.costs != nullptr ? "the cost model on the given topology" : "the calibration's fits";
+    out.push_back(fmt::format("{} NCCL kernel(s) costed by {}", c.costed, by));
+    out.push_back(fmt::format(
+        "compute kernels keep their recorded times: {} replaces only the collectives' (--compute-scale speeds "
+        "up compute)",
+        options_.costs != nullptr ? "-t" : "--calibration"));
+  }
+  return out;
+}
+
+// What a replay asked to cost and could not: nothing at all is bad input; a part is a warning.
+std::vector<std::string> ReplayBuilder::uncosted() const {
+  const auto& c = counts_;
+  if (options_.costs == nullptr && !options_.fits) return {};
+  const auto* option = options_.costs != nullptr ? "-t" : "--calibration";
+  const auto missed = c.unsized + c.outside + c.unfitted;
+  if (c.costed == 0 && missed == 0)
+    throw SpecError(option, "", "the traces hold no NCCL kernels: there is nothing to cost");
+  std::vector<std::string> reasons;
+  if (c.unsized > 0)
+    reasons.push_back(fmt::format("{} record no size or group size (the profiler's \"In msg nelems\" and \"Group "
+                                  "size\" arguments)",
+                                  c.unsized));
+  if (c.outside > 0) reasons.push_back(fmt::format("{} span ranks beyond the topology's devices", c.outside));
+  if (c.unfitted > 0) reasons.push_back(fmt::format("{} have no fit for their operation and group size", c.unfitted));
+  const auto why = fmt::format("{}", fmt::join(reasons, "; "));
+  if (c.costed == 0)
+    throw SpecError(option, "", fmt::format("none of the {} NCCL kernel(s) can be costed: {}", missed, why));
+  if (missed == 0) return {};
+  return {fmt::format("{} of {} NCCL kernel(s) keep their recorded time: {}", missed, missed + c.costed, why)};
+}
+
+// Each task's predecessors on its streams, for walking critical paths back.
+std::vector<std::vector<TaskId>> stream_predecessors(const sim::TaskGraph& graph) {
+  std::vector<std::vector<TaskId>> out(graph.num_tasks());
+  for (std::size_t s = 0; s < graph.num_streams(); ++s) {
+    const auto& tasks = graph.stream_tasks(sim::StreamId{static_cast<std::uint32_t>(s)});
+    for (std::size_t i = 1; i < tasks.size(); ++i) out[tasks[i].index()].push_back(tasks[i - 1]);
+  }
+  return out;
+}
+
+// The replayed step's critical path from its end marker back to its start: each task's time on it
+// (the part after the step's start) goes to its kind, then the walk moves to whichever dependency
+// or stream predecessor ended last.
+CriticalPath critical_path(const sim::TaskGraph& graph, const sim::Timeline& timeline,
+                           const std::vector<std::vector<TaskId>>& predecessors, TaskId start, TaskId end) {
+  CriticalPath out;
+  const auto from = timeline.tasks[start.index()].start;
+  for (auto current = end;;) {
+    const auto& span = timeline.tasks[current.index()];
+    if (span.end <= from) break;
+    const auto seconds = (span.end - std::max(span.start, from)).seconds();
+    const auto& task = graph.task(current);
+    if (graph.stream(task.streams.front()).kind == 0)
+      out.cpu_s += seconds;
+    else if (task.category == kCommCategory)
+      out.comm_s += seconds;
+    else if (task.category == kWaitCategory)
+      out.wait_s += seconds;
+    else
+      out.compute_s += seconds;
+    std::optional<TaskId> next;
+    const auto consider = [&](TaskId p) {
+      if (!next || timeline.tasks[p.index()].end > timeline.tasks[next->index()].end) next = p;
+    };
+    for (const auto p : task.deps) consider(p);
+    for (const auto p : predecessors[current.index()]) consider(p);
+    if (!next) break;
+    current = *next;
+  }
   return out;
 }
 
 }  // namespace
+
+const char* CriticalPath::bound() const {
+  const std::pair<double, const char*> kinds[] = {
+      {cpu_s, "CPU"}, {compute_s, "GPU"}, {comm_s, "communication"}, {wait_s, "unrecorded wait"}};
+  // the first of the largest: ties go to the CPU, then the GPU
+  return std::max_element(std::begin(kinds), std::end(kinds),
+                          [](const auto& a, const auto& b) { return a.first < b.first; })
+      ->second;
+}
 
 TraceReport replay(const std::vector<RankTrace>& traces, const ReplayOptions& options) {
   // a day of trace slowed 100× still fits the 106 days a Duration holds
@@ -358,9 +448,14 @@ TraceReport replay(const std::vector<RankTrace>& traces, const ReplayOptions& op
       throw SpecError(name, "", fmt::format("{} is not a factor in [0.01, 1e6]", scale));
   ReplayBuilder builder(traces, options);
   const auto& graphs = builder.build();
-  auto notes = builder.notes();
-  const auto timeline = sim::run(builder.graph());
   TraceReport report;
+  report.warnings = builder.uncosted();
+  report.notes = builder.notes();
+  report.what_if = options.compute_scale != 1 || options.network_scale != 1 || options.costs != nullptr ||
+                   options.fits.has_value();
+  const auto& graph = builder.graph();
+  const auto timeline = sim::run(graph);
+  const auto predecessors = stream_predecessors(graph);
   for (std::size_t r = 0; r < traces.size(); ++r) {
     const auto& t = traces[r];
     add_file_and_collectives(t, report);
@@ -370,6 +465,7 @@ TraceReport replay(const std::vector<RankTrace>& traces, const ReplayOptions& op
       auto f = recorded_step(t, s, steps[s]);
       const auto& [start, end] = rg.steps[s];
       f.replayed_s = (timeline.tasks[end.index()].end - timeline.tasks[start.index()].start).seconds();
+      f.critical_path = critical_path(graph, timeline, predecessors, start, end);
       // what the replayed GPU did for the step
       Intervals all, compute, comm;
       for (const auto i : steps[s]) {
@@ -385,7 +481,6 @@ TraceReport replay(const std::vector<RankTrace>& traces, const ReplayOptions& op
       report.steps.push_back(f);
     }
   }
-  report.notes = std::move(notes);
   return report;
 }
 

@@ -91,6 +91,11 @@ struct ReplayCounts {
   std::int64_t contradicted = 0;
   std::int64_t inferred = 0;
   std::int64_t costed = 0;
+  // NCCL kernels the cost model or the fits could not cost: no size or group size recorded, a
+  // group beyond the topology's devices, no fit for the operation and group size
+  std::int64_t unsized = 0;
+  std::int64_t outside = 0;
+  std::int64_t unfitted = 0;
 };
 
 // The analyses: which GPU op each synchronisation call waited for, and why each op started late.

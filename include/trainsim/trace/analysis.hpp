@@ -29,11 +29,24 @@ struct CollectiveTotals {
   double time_s = 0;         // kernel time
 };
 
+// Where a replayed step's time went along its critical path: from the step's end back to its
+// start, each task to whichever of its dependencies and stream predecessors ended last.
+struct CriticalPath {
+  double cpu_s = 0;      // runtime calls and the recorded gaps between them on CPU threads
+  double compute_s = 0;  // GPU kernels, copies and sets
+  double comm_s = 0;     // NCCL kernels
+  double wait_s = 0;     // GPU ops' delays the trace does not explain
+  // "CPU", "GPU" (compute kernels), "communication" or "unrecorded wait": whichever holds most of
+  // the path
+  const char* bound() const;
+};
+
 struct StepFigures {
   int rank = -1;
   int step = 0;
   double recorded_s = 0;
   std::optional<double> replayed_s;  // replay only
+  std::optional<CriticalPath> critical_path;  // replay only
   double gpu_busy_s = 0;             // union of every GPU op
   double compute_s = 0;              // union of non-NCCL kernels, copies and sets
   double comm_s = 0;                 // union of NCCL kernels
@@ -61,7 +74,9 @@ struct TraceReport {
   std::int64_t nccl_kernels = 0;
   std::vector<CollectiveTotals> collectives;
   std::vector<StepFigures> steps;
-  std::vector<std::string> notes;  // what a replay assumed
+  std::vector<std::string> notes;     // what a replay assumed
+  std::vector<std::string> warnings;  // what a replay could not do as asked
+  bool what_if = false;               // a replay that changed something: its deviation is a change
 };
 
 TraceReport summarize(const std::vector<RankTrace>& traces);

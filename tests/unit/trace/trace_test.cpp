@@ -314,6 +314,75 @@ TEST_CASE("synthetic trace: launches, a device synchronisation and the what-ifs,
   CHECK(gpu.steps[0].compute_s == doctest::Approx(100e-6).epsilon(1e-6));
 }
 
+TEST_CASE("synthetic trace: the critical path says what bounds the step, by hand") {
+  const auto t = trace::read_trace(write_trace("bound.json", one_step_trace(0, 300, 0)));
+  // as recorded: CPU 0–35 (launches and their gaps), the all-reduce 35–335, the sync's last 35 us,
+  // 30 us of CPU: communication-bound, 300 us of NCCL and 100 of CPU on the path
+  const auto base = trace::replay({t}, {});
+  REQUIRE(base.steps[0].critical_path.has_value());
+  const auto& b = *base.steps[0].critical_path;
+  CHECK(b.comm_s == doctest::Approx(300e-6).epsilon(1e-6));
+  CHECK(b.cpu_s == doctest::Approx(100e-6).epsilon(1e-6));
+  CHECK(b.compute_s == doctest::Approx(0).epsilon(1e-9));
+  CHECK(std::string(b.bound()) == "communication");
+  CHECK_FALSE(base.what_if);
+  // twice the network: the sync now waits for k2 (launch 10–15, k1 15–115, k2 115–215, then
+  // 35 + 30 us): GPU-bound, 200 us of kernels and 80 of CPU
+  const auto net = trace::replay({t}, {.network_scale = 2});
+  const auto& n = *net.steps[0].critical_path;
+  CHECK(n.compute_s == doctest::Approx(200e-6).epsilon(1e-6));
+  CHECK(n.cpu_s == doctest::Approx(80e-6).epsilon(1e-6));
+  CHECK(n.comm_s == doctest::Approx(0).epsilon(1e-9));
+  CHECK(std::string(n.bound()) == "GPU");
+  CHECK(net.what_if);
+  // the path covers the step
+  CHECK(n.cpu_s + n.compute_s + n.comm_s + n.wait_s == doctest::Approx(*net.steps[0].replayed_s).epsilon(1e-6));
+}
+
+TEST_CASE("replay with fits: nothing to cost is bad input, a part left uncosted is a warning") {
+  const auto t = trace::read_trace(write_trace("fits.json", one_step_trace(0, 300, 0)));
+  const spec::CollectiveFit fit{.op = "all_reduce",
+                                .group_size = 2,
+                                .latency = Duration::from_seconds(10e-6),
+                                .bandwidth = Bandwidth{4e9},
+                                .samples = 1};
+  // 4 MiB at 4 GB/s + 10 us = 1058.6 us instead of the recorded 300
+  const auto costed = trace::replay({t}, {.fits = std::vector{fit}});
+  CHECK(costed.warnings.empty());
+  CHECK(costed.steps[0].critical_path->comm_s == doctest::Approx(10e-6 + (4 << 20) / 4e9).epsilon(1e-6));
+  auto other = fit;
+  other.group_size = 4;
+  CHECK_THROWS_WITH_AS(trace::replay({t}, {.fits = std::vector{other}}),
+                       "--calibration: none of the 1 NCCL kernel(s) can be costed: 1 have no fit for their operation "
+                       "and group size",
+                       SpecError);
+  auto unsized = one_step_trace(0, 300, 0);
+  for (auto& e : unsized["traceEvents"])
+    if (e["args"].contains("In msg nelems")) e["args"].erase("In msg nelems");
+  CHECK_THROWS_WITH_AS(trace::replay({trace::read_trace(write_trace("unsized.json", unsized))}, {.fits = std::vector{fit}}),
+                       doctest::Contains("1 record no size or group size"), SpecError);
+  auto no_nccl = one_step_trace(0, 300, 0);
+  auto& events = no_nccl["traceEvents"];
+  events.erase(std::remove_if(events.begin(), events.end(),
+                              [](const json& e) { return e["name"].get<std::string>().starts_with("nccl"); }),
+               events.end());
+  CHECK_THROWS_WITH_AS(trace::replay({trace::read_trace(write_trace("no-nccl.json", no_nccl))}, {.fits = std::vector{fit}}),
+                       "--calibration: the traces hold no NCCL kernels: there is nothing to cost", SpecError);
+  // two ranks' kernels, one fitted and one not: a warning, the fitted one costed
+  auto two = one_step_trace(0, 300, 0);
+  two["traceEvents"].push_back(
+      kernel("ncclKernel_AllGather_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 350, 10, 20, 9,
+             {{"Collective name", "allgather"},
+              {"In msg nelems", 1024},
+              {"Out msg nelems", 2048},
+              {"Group size", 2},
+              {"dtype", "Float"}}));
+  const auto partial = trace::replay({trace::read_trace(write_trace("partial.json", two))}, {.fits = std::vector{fit}});
+  REQUIRE(partial.warnings.size() == 1);
+  CHECK(partial.warnings[0] == "1 of 2 NCCL kernel(s) keep their recorded time: 1 have no fit for their operation "
+                               "and group size");
+}
+
 TEST_CASE("synthetic traces of two ranks: clocks aligned per file, one collective of the shortest duration") {
   // rank 1's clock is a second ahead and its all-reduce lasted 200 us (rank 0 waited for it)
   const auto r0 = trace::read_trace(write_trace("rank0.json", one_step_trace(0, 300, 0)));
