@@ -88,6 +88,10 @@ case('size-too-small', f'run -t @t.json -w {W} -s tp=8', 2,
 case('nic-bandwidth-bare-number', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /network/nic_bandwidth: 400 bytes/s is outside what a NIC\'s bandwidth can be (1 Gb/s to 3.2 Tb/s): did you mean "400 Gb/s"?',
      {'t.json': topo(network__nic_bandwidth=400)})
+# a plausible number in the wrong unit (bytes for bits, 8x too fast) runs, with a warning on stderr
+case('nic-bandwidth-bytes-for-bits', f'run -t @t.json -w {W} -s tp=8,pp=8,gpus=64,sp=on,recompute=full', 0,
+     'warning: /network/nic_bandwidth: 400 GB/s is unusual for a NIC\'s bandwidth (usually 10 Gb/s to 800 Gb/s): did you mean "400 Gb/s"?',
+     {'t.json': {**A100, 'network': {**A100['network'], 'nic_bandwidth': '400 GB/s'}}})
 case('bandwidth-zero', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /network/nic_bandwidth: 0 Gb/s is outside what a NIC\'s bandwidth can be (1 Gb/s to 3.2 Tb/s)',
      {'t.json': topo(network__nic_bandwidth='0 Gb/s')})
@@ -159,7 +163,7 @@ case('cli-unknown-subcommand', 'fly', 2,
 case('cli-bad-format', f'{RUN} tp=8 --format xml', 2,
      'error: command line: --format: xml not in {table,json,csv}')
 case('does-not-fit', f'{RUN} tp=1,gpus=8', 1,
-     'does not fit: peak 2.93 TiB per GPU exceeds the device\'s 80.00 GiB')
+     'does not fit: peak 2.94 TiB per GPU exceeds the device\'s 80.00 GiB')
 
 # collective command
 CT = 'collective -t topologies/dgx-a100-superpod.json'
@@ -224,7 +228,7 @@ case('strategy-key-in-capitals', f'{RUN} TP=8,gpus=8', 2,
 case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: attention, compile, cp, '
      'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, framework, gpus, grad_reduce_dtype, '
-     'last_stage_layers, mb, order, overlap_grad_reduce, overlap_param_gather, pp, recompute, recompute_layers, '
+     'last_stage_layers, loss, mb, order, overlap_grad_reduce, overlap_param_gather, pp, recompute, recompute_layers, '
      'reshard_after_forward, schedule, sources, sp, tp, tp_overlap, vpp, zero, zero_group')
 case('sweep-without-inputs', 'sweep --top 3', 2,
      'error: command line: sweep needs --topology and --workload (or: sweep merge FILE...)')
@@ -281,6 +285,23 @@ case('replay-calibration-not-calibration', 'replay --trace @t.json --calibration
      'error: @c.json: /traceEvents: unknown key "traceEvents"; valid keys: collectives, fit, kernels, memory, sources, traces', {'t.json': SMALL_TRACE, 'c.json': SMALL_TRACE})
 case('calibrate-output-is-directory', 'calibrate --trace @t.json -o @', 2,
      'error: @: cannot write', {'t.json': SMALL_TRACE})
+# replay -t must cost something: NCCL kernels without sizes (PyTorch before 2.1) or none at all
+def nccl_kernel(ts, correlation, sized):
+    args = {"stream": 20, "correlation": correlation}
+    if sized:
+        args.update({"In msg nelems": 1 << 20, "Out msg nelems": 1 << 20, "Group size": 2, "dtype": "Float"})
+    return {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+            "pid": 0, "tid": 20, "ts": ts, "dur": 30, "args": args}
+UNSIZED_TRACE = {"traceEvents": SMALL_TRACE["traceEvents"] + [nccl_kernel(20, 2, False)]}
+PARTLY_SIZED_TRACE = {"traceEvents": SMALL_TRACE["traceEvents"] + [nccl_kernel(20, 2, False), nccl_kernel(60, 3, True)]}
+case('replay-topology-costs-nothing', f'replay --trace @t.json -t {T}', 2,
+     'error: -t: none of the 1 NCCL kernel(s) can be costed: 1 record no size or group size (the profiler\'s "In msg nelems" and "Group size" arguments)',
+     {'t.json': UNSIZED_TRACE})
+case('replay-topology-no-nccl', f'replay --trace @t.json -t {T}', 2,
+     'error: -t: the traces hold no NCCL kernels: there is nothing to cost', {'t.json': SMALL_TRACE})
+case('replay-topology-partly-costed', f'replay --trace @t.json -t {T}', 0,
+     'warning: 1 of 2 NCCL kernel(s) keep their recorded time: 1 record no size or group size (the profiler\'s "In msg nelems" and "Group size" arguments)',
+     {'t.json': PARTLY_SIZED_TRACE})
 
 # Robustness: bytes that are not UTF-8, counts beyond what a simulation takes, times beyond a
 # session, fields of the wrong type in a trace, calibration fits that cannot be.

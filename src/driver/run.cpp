@@ -18,6 +18,15 @@ void simulate(RunReport& r, const spec::Job& job, const lower::LoweringOptions& 
   step->lowered = lower::lower(job, costs, lowering);
   step->timeline = sim::run(step->lowered.graph);
   r.simulation = summarize(step->lowered, step->timeline);
+  // the caching allocator's reserve on top of each stage's live peak (model::fragmentation_bytes)
+  auto& s = *r.simulation;
+  s.peak_memory = 0;
+  for (auto& f : s.per_stage) {
+    const Bytes transient{f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)] +
+                          f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Buffers)]};
+    f.peak_memory += model::fragmentation_bytes(transient, lowering.memory).count;
+    s.peak_memory = std::max(s.peak_memory, f.peak_memory);
+  }
   r.step = std::move(step);
 }
 
@@ -42,9 +51,10 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
   r.flops = model::step_flops(job);
   r.megatron_formula_flops =
       model::megatron_formula_flops(job.workload, job.strategy.recompute == spec::Recompute::Full);
-  r.memory = model::estimate_memory(job, tunables.memory);
+  r.memory = model::estimate_memory(job, tunables.memory, tunables.collectives.channels);
   r.device_memory = job.cluster.device.memory;
-  r.runtime_reserved = tunables.memory.runtime_reserved;
+  r.memory_tuning = tunables.memory;
+  r.runtime_memory = model::runtime_memory(job, tunables.memory, tunables.collectives.channels);
   r.warnings = job.warnings;
   r.peak_memory = r.memory.peak().bytes.total().count;
   if (r.peak_memory >= Bytes::kSaturated)
@@ -99,7 +109,11 @@ ResolvedTunables RunOptions::tunables(const spec::ClusterSpec& cluster) const {
 }
 
 lower::LoweringOptions RunOptions::lowering(const spec::Tunables& tunables) const {
-  return {.full = full, .kernel = tunables.kernels, .memory = tunables.memory, .min_bucket_params = min_bucket_params};
+  return {.full = full,
+          .kernel = tunables.kernels,
+          .memory = tunables.memory,
+          .nccl_channels = tunables.collectives.channels,
+          .min_bucket_params = min_bucket_params};
 }
 
 }  // namespace trainsim::driver

@@ -35,7 +35,8 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
       kernels_(model::kernel_context(job, options.kernel)),
       shape_(model::gpu_layer_shape(job)) {
   stage_ranks_.resize(static_cast<std::size_t>(job.strategy.pp));
-  const auto memory = model::estimate_memory(job, options.memory);
+  const auto memory = model::estimate_memory(job, options.memory, options.nccl_channels);
+  const auto runtime = model::runtime_memory(job, options.memory, options.nccl_channels);
   for (const int r : simulated_ranks(placement_, options.full)) {
     SimulatedRank sr;
     sr.rank = r;
@@ -50,7 +51,7 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
     const auto& b = stage_memory.bytes;
     // Weights, gradients, optimizer state and the runtime reserve are held all step; activations
     // and communication buffers come and go with the tasks.
-    const std::int64_t baseline = (b.params + b.grads + b.optimizer + options.memory.runtime_reserved).count;
+    const std::int64_t baseline = (b.params + b.grads + b.optimizer + runtime).count;
     sr.pool = out.graph.add_pool({static_cast<std::uint32_t>(r), baseline});
     rank_index_[r] = out.ranks.size();
     stage_ranks_[static_cast<std::size_t>(sr.stage)].push_back(out.ranks.size());

@@ -13,7 +13,8 @@ LayerShape gpu_layer_shape(const spec::Job& job) {
                     .ep = s.ep,
                     .etp = spec::expert_tp_of(s),
                     .sp = s.sp && s.tp > 1,
-                    .activation_bytes = activation_bytes(job.workload.training.dtype)};
+                    .activation_bytes = activation_bytes(job.workload.training.dtype),
+                    .loss_bytes_per_logit = spec::loss_bytes_per_logit(s.loss)};
 }
 
 StepFlops step_flops(const spec::Job& job) {

@@ -112,7 +112,8 @@ double embedding_activation_bytes(const spec::ModelSpec& m, const LayerShape& s)
 double head_activation_bytes(const spec::ModelSpec& m, const LayerShape& s) {
   const double T = static_cast<double>(s.micro_batch * (s.seq_len / s.cp));
   const double vocab_shard = static_cast<double>((m.vocab + s.tp - 1) / s.tp);
-  return 2.0 * s.activation_bytes * T * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1) + 4.0 * T * vocab_shard;
+  return 2.0 * s.activation_bytes * T * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1) +
+         s.loss_bytes_per_logit * T * vocab_shard;
 }
 
 namespace {
@@ -155,7 +156,35 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
 
 }  // namespace
 
-MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& assumptions) {
+Bytes runtime_memory(const spec::Job& job, const spec::MemoryTuning& assumptions, int nccl_channels) {
+  const auto& s = job.strategy;
+  constexpr double kNetPeerChannels = 2;  // NCCL_NCHANNELS_PER_NET_PEER's default
+  const double channels = std::max(1, nccl_channels);
+  double connections = 0;  // in channels' worth of buffers
+  const auto ring = [&](std::int64_t ranks) {
+    if (ranks > 1) connections += 2 * channels;
+  };
+  ring(s.tp);
+  ring(s.cp);
+  const std::int64_t data_parallel = job.dp * s.cp;  // the gradient reduction's group
+  const std::int64_t shards = spec::zero_shards(job);
+  ring(s.zero > 0 ? shards : data_parallel);
+  if (s.zero > 0) ring(data_parallel / shards);  // HSDP's replicas
+  ring(s.pp);
+  if (s.ep > 1) {
+    const std::int64_t node_peers = std::min<std::int64_t>(s.ep, job.cluster.node.devices) - 1;
+    connections += static_cast<double>(node_peers) * channels +
+                   static_cast<double>(s.ep - 1 - node_peers) * std::min(channels, kNetPeerChannels);
+  }
+  return assumptions.runtime_reserved +
+         Bytes::saturating_from_double(connections * assumptions.nccl_channel_buffers.as_double());
+}
+
+Bytes fragmentation_bytes(Bytes transient, const spec::MemoryTuning& assumptions) {
+  return Bytes::saturating_from_double(transient.as_double() * assumptions.fragmentation);
+}
+
+MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& assumptions, int nccl_channels) {
   const auto& st = job.strategy;
   auto per_param = state_bytes_per_param(job.workload.training.dtype, job.workload.training.optimizer);
   // gradients accumulate in the precision they are reduced in (Megatron's fp32 main_grad buffer;
@@ -169,13 +198,14 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
   const std::int64_t expert_shards = std::max<std::int64_t>(1, dense_shards / spec::ep_outer(st));
   const auto params = stage_params(job);
 
+  const Bytes runtime = runtime_memory(job, assumptions, nccl_channels);
   MemoryEstimate estimate;
   int first_layer = 0;
   for (std::size_t stage = 0; stage < params.size(); ++stage) {
     const auto& p = params[stage];
     const auto dense = model_state_bytes(p.dense, st.zero, dense_shards, per_param);
     const auto expert = model_state_bytes(p.expert, st.zero, expert_shards, per_param);
-    double buffers = assumptions.runtime_reserved.as_double();
+    double buffers = 0;  // allocated and freed during the step; the runtime's are added below
     // ZeRO-3 gathers the current and the prefetched layer and holds one layer's full gradient
     // before its reduce-scatter; ZeRO-2 reduces one layer's gradient bucket at a time.
     if (st.zero == 3) {
@@ -195,6 +225,8 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
                   .optimizer = Bytes::saturating_from_double(dense.optimizer + expert.optimizer),
                   .activations = Bytes::saturating_from_double(stage_activation_bytes(job, stage, first_layer)),
                   .buffers = Bytes::saturating_from_double(buffers)}};
+    sm.bytes.fragmentation = fragmentation_bytes(sm.bytes.activations + sm.bytes.buffers, assumptions);
+    sm.bytes.buffers = sm.bytes.buffers + runtime;
     estimate.stages.push_back(sm);
     first_layer += job.stage_layers[stage];
   }

@@ -21,7 +21,8 @@ ordered_json memory_json(const model::MemoryBreakdown& m) {
           {"grads", m.grads.count},
           {"optimizer", m.optimizer.count},
           {"activations", m.activations.count},
-          {"buffers", m.buffers.count}};
+          {"buffers", m.buffers.count},
+          {"fragmentation", m.fragmentation.count}};
 }
 
 ordered_json shape_json(const model::OpShape& shape) {
@@ -80,6 +81,7 @@ ordered_json strategy_json(const spec::Job& job) {
           {"fp8", spec::fp8_recipe_name(spec::fp8_of(s))},
           {"compile", s.compile},
           {"reshard_after_forward", spec::reshard_after_forward_of(s)},
+          {"loss", spec::loss_name(s.loss)},
           {"assumed", assumed_json(s)}};
 }
 
@@ -116,7 +118,9 @@ model::MemoryBreakdown stage_breakdown(const RunReport& r, int stage) {
   for (const auto& f : r.simulation->per_stage) {
     if (f.stage != stage) continue;
     m.activations = Bytes{f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]};
-    m.buffers = Bytes{f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Buffers)]} + r.runtime_reserved;
+    m.buffers = Bytes{f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Buffers)]};
+    m.fragmentation = model::fragmentation_bytes(m.activations + m.buffers, r.memory_tuning);
+    m.buffers = m.buffers + r.runtime_memory;
   }
   return m;
 }
@@ -277,6 +281,7 @@ std::string to_table(const RunReport& r) {
   line("  optimizer", human_bytes(m.optimizer));
   line("  activations", human_bytes(m.activations));
   line("  buffers", human_bytes(m.buffers));
+  line("  fragmentation", human_bytes(m.fragmentation));
   line("  peak", fmt::format("{} of {}: {}", human_bytes(Bytes{r.peak_memory}), human_bytes(r.device_memory),
                              !r.fits            ? "does NOT fit"
                              : r.memory_at_risk ? fmt::format("fits, but within the {:.0f}% headroom: at risk",
@@ -296,7 +301,6 @@ std::string to_table(const RunReport& r) {
                          human_bytes(sm.total()), bubble);
     }
   }
-  for (const auto& w : r.warnings) out += fmt::format("warning: {}\n", w);
   return out;
 }
 

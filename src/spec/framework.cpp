@@ -23,6 +23,7 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
      .compile = true,
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
+     .loss = LossImpl::VocabParallel,
      .zero_stages = kMegatronZero,
      .source = "Megatron-LM megatron/training/arguments.py: --use-distributed-optimizer, --overlap-grad-reduce, "
                "--overlap-param-gather and --tp-comm-overlap default off; with --bf16 gradients accumulate and "
@@ -38,6 +39,7 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
      .compile = true,
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
+     .loss = LossImpl::VocabParallel,
      .zero_stages = kMegatronZero,
      .source = "Megatron-LM as Narayanan et al. (2021) and Korthikanti et al. (2022) ran it: local DDP all-reducing "
                "the gradients in the training precision after the backward pass, fused scale-mask-softmax "
@@ -51,6 +53,7 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
      .compile = true,
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
+     .loss = LossImpl::VocabParallel,
      .zero_stages = kMegatronZero,
      .source = "NeMo 2 / Megatron-Bridge pre-training recipes on Megatron-Core: distributed optimizer with "
                "overlap_grad_reduce and overlap_param_gather, tp_comm_overlap with sequence parallelism, "
@@ -64,11 +67,13 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
      .compile = false,
      .fp8_scaling = Fp8Scaling::Current,
      .fp8_weight_cache = false,
+     .loss = LossImpl::Upcast,
      .zero_stages = kFsdpZero,
      .source = "TorchTitan config_manager.py: FSDP2 (fully_shard) with mixed_precision_param bfloat16 and "
                "mixed_precision_reduce float32, prefetching the next block's all-gather and reducing each block "
                "as its backward ends; AsyncTP (enable_async_tensor_parallel) and torch.compile off by default "
-               "(eager element-wise kernels); Float8 via torchao "
+               "(eager element-wise kernels); the loss is F.cross_entropy on pred.float() (train.py loss_fn, "
+               "loss parallel under TP); Float8 via torchao "
                "with dynamic (current) tensorwise scaling; attention through PyTorch SDPA (FlashAttention-2)"},
     {.framework = Framework::DeepSpeed2021,
      .zero = 3,
@@ -79,6 +84,7 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
      .compile = true,
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
+     .loss = LossImpl::VocabParallel,
      .zero_stages = kDeepSpeedZero,
      .source = "DeepSpeed ZeRO-3 as Narayanan et al. (2021) Table 2 compared it: fp16 gradients reduce-scattered "
                "with overlap_comm, parameters gathered before each module's use without prefetch, "
@@ -86,6 +92,22 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
 }};
 
 }  // namespace
+
+double loss_bytes_per_logit(LossImpl loss) {
+  switch (loss) {
+    case LossImpl::VocabParallel:
+      // the bf16 logits (2) and their fp32 copy, exponentiated in place and kept as the softmax (4);
+      // the backward turns the softmax into the gradient in place (megatron/core/tensor_parallel/
+      // cross_entropy.py)
+      return 6;
+    case LossImpl::Upcast:
+      // the backward of F.cross_entropy(logits.float()): the saved fp32 log-softmax (4), the
+      // gradient of the NLL loss (4) and the log-softmax's input gradient (4)
+      return 12;
+  }
+  SIM_ASSERT(false, "unhandled loss implementation");
+  return 0;
+}
 
 const FrameworkPreset& framework_preset(Framework framework) {
   for (const auto& p : kPresets)

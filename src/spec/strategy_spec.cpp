@@ -42,6 +42,8 @@ constexpr std::array<Choice<Fp8Recipe>, 5> kFp8{{{"off", Fp8Recipe::Off},
                                                  {"rowwise", Fp8Recipe::Rowwise},
                                                  {"blockwise", Fp8Recipe::Blockwise},
                                                  {"on", Fp8Recipe::Tensorwise}}};
+constexpr std::array<Choice<LossImpl>, 2> kLoss{{{"vocab_parallel", LossImpl::VocabParallel},
+                                                 {"upcast", LossImpl::Upcast}}};
 constexpr std::array<Choice<Dtype>, 3> kReduceDtypes{
     {{"fp32", Dtype::Fp32}, {"bf16", Dtype::Bf16}, {"fp16", Dtype::Fp16}}};
 
@@ -131,6 +133,8 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   if (r.has("reshard_after_forward")) s.reshard_after_forward = read_switch(r, "reshard_after_forward", true);
   // (fused kernels are the norm: only an eager preset is worth listing)
   s.compile = preset_switch("compile", preset.compile, !preset.compile);
+  s.loss = r.choice_or<LossImpl>("loss", preset.loss, kLoss);
+  if (!r.has("loss")) assume("loss", loss_name(s.loss));
 }
 
 // The JSON value an inline "key=value" item stands for: an integer when it is one, else a string.
@@ -163,6 +167,9 @@ std::string_view framework_name(Framework framework) {
 }
 std::string_view fp8_recipe_name(Fp8Recipe recipe) {
   return choice_name<Fp8Recipe>(kFp8, recipe);
+}
+std::string_view loss_name(LossImpl loss) {
+  return choice_name<LossImpl>(kLoss, loss);
 }
 std::string_view cp_comm_name(CpComm comm) {
   return choice_name<CpComm>(kCpComm, comm);
@@ -230,6 +237,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.overlap_param_gather != preset.overlap_param_gather)
     out += fmt::format(",overlap_param_gather={}", on_off(s.overlap_param_gather));
   if (s.compile != preset.compile) out += fmt::format(",compile={}", on_off(s.compile));
+  if (s.loss != preset.loss) out += fmt::format(",loss={}", loss_name(s.loss));
   if (s.reshard_after_forward) out += fmt::format(",reshard_after_forward={}", on_off(*s.reshard_after_forward));
   if (s.first_stage_layers) out += fmt::format(",first_stage_layers={}", *s.first_stage_layers);
   if (s.last_stage_layers) out += fmt::format(",last_stage_layers={}", *s.last_stage_layers);

@@ -245,9 +245,18 @@ constexpr std::array kFields{
     protocol_field<&C::simple, &P::latency_factor>("simple_latency_factor", "Simple's per-step latency factor",
                                                    "the reference of the other two"),
     field<kM, &MemoryTuning::runtime_reserved>("memory", "runtime_reserved", TunableKind::Bytes, {0, 1e13},
-                                               "resident before the first step: CUDA context, NCCL communicator "
-                                               "buffers, cuBLAS workspaces",
-                                               "assumed"),
+                                               "resident before the first step: CUDA context and cuBLAS workspaces",
+                                               "assumed: the CUDA context takes about 0.5 GiB on Hopper, PyTorch's "
+                                               "cuBLAS workspaces 32 MiB per stream on Hopper"),
+    field<kM, &MemoryTuning::nccl_channel_buffers>(
+        "memory", "nccl_channel_buffers", TunableKind::Bytes, {0, 1e10},
+        "NCCL buffers per channel of each connection a communicator keeps to a peer (Simple, LL128 and LL FIFOs)",
+        "NCCL_DEBUG_SUBSYS=ALLOC on 8×H100 allocates 10 MiB and 2 MiB per channel and peer (NVIDIA/nccl#1685)"),
+    field<kM, &MemoryTuning::fragmentation>(
+        "memory", "fragmentation", TunableKind::Share, {0, 1},
+        "what PyTorch's caching allocator reserves beyond the live tensors at the peak, as a share of the "
+        "memory allocated and freed during the step",
+        "fitted: median over TorchTitan's ten reserved-memory peaks (docs/model.md \"Memory\")"),
 };
 
 }  // namespace

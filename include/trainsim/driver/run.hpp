@@ -66,7 +66,8 @@ struct RunReport {
   double mfu = 0;                // model FLOPs / (step × gpus × peak)
   std::int64_t peak_memory = 0;  // simulated when simulated, else analytic
   Bytes device_memory;
-  Bytes runtime_reserved;  // part of every GPU's buffers
+  spec::MemoryTuning memory_tuning;  // what the memory figures assumed
+  Bytes runtime_memory;  // part of every GPU's buffers: CUDA context, cuBLAS and NCCL (model::runtime_memory)
   bool fits = false;
   double memory_headroom = 0;
   bool memory_at_risk = false;  // fits, but its peak is within the headroom of the device's memory

@@ -41,6 +41,7 @@ struct LoweringOptions {
   bool full = false;  // simulate every rank instead of one representative per pipeline stage
   spec::KernelTuning kernel;
   spec::MemoryTuning memory;
+  int nccl_channels = spec::CollectiveTuning{}.channels;  // for NCCL's buffers (model::runtime_memory)
   // Megatron-LM's data-parallel bucket: max(40M, 1M · dp) parameters.
   double min_bucket_params = 40e6;
 };

@@ -74,6 +74,7 @@ struct LayerShape {
   int etp = 1;  // expert tensor parallelism: tp, or 1 when the experts fold over the tp ranks
   bool sp = false;
   int activation_bytes = 2;  // bytes per activation element (bf16/fp16: 2)
+  double loss_bytes_per_logit = 6;  // the cross-entropy's memory per logit at its peak (spec::LossImpl)
   // MoE parallel folding: tokens reach the experts sequence-sharded (T/tp per rank), the experts
   // whole, the expert-parallel group spanning the tensor-parallel ranks.
   bool folded() const { return tp > 1 && etp == 1; }

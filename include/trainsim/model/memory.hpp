@@ -37,7 +37,8 @@ double layer_activation_bytes(const spec::ModelSpec& model, const LayerShape& sh
                               bool moe);
 
 // First stage: the embedding's dropout mask. Last stage: the final-norm and output-layer inputs and
-// the fp32 softmax of the vocab-parallel cross-entropy (Korthikanti §4.3). Per micro-batch.
+// the cross-entropy's working set at its peak (shape.loss_bytes_per_logit per logit of the rank's
+// vocabulary shard: spec::LossImpl). Per micro-batch.
 double embedding_activation_bytes(const spec::ModelSpec& model, const LayerShape& shape);
 double head_activation_bytes(const spec::ModelSpec& model, const LayerShape& shape);
 
@@ -53,8 +54,9 @@ struct MemoryBreakdown {
   Bytes grads;
   Bytes optimizer;
   Bytes activations;
-  Bytes buffers;
-  Bytes total() const { return params + grads + optimizer + activations + buffers; }
+  Bytes buffers;  // communication buffers, gathered ZeRO-3 layers, FP8 weight copies, the runtime's
+  Bytes fragmentation;  // reserved by the caching allocator beyond the live tensors
+  Bytes total() const { return params + grads + optimizer + activations + buffers + fragmentation; }
 };
 
 struct StageMemory {
@@ -69,7 +71,21 @@ struct MemoryEstimate {
   const StageMemory& peak() const { return stages.at(peak_stage); }
 };
 
-// `assumptions` (spec::MemoryTuning) adds what the runtime reserves to every stage's buffers.
-MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& assumptions = {});
+// What every GPU holds besides the model, all step (docs/model.md "Memory"): the CUDA context and
+// cuBLAS workspaces (memory.runtime_reserved), and NCCL's buffers: per communicator the rank
+// belongs to, per connection to a peer (2 for the rings and trees of tp, cp and the data-parallel
+// groups, the previous and next stage for pp, every other rank of the expert group for its
+// all-to-all), memory.nccl_channel_buffers for each of `nccl_channels` channels; a peer across the
+// network gets NCCL_NCHANNELS_PER_NET_PEER (2) channels only.
+Bytes runtime_memory(const spec::Job& job, const spec::MemoryTuning& assumptions, int nccl_channels);
+
+// The caching allocator's reserve beyond the live tensors: memory.fragmentation of what the step
+// allocates and frees (activations and buffers other than the runtime's).
+Bytes fragmentation_bytes(Bytes transient, const spec::MemoryTuning& assumptions);
+
+// `assumptions` (spec::MemoryTuning) adds the runtime's memory to every stage's buffers and the
+// allocator's fragmentation to every stage.
+MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& assumptions = {},
+                               int nccl_channels = spec::CollectiveTuning{}.channels);
 
 }  // namespace trainsim::model

@@ -21,6 +21,14 @@ enum class Fp8Recipe { Off, Tensorwise, Rowwise, Blockwise };
 // DelayedScaling, the cast kernel records the amax) or from the tensor itself just before the cast
 // (current scaling: an extra read of the tensor for its amax).
 enum class Fp8Scaling { Delayed, Current };
+// How the cross-entropy loss over the vocabulary runs, which sets the head's memory at its peak:
+// Megatron's vocab-parallel loss turns an fp32 copy of the logits into the softmax in place and
+// reuses it as the gradient (6 bytes per logit with the bf16 logits); PyTorch's
+// F.cross_entropy on `logits.float()` (TorchTitan, Hugging Face) keeps the log-softmax output and
+// builds two fp32 gradients beside it in the backward (12 bytes per logit).
+enum class LossImpl { VocabParallel, Upcast };
+// Bytes per logit element (per rank's vocabulary shard) at the loss's peak.
+double loss_bytes_per_logit(LossImpl loss);
 
 struct FrameworkPreset {
   Framework framework;
@@ -33,6 +41,7 @@ struct FrameworkPreset {
   Fp8Scaling fp8_scaling;
   // FP8 weight copies cast once per step and kept (Transformer Engine) or cast per micro-batch.
   bool fp8_weight_cache;
+  LossImpl loss;
   // The ZeRO stages the framework offers (what a sweep tries).
   std::span<const int> zero_stages;
   std::string_view source;  // where the defaults come from

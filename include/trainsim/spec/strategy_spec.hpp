@@ -89,6 +89,8 @@ struct StrategySpec {
   // (TorchTitan's default policy). Under a pipeline schedule with it off, parameters stay gathered
   // and gradients unreduced until the last micro-batch (torch.distributed.pipelining).
   std::optional<bool> reshard_after_forward;
+  // How the loss over the vocabulary runs (its memory at the head's peak).
+  LossImpl loss = LossImpl::VocabParallel;
   AssumedKeys assumed;
   friend bool operator==(const StrategySpec&, const StrategySpec&) = default;
 };
@@ -108,6 +110,7 @@ std::string_view recompute_name(Recompute recompute);
 std::string_view attention_name(AttentionImpl attention);
 std::string_view framework_name(Framework framework);
 std::string_view fp8_recipe_name(Fp8Recipe recipe);
+std::string_view loss_name(LossImpl loss);
 // The attention kernel a framework runs on a device of `arch` when the strategy does not say.
 AttentionImpl framework_attention(Framework framework, DeviceArch arch);
 // The attention kernel of a resolved job's strategy.

@@ -107,6 +107,11 @@ struct CollectiveTuning {
 // What the memory model assumes beyond the model itself (docs/model.md "Memory").
 struct MemoryTuning {
   Bytes runtime_reserved = gib(1);
+  // NCCL's buffers per channel of one connection to a peer (Simple, LL128 and LL FIFOs)
+  Bytes nccl_channel_buffers = mib(12);
+  // What the caching allocator holds beyond the live tensors at the peak, as a share of the
+  // memory allocated and freed during the step (activations and communication buffers)
+  double fragmentation = 0.08;
   friend bool operator==(const MemoryTuning&, const MemoryTuning&) = default;
 };
 

@@ -17,13 +17,15 @@ TEST_CASE("the JSON report carries the fields docs/cli.md names") {
   for (const auto* key :
        {"params_total", "params_per_gpu", "gpus", "peak_memory_bytes", "fits", "memory", "per_stage", "warnings"})
     CHECK(j.contains(key));
-  for (const auto* key : {"params", "grads", "optimizer", "activations", "buffers"}) CHECK(j["memory"].contains(key));
+  for (const auto* key : {"params", "grads", "optimizer", "activations", "buffers", "fragmentation"})
+    CHECK(j["memory"].contains(key));
   CHECK(j["gpus"] == 1024);
   CHECK(j["per_stage"].size() == 8);
   const auto m = j["memory"];
   CHECK(j["peak_memory_bytes"].get<std::int64_t>() ==
         m["params"].get<std::int64_t>() + m["grads"].get<std::int64_t>() + m["optimizer"].get<std::int64_t>() +
-            m["activations"].get<std::int64_t>() + m["buffers"].get<std::int64_t>());
+            m["activations"].get<std::int64_t>() + m["buffers"].get<std::int64_t>() +
+            m["fragmentation"].get<std::int64_t>());
 }
 
 TEST_CASE("sizes print in binary units") {
