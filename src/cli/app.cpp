@@ -18,6 +18,22 @@ report::Format parse_format(const std::string& format) {
   return report::Format::Table;
 }
 
+void add_training_options(CLI::App& command, TrainingFlags& flags) {
+  command.add_option("--seq-len", flags.seq_len, "sequence length (completes a Hugging Face config)");
+  command.add_option("--global-batch", flags.global_batch, "sequences per optimizer step");
+  command.add_option("--dtype", flags.dtype, "training dtype: bf16, fp16, fp32, fp8 (default bf16 for a config)");
+  command.add_option("--optimizer", flags.optimizer, "adam, adamw or sgd (default adamw for a config)");
+}
+
+spec::TrainingOverrides TrainingFlags::overrides() const {
+  spec::TrainingOverrides o;
+  if (seq_len != 0) o.seq_len = seq_len;
+  if (global_batch != 0) o.global_batch = global_batch;
+  if (!dtype.empty()) o.dtype = dtype;
+  if (!optimizer.empty()) o.optimizer = optimizer;
+  return o;
+}
+
 void print_report(const std::string& text, const std::vector<std::string>& warnings, report::Format format) {
   fmt::print("{}", text);
   if (format == report::Format::Json || warnings.empty()) return;

@@ -8,6 +8,7 @@
 #include "cli/app.hpp"
 
 #include "trainsim/report/format.hpp"
+#include "trainsim/spec/workload_spec.hpp"
 
 namespace trainsim::cli {
 
@@ -20,6 +21,17 @@ void add_tunables_command(CLI::App& app, Action& action);
 void add_sweep_command(CLI::App& app, Action& action);
 // trace summary, replay, calibrate
 void add_trace_commands(CLI::App& app, Action& action);
+
+// --seq-len, --global-batch, --dtype, --optimizer: training settings that complete a Hugging Face
+// config or override a workload file's (spec::TrainingOverrides).
+struct TrainingFlags {
+  std::int64_t seq_len = 0;
+  std::int64_t global_batch = 0;
+  std::string dtype;
+  std::string optimizer;
+  spec::TrainingOverrides overrides() const;
+};
+void add_training_options(CLI::App& command, TrainingFlags& flags);
 
 // --format table|json|csv, shared by every command that prints a report.
 void add_format_option(CLI::App& command, std::string& format);

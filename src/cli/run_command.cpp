@@ -21,12 +21,13 @@ struct RunOptions {
   double memory_headroom = driver::RunOptions::kDefaultMemoryHeadroom;
   bool full = false;
   bool analytic = false;
+  TrainingFlags training;
 };
 
 int run(const RunOptions& o) {
   spec::Sources sources{.topology = o.topology, .workload = o.workload, .strategy = {}};
   auto cluster = spec::load_cluster_spec(o.topology);
-  auto workload = spec::load_workload_spec(o.workload);
+  auto workload = spec::load_workload_spec(o.workload, o.training.overrides());
   auto strategy = spec::load_strategy_spec(o.strategy, sources.strategy);
   const spec::Job job = spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources);
   driver::RunOptions options;
@@ -54,7 +55,10 @@ void add_run_command(CLI::App& app, Action& action) {
   auto options = std::make_shared<RunOptions>();
   auto* cmd = app.add_subcommand("run", "simulate one training step of a workload on a cluster");
   cmd->add_option("-t,--topology", options->topology, "topology JSON file")->required();
-  cmd->add_option("-w,--workload", options->workload, "workload JSON file")->required();
+  cmd->add_option("-w,--workload", options->workload,
+                  "workload JSON file, a Hugging Face config.json, or {\"hf_config\": PATH, \"training\": {...}}")
+      ->required();
+  add_training_options(*cmd, options->training);
   cmd->add_option("-s,--strategy", options->strategy, "strategy JSON file or inline list such as tp=8,pp=2,dp=4")
       ->required();
   add_format_option(*cmd, options->format);

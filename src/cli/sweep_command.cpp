@@ -33,6 +33,7 @@ struct SweepCommandOptions {
   bool exhaustive = false;
   bool quiet = false;
   std::vector<std::string> merge_files;
+  TrainingFlags training;
 };
 
 // "I/N" with 0 ≤ I < N.
@@ -76,7 +77,7 @@ int run_sweep(const SweepCommandOptions& o) {
   if (o.topology.empty() || o.workload.empty())
     throw SpecError("command line", "", "sweep needs --topology and --workload (or: sweep merge FILE...)");
   const auto cluster = spec::load_cluster_spec(o.topology);
-  const auto workload = spec::load_workload_spec(o.workload);
+  const auto workload = spec::load_workload_spec(o.workload, o.training.overrides());
   search::SweepOptions options;
   for (const auto g : o.gpus)
     if (g < 1 || g > cluster.num_devices())
@@ -126,7 +127,8 @@ void add_sweep_command(CLI::App& app, Action& action) {
   auto* cmd =
       app.add_subcommand("sweep", "search every strategy of a workload on a cluster and rank the ones that fit");
   cmd->add_option("-t,--topology", o->topology, "topology JSON file");
-  cmd->add_option("-w,--workload", o->workload, "workload JSON file");
+  cmd->add_option("-w,--workload", o->workload, "workload JSON file or Hugging Face config (as for run)");
+  add_training_options(*cmd, o->training);
   cmd->add_option("--gpus", o->gpus, "device counts to try, e.g. 512,1024 (default: every device)")->delimiter(',');
   cmd->add_option("--top", o->top, "plans to list (default 10)");
   cmd->add_option("--threads", o->threads, "threads (default: all cores); the output does not depend on it");

@@ -1,6 +1,7 @@
 #include "lower/passes.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,9 @@ using model::Pass;
 using spec::ParallelDim;
 
 namespace {
+// The attention block's input projections: one QKV GEMM, or multi-head latent attention's down and
+// up projections with the latents' norms (model::layer_ops names them).
+constexpr std::array<std::string_view, 7> kQkv{"qkv", "q_down", "q_norm", "q_up", "kv_down", "kv_norm", "kv_up"};
 // Share of a layer's stored activations that zero-bubble schedules keep from B until W: the inputs
 // of the GEMMs (X of dW = Xᵀ·dY) and the output gradients.
 constexpr double kWeightGradShare = 0.5;
@@ -38,6 +42,10 @@ class Passes::Writer {
 
   void add(int unit, std::initializer_list<std::string_view> ops, const std::vector<Pass>& passes,
            double scale = 1.0) {
+    add(unit, std::span(ops.begin(), ops.size()), passes, scale);
+  }
+  // (kernels `ops` names that the unit lacks are skipped)
+  void add(int unit, std::span<const std::string_view> ops, const std::vector<Pass>& passes, double scale = 1.0) {
     const auto& present = p_.ops_of(unit);
     for (const auto pass : passes)
       for (const auto op : ops)
@@ -51,6 +59,11 @@ class Passes::Writer {
   // them); the rest runs on the TP stream while the GEMMs run with `sm_share` of the SMs taken.
   void pipelined(std::string_view what, CollectiveKind kind, Bytes bytes, int unit,
                  std::initializer_list<std::string_view> ops, const std::vector<Pass>& passes, bool feeds,
+                 double sm_share) {
+    pipelined(what, kind, bytes, unit, std::span(ops.begin(), ops.size()), passes, feeds, sm_share);
+  }
+  void pipelined(std::string_view what, CollectiveKind kind, Bytes bytes, int unit,
+                 std::span<const std::string_view> ops, const std::vector<Pass>& passes, bool feeds,
                  double sm_share) {
     flush(Category::Compute);
     const double tp = p_.ctx_.shape().tp;
@@ -290,10 +303,10 @@ void Passes::unit_forward(Writer& w, int unit, Category category) {
   const bool overlap = tp_overlap();
   w.add(unit, {"norm1"}, fwd);
   if (overlap) {
-    w.pipelined("tp all-gather", CollectiveKind::AllGather, act, unit, {"qkv"}, fwd, true, 0);
+    w.pipelined("tp all-gather", CollectiveKind::AllGather, act, unit, kQkv, fwd, true, 0);
   } else {
     if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
-    w.add(unit, {"qkv"}, fwd);
+    w.add(unit, kQkv, fwd);
   }
   w.add(unit, {"rope"}, fwd);
   if (s.cp > 1 && job.strategy.cp_comm == spec::CpComm::Ring) {
@@ -419,10 +432,10 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
   }
   w.add(unit, {"rope"}, bwd);
   if (overlap) {
-    w.pipelined("tp reduce-scatter", CollectiveKind::ReduceScatter, act, unit, {"qkv"}, bwd, false,
+    w.pipelined("tp reduce-scatter", CollectiveKind::ReduceScatter, act, unit, kQkv, bwd, false,
                 reduce_scatter_sm_share());
   } else {
-    w.add(unit, {"qkv"}, bwd);
+    w.add(unit, kQkv, bwd);
     if (tp)
       w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_in, act, kTp, StreamKind::TpComm, Category::TpComm);
   }

@@ -178,7 +178,8 @@ struct EagerOp {
 };
 constexpr EagerOp kEagerOps[] = {{"norm1", 9.0, 6},     {"norm2", 9.0, 6}, {"final_norm", 9.0, 6},
                                  {"rope", 5.0, 6},      {"act", 10.0 / 6.0, 2}, {"expert_act", 10.0 / 6.0, 2},
-                                 {"shared_act", 10.0 / 6.0, 2}, {"loss", 3.0, 4}};
+                                 {"shared_act", 10.0 / 6.0, 2}, {"loss", 3.0, 4}, {"q_norm", 9.0, 6},
+                                 {"kv_norm", 9.0, 6}};
 
 // The time an element-wise op adds beyond its fused pass when it runs eagerly.
 double eager_extra_seconds(const Op& op, double fused_seconds, const KernelContext& ctx) {

@@ -65,25 +65,56 @@ Op activation(std::string_view name, const ModelSpec& m, double tokens, double w
   return elementwise(name, 2 * e * tokens * width, 3 * e * tokens * width);
 }
 
+// Multi-head latent attention's projections (DeepSeek-V2 §2.1), the local heads' share: the down
+// projections of the query and of the key-value latent (replicated across tp), their norms, the up
+// projections to the heads' queries, keys and values. The rotary part touches each head's query
+// and the one shared key.
+void add_mla_projections(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, std::int64_t heads) {
+  const auto& a = *m.mla;
+  const double norm_bytes = 2 * d.e * static_cast<double>(d.tokens);
+  if (a.q_lora_rank > 0) {
+    ops.push_back(linear("q_down", d.tokens, a.q_lora_rank, m.hidden));
+    ops.push_back(elementwise("q_norm", norm_bytes * static_cast<double>(a.q_lora_rank),
+                              1.5 * norm_bytes * static_cast<double>(a.q_lora_rank)));
+    ops.push_back(linear("q_up", d.tokens, heads * a.qk_head_dim(), a.q_lora_rank));
+  } else {
+    ops.push_back(linear("q_up", d.tokens, heads * a.qk_head_dim(), m.hidden));
+  }
+  ops.push_back(linear("kv_down", d.tokens, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden));
+  ops.push_back(elementwise("kv_norm", norm_bytes * static_cast<double>(a.kv_lora_rank),
+                            1.5 * norm_bytes * static_cast<double>(a.kv_lora_rank)));
+  ops.push_back(linear("kv_up", d.tokens, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank));
+  const double rotated = static_cast<double>(d.tokens) * static_cast<double>((heads + 1) * a.qk_rope_head_dim);
+  ops.push_back(elementwise("rope", 2 * d.e * rotated, 2 * d.e * rotated));
+}
+
 void add_attention_block(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, const Dims& d) {
   const std::int64_t q_heads = m.heads / s.tp;
   const std::int64_t kv_heads = std::max<std::int64_t>(1, m.kv_heads / s.tp);
   const std::int64_t dh = m.head_dim;
+  // the value's head size (MLA's differs from the query's and key's)
+  const std::int64_t dv = m.mla ? m.mla->v_head_dim : dh;
   // norm: read x, write y; backward reads x and dy, writes dx
   ops.push_back(elementwise("norm1", 2 * d.e * d.tokens_sp * d.h, 3 * d.e * d.tokens_sp * d.h));
-  ops.push_back(linear("qkv", d.tokens, (q_heads + 2 * kv_heads) * dh, m.hidden));
-  if (m.position == spec::PositionKind::Rope) {
-    const double rotated = static_cast<double>(d.tokens) * static_cast<double>((q_heads + kv_heads) * dh);
-    ops.push_back(elementwise("rope", 2 * d.e * rotated, 2 * d.e * rotated));
+  if (m.mla) {
+    add_mla_projections(ops, m, d, q_heads);
+  } else {
+    ops.push_back(linear("qkv", d.tokens, (q_heads + 2 * kv_heads) * dh, m.hidden));
+    if (m.position == spec::PositionKind::Rope) {
+      const double rotated = static_cast<double>(d.tokens) * static_cast<double>((q_heads + kv_heads) * dh);
+      ops.push_back(elementwise("rope", 2 * d.e * rotated, 2 * d.e * rotated));
+    }
   }
+  // Q·Kᵀ over the query/key head size, P·V over the value's: the core's FLOPs are those of their
+  // mean head size
   ops.push_back(attention({.batch = s.micro_batch,
                            .heads = q_heads,
                            .q_len = s.seq_len / s.cp,
                            .kv_len = s.seq_len,
-                           .head_dim = dh,
+                           .head_dim = (dh + dv) / 2,
                            .causal = true,
                            .dropout = m.dropout}));
-  ops.push_back(linear("out_proj", d.tokens, m.hidden, q_heads * dh));
+  ops.push_back(linear("out_proj", d.tokens, m.hidden, q_heads * dv));
   // dropout + residual add: read two tensors, write one (and a 1-byte mask)
   const double mask = m.dropout ? 1 : 0;
   ops.push_back(elementwise("residual1", (3 * d.e + mask) * d.tokens_sp * d.h, (2 * d.e + mask) * d.tokens_sp * d.h));

@@ -50,6 +50,14 @@ double layer_activation_bytes(const spec::ModelSpec& m, const LayerShape& s, Rec
   const double kv_width = std::max(1.0, static_cast<double>(m.kv_heads) / t) * d;
   // Q and K for Q·Kᵀ, V for P·V, and the input of the output projection.
   double sharded = e * T * (2 * q_width + 2 * kv_width);
+  if (m.mla) {
+    // MLA: the heads' queries and keys (qk each), values and output-projection inputs (v each);
+    // and, replicated across tp, the latents' norm inputs and the up projections' inputs
+    const auto& a = *m.mla;
+    const double heads = static_cast<double>(m.heads) / t;
+    sharded = e * T * heads * static_cast<double>(2 * a.qk_head_dim() + 2 * a.v_head_dim) +
+              e * T * 2 * static_cast<double>(a.q_lora_rank + a.kv_lora_rank);
+  }
   // Softmax output, its dropout mask and dropout output: Korthikanti's 5as²b (over kv_len under CP).
   // Selective recomputation (and flash attention) does not keep them.
   if (recompute == Recompute::None)

@@ -33,9 +33,28 @@ double norm_params(const ModelSpec& m) {
   return m.norm == spec::NormKind::LayerNorm ? 2 * h : h;
 }
 
+// Multi-head latent attention (DeepSeek-V2 §2.1): the query's down projection (h × q_lora) and
+// its norm, or a plain query projection; the joint key-value down projection (h × (kv_lora +
+// rope)) and its norm; the up projections to every held head's query (q_lora × nope+rope) and key
+// and value (kv_lora × nope+v); the output projection. Tensor parallelism splits the heads: the
+// up and output projections; the down projections and their norms are replicated.
+double mla_params(const ModelSpec& m, double heads_held) {
+  const auto& a = *m.mla;
+  const double h = static_cast<double>(m.hidden);
+  const double norm = m.norm == spec::NormKind::LayerNorm ? 2 : 1;
+  const double q_lora = static_cast<double>(a.q_lora_rank);
+  const double kv_lora = static_cast<double>(a.kv_lora_rank);
+  const double qk = static_cast<double>(a.qk_head_dim());
+  const double q = a.q_lora_rank > 0 ? h * q_lora + norm * q_lora + q_lora * heads_held * qk : h * heads_held * qk;
+  const double kv = h * (kv_lora + static_cast<double>(a.qk_rope_head_dim)) + norm * kv_lora +
+                    kv_lora * heads_held * static_cast<double>(a.qk_nope_head_dim + a.v_head_dim);
+  return q + kv + heads_held * static_cast<double>(a.v_head_dim) * h;
+}
+
 // Q (h × a·d), K and V (h × kv·d each), output projection (a·d × h), with biases.
 double attention_params(const ModelSpec& m, double kv_heads_held, double q_heads_held, bool replicate_out_bias,
                         int tp) {
+  if (m.mla) return mla_params(m, q_heads_held);
   const double h = static_cast<double>(m.hidden);
   const double d = static_cast<double>(m.head_dim);
   const double q = q_heads_held * d;
@@ -83,7 +102,7 @@ StageParams layer_share(const ModelSpec& m, bool moe, int tp, int ep, int etp) {
 }  // namespace
 
 bool is_moe_layer(const ModelSpec& model, int layer) {
-  return model.moe && layer >= model.moe->dense_layers;
+  return model.moe && layer >= model.moe->dense_layers && (layer + 1) % model.moe->layer_step == 0;
 }
 
 double ParamCounts::total() const {
@@ -102,7 +121,8 @@ ParamCounts count_params(const ModelSpec& model, std::int64_t seq_len) {
   c.position = model.position == spec::PositionKind::Learned ? static_cast<double>(seq_len) * h : 0;
   c.final_norm = norm_params(model);
   c.output = model.tied_embeddings ? 0 : static_cast<double>(model.vocab) * h;
-  c.moe_layers = model.moe ? model.layers - model.moe->dense_layers : 0;
+  c.moe_layers = 0;
+  for (int layer = 0; layer < model.layers; ++layer) c.moe_layers += is_moe_layer(model, layer) ? 1 : 0;
   c.dense_layers = model.layers - c.moe_layers;
   c.dense_layer = layer_params(model, false);
   if (model.moe) {

@@ -249,6 +249,7 @@ Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strateg
           .workload = std::move(workload),
           .strategy = std::move(strategy),
           .sources = std::move(sources)};
+  job.warnings = job.workload.warnings;
   Rules rules(job.sources);
   check_dtype(job, rules);
   check_degrees(job, rules);

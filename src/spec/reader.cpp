@@ -461,6 +461,14 @@ void Reader::sources() {
                         fmt::format("expected a citation string, got {}", describe(citation)));
 }
 
+std::vector<std::string> Reader::unread() const {
+  std::vector<std::string> out;
+  if (!is_object_) return out;
+  for (const auto& [k, v] : node_->items())
+    if (!known_.contains(k)) out.push_back(k);
+  return out;
+}
+
 void Reader::finish() {
   if (!is_object_) return;
   const std::vector<std::string> known(known_.begin(), known_.end());

@@ -1,8 +1,11 @@
 #include "trainsim/spec/workload_spec.hpp"
 
 #include <array>
+#include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "trainsim/spec/reader.hpp"
 
@@ -29,13 +32,27 @@ MoeSpec read_moe(Reader r, int layers) {
   m.shared_experts = static_cast<int>(r.integer_or("shared_experts", 0, {0, 64}));
   m.capacity_factor = r.number_or("capacity_factor", 1.0, {1.0, 64.0});
   m.dense_layers = static_cast<int>(r.integer_or("dense_layers", 0, {0, 10000}));
+  m.layer_step = static_cast<int>(r.integer_or("layer_step", 1, {1, 10000}));
   if (m.top_k > m.experts)
     r.error_at("top_k", fmt::format("{} exceeds the number of experts ({})", m.top_k, m.experts));
   if (m.dense_layers >= layers)
     r.error_at("dense_layers",
                fmt::format("{} leaves no MoE layer among the model's {} layers", m.dense_layers, layers));
+  else if (m.layer_step > layers)
+    r.error_at("layer_step", fmt::format("{} leaves no MoE layer among the model's {} layers", m.layer_step, layers));
   r.finish();
   return m;
+}
+
+MlaSpec read_mla(Reader r) {
+  MlaSpec a;
+  a.q_lora_rank = r.integer_or("q_lora_rank", 0, {0, 1 << 20});
+  a.kv_lora_rank = r.integer("kv_lora_rank", {1, 1 << 20});
+  a.qk_nope_head_dim = r.integer("qk_nope_head_dim", {1, 1 << 14});
+  a.qk_rope_head_dim = r.integer("qk_rope_head_dim", {1, 1 << 14});
+  a.v_head_dim = r.integer("v_head_dim", {1, 1 << 14});
+  r.finish();
+  return a;
 }
 
 ModelSpec read_model(Reader r) {
@@ -49,9 +66,10 @@ ModelSpec read_model(Reader r) {
   // a model whose every layer is an expert layer has no dense MLP, so no ffn_hidden to give
   const auto* moe_json = r.has("moe") ? r.value("moe") : nullptr;
   bool all_experts = moe_json && moe_json->is_object();
-  if (all_experts && moe_json->contains("dense_layers")) {
-    const auto& d = moe_json->at("dense_layers");
-    all_experts = d.is_number() && d.get<double>() == 0;
+  for (const auto* key : {"dense_layers", "layer_step"}) {
+    if (!all_experts || !moe_json->contains(key)) continue;
+    const auto& d = moe_json->at(key);
+    all_experts = d.is_number() && d.get<double>() == (std::string_view(key) == "layer_step" ? 1 : 0);
   }
   if (all_experts) {
     m.ffn_hidden = r.optional_integer("ffn_hidden", {1, 1 << 22}).value_or(0);
@@ -66,10 +84,21 @@ ModelSpec read_model(Reader r) {
   m.tied_embeddings = r.boolean_or("tied_embeddings", true);
   m.dropout = r.boolean_or("dropout", true);
   if (auto moe = r.optional_object("moe")) m.moe = read_moe(*moe, m.layers);
+  if (auto mla = r.optional_object("mla")) m.mla = read_mla(*mla);
 
   if (m.heads % m.kv_heads != 0)
     r.error_at("kv_heads", fmt::format("{} does not divide heads ({})", m.kv_heads, m.heads));
-  if (head_dim) {
+  if (m.mla) {
+    // every head has its own key and value, rebuilt from the shared latent
+    if (m.kv_heads != m.heads)
+      r.error_at("kv_heads", fmt::format("{} differs from heads ({}): multi-head latent attention gives every head "
+                                         "its own key and value",
+                                         m.kv_heads, m.heads));
+    if (head_dim && *head_dim != m.mla->qk_head_dim())
+      r.error_at("head_dim", fmt::format("{} differs from mla's qk_nope_head_dim + qk_rope_head_dim ({})", *head_dim,
+                                         m.mla->qk_head_dim()));
+    m.head_dim = m.mla->qk_head_dim();
+  } else if (head_dim) {
     m.head_dim = *head_dim;
   } else if (m.hidden % m.heads != 0) {
     r.error_at("heads", fmt::format("{} does not divide hidden ({}); give head_dim to use another head size", m.heads,
@@ -120,8 +149,87 @@ WorkloadSpec read_workload_spec(const nlohmann::json& json, const std::string& s
   return w;
 }
 
-WorkloadSpec load_workload_spec(const std::string& path) {
-  return read_workload_spec(load_json_file(path), path);
+namespace {
+
+// The command line's training settings over a training object.
+void apply_overrides(nlohmann::json& training, const TrainingOverrides& o) {
+  if (o.seq_len) training["seq_len"] = *o.seq_len;
+  if (o.global_batch) training["global_batch"] = *o.global_batch;
+  if (o.dtype) training["dtype"] = *o.dtype;
+  if (o.optimizer) training["optimizer"] = *o.optimizer;
+}
+
+// A name for a model read from a Hugging Face config: the hub name it records, else its folder
+// (configs are called config.json), else the file's stem.
+std::string hf_name(const nlohmann::json& config, const std::string& path) {
+  if (const auto it = config.find("_name_or_path"); it != config.end() && it->is_string() && !it->empty())
+    return it->get<std::string>();
+  const std::filesystem::path p(path);
+  if (p.filename() == "config.json" && p.has_parent_path() && !p.parent_path().filename().empty())
+    return p.parent_path().filename().string();
+  return p.stem().string();
+}
+
+// A Hugging Face config's model with training settings from a wrapper and the command line.
+WorkloadSpec read_hf_workload(const nlohmann::json& config, const std::string& config_path, nlohmann::json training,
+                              const std::string& source, const TrainingOverrides& overrides) {
+  WorkloadSpec w;
+  w.name = hf_name(config, config_path);
+  w.model = read_hf_model(config, config_path, w.warnings);
+  apply_overrides(training, overrides);
+  std::vector<std::string> missing;
+  for (const auto* key : {"seq_len", "global_batch"})
+    if (!training.contains(key)) missing.push_back(fmt::format("--{}", key == std::string_view("seq_len") ? "seq-len"
+                                                                                                          : "global-batch"));
+  if (!missing.empty())
+    throw SpecError(source, "", fmt::format("a Hugging Face config holds no training settings: give {} (or a wrapper "
+                                            "{{\"hf_config\": \"config.json\", \"training\": {{...}}}})",
+                                            fmt::join(missing, " and ")));
+  for (const auto& [key, value] : {std::pair{"dtype", "bf16"}, std::pair{"optimizer", "adamw"}})
+    if (!training.contains(key)) {
+      training[key] = value;
+      w.warnings.push_back(fmt::format("training {} not given (--{}): {} assumed", key, key, value));
+    }
+  Diagnostics diagnostics;
+  w.training = read_training(Reader(training, "/training", diagnostics));
+  diagnostics.throw_if_any(source);
+  return w;
+}
+
+// {"hf_config": "PATH", "name": ..., "training": {...}}: PATH relative to the wrapper's folder.
+WorkloadSpec read_hf_wrapper(const nlohmann::json& json, const std::string& path, const TrainingOverrides& overrides) {
+  Diagnostics diagnostics;
+  Reader r(json, "", diagnostics);
+  const auto config_file = r.string("hf_config");
+  const auto name = r.has("name") ? std::optional(r.string("name")) : std::nullopt;
+  nlohmann::json training = nlohmann::json::object();
+  if (const auto* t = r.value("training")) {
+    if (t->is_object())
+      training = *t;
+    else
+      r.error_at("training", fmt::format("expected an object, got {}", describe(*t)));
+  }
+  r.sources();
+  r.finish();
+  diagnostics.throw_if_any(path);
+  const auto config_path = (std::filesystem::path(path).parent_path() / config_file).string();
+  const auto config = load_json_file(config_path);
+  if (!is_hf_config(config))
+    throw SpecError(config_path, "", "not a Hugging Face config: it has neither model_type nor architectures");
+  auto w = read_hf_workload(config, config_path, std::move(training), path, overrides);
+  if (name) w.name = *name;
+  return w;
+}
+
+}  // namespace
+
+WorkloadSpec load_workload_spec(const std::string& path, const TrainingOverrides& overrides) {
+  auto json = load_json_file(path);
+  if (json.is_object() && json.contains("hf_config")) return read_hf_wrapper(json, path, overrides);
+  if (is_hf_config(json)) return read_hf_workload(json, path, nlohmann::json::object(), path, overrides);
+  if (!overrides.empty() && json.is_object() && json.contains("training") && json["training"].is_object())
+    apply_overrides(json["training"], overrides);
+  return read_workload_spec(json, path);
 }
 
 }  // namespace trainsim::spec

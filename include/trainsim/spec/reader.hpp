@@ -129,6 +129,8 @@ class Reader {
 
   // Reports every key that no accessor asked for.
   void finish();
+  // The keys no accessor asked for, in the object's order (for readers that tolerate them).
+  std::vector<std::string> unread() const;
 
  private:
   const nlohmann::json* lookup(std::string_view key);

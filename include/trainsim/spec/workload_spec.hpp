@@ -23,7 +23,24 @@ struct MoeSpec {
   int shared_experts = 0;        // always-active experts of expert_ffn_hidden each (DeepSeek)
   double capacity_factor = 1.0;  // tokens an expert may take, relative to a perfectly balanced share
   int dense_layers = 0;          // the first layers keep a dense MLP of ffn_hidden (DeepSeek-V3: 3)
+  // after those, every layer_step-th layer is an MoE layer (layer i when (i + 1) % layer_step == 0,
+  // Qwen2-MoE's decoder_sparse_step), the others dense
+  int layer_step = 1;
   friend bool operator==(const MoeSpec&, const MoeSpec&) = default;
+};
+
+// Multi-head latent attention (DeepSeek-V2/V3): queries through a low-rank bottleneck (none when
+// q_lora_rank is 0), keys and values from one compressed latent of kv_lora_rank per token plus a
+// shared rotary key of qk_rope_head_dim; each head's query and key have qk_nope_head_dim +
+// qk_rope_head_dim dimensions, its value v_head_dim.
+struct MlaSpec {
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+  std::int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  friend bool operator==(const MlaSpec&, const MlaSpec&) = default;
 };
 
 struct ModelSpec {
@@ -31,7 +48,8 @@ struct ModelSpec {
   std::int64_t hidden = 0;
   int heads = 0;
   int kv_heads = 0;
-  std::int64_t head_dim = 0;  // hidden / heads unless given
+  std::int64_t head_dim = 0;  // hidden / heads unless given; with MLA the query/key head size
+  std::optional<MlaSpec> mla;
   std::int64_t ffn_hidden = 0;
   std::int64_t vocab = 0;
   MlpKind mlp = MlpKind::Gelu;
@@ -57,11 +75,32 @@ struct WorkloadSpec {
   std::string name;
   ModelSpec model;
   TrainingSpec training;
+  std::vector<std::string> warnings;  // what a Hugging Face config held that is not modelled
   friend bool operator==(const WorkloadSpec&, const WorkloadSpec&) = default;
 };
 
+// Training settings from the command line (--seq-len, --global-batch, --dtype, --optimizer): they
+// complete a Hugging Face config and override what a workload file or wrapper says.
+struct TrainingOverrides {
+  std::optional<std::int64_t> seq_len;
+  std::optional<std::int64_t> global_batch;
+  std::optional<std::string> dtype;
+  std::optional<std::string> optimizer;
+  bool empty() const { return !seq_len && !global_batch && !dtype && !optimizer; }
+};
+
 WorkloadSpec read_workload_spec(const nlohmann::json& json, const std::string& source);
-WorkloadSpec load_workload_spec(const std::string& path);
+// A workload file, a Hugging Face config.json (recognised by model_type or architectures) or a
+// wrapper {"hf_config": "PATH", "training": {...}} (PATH relative to the wrapper's folder).
+WorkloadSpec load_workload_spec(const std::string& path, const TrainingOverrides& overrides = {});
+
+// Whether a JSON object is a Hugging Face model config.
+bool is_hf_config(const nlohmann::json& json);
+// The model of a Hugging Face config (docs/cli.md "Hugging Face configs"): the families' own key
+// names; keys that change cost but are not modelled add a warning naming them.
+ModelSpec read_hf_model(const nlohmann::json& json, const std::string& source, std::vector<std::string>& warnings);
+// The Hugging Face model types read, in the order the docs list them.
+std::vector<std::string_view> hf_model_types();
 
 std::string_view mlp_name(MlpKind kind);
 std::string_view optimizer_name(Optimizer optimizer);
