@@ -255,6 +255,28 @@ case('sweep-merge-mixed-sweeps', 'sweep merge @a.json @b.json', 2,
                  "counts": {"enumerated": 0, "invalid": 0, "out_of_memory": 0, "candidates": 0},
                  "top": [], "pruned": []}})
 
+# Hugging Face configs as workloads
+HF_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+            "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
+            "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": False, "rope_theta": 500000.0}
+case('hf-unknown-model-type', f'run -t {T} -w @config.json -s tp=8,gpus=8 --seq-len 4096 --global-batch 8', 2,
+     'error: @config.json: /model_type: "falcon" is not a supported family; supported: llama, mistral, mixtral, '
+     'qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gpt2, gpt_neox',
+     {'config.json': {**HF_LLAMA, 'model_type': 'falcon'}})
+case('hf-missing-key', f'run -t {T} -w @config.json -s tp=8,gpus=8 --seq-len 4096 --global-batch 8', 2,
+     'error: @config.json: /hidden_size: missing; expected an integer in [1, 1048576]',
+     {'config.json': {k: v for k, v in HF_LLAMA.items() if k != 'hidden_size'}})
+case('hf-contradictory-heads', f'run -t {T} -w @config.json -s tp=8,gpus=8 --seq-len 4096 --global-batch 8', 2,
+     'error: @config.json: /num_key_value_heads: 6 does not divide num_attention_heads (32)',
+     {'config.json': {**HF_LLAMA, 'num_key_value_heads': 6}})
+case('hf-without-training', f'run -t {T} -w @config.json -s tp=8,gpus=8', 2,
+     'error: @config.json: a Hugging Face config holds no training settings: give --seq-len and --global-batch '
+     '(or a wrapper {"hf_config": "config.json", "training": {...}})',
+     {'config.json': HF_LLAMA})
+case('hf-wrapper-config-missing', f'run -t {T} -w @w.json -s tp=8,gpus=8', 2,
+     'error: @nope.json: cannot open: No such file or directory',
+     {'w.json': {"hf_config": "nope.json", "training": {"seq_len": 4096, "global_batch": 8}}})
+
 # Profiler traces (trace summary, replay, calibrate)
 import gzip
 SMALL_TRACE = {"traceEvents": [

@@ -66,15 +66,18 @@ struct LlamaLike {
     m.bias = attention_bias || mlp_bias;
   }
   void head_dim() {
-    if (const auto d = r.optional_integer("head_dim", {1, 1 << 14})) {
+    const auto d = r.optional_integer("head_dim", {1, 1 << 14});
+    // (a missing dimension is reported already)
+    if (!r.has("hidden_size") || !r.has("num_attention_heads")) return;
+    if (d) {
       m.head_dim = *d;
-    } else if (m.heads > 0 && m.hidden % m.heads != 0) {
+    } else if (m.hidden % m.heads != 0) {
       r.error_at("num_attention_heads", fmt::format("{} does not divide hidden_size ({}) and no head_dim is given",
                                                     m.heads, m.hidden));
-    } else if (m.heads > 0) {
+    } else {
       m.head_dim = m.hidden / m.heads;
     }
-    if (m.kv_heads > 0 && m.heads % m.kv_heads != 0)
+    if (m.heads % m.kv_heads != 0)
       r.error_at("num_key_value_heads",
                  fmt::format("{} does not divide num_attention_heads ({})", m.kv_heads, m.heads));
   }
@@ -228,6 +231,7 @@ ModelSpec read_family(Family family, Reader& r, std::vector<std::string>& warnin
       for (const auto* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop"})
         dropout = std::max(dropout, r.number_or(key, 0.1, {0, 1}));
       m.dropout = dropout > 0;
+      if (!r.has("n_embd") || !r.has("n_head")) break;  // reported already
       if (m.hidden % m.heads != 0)
         r.error_at("n_head", fmt::format("{} does not divide n_embd ({})", m.heads, m.hidden));
       else
@@ -251,6 +255,7 @@ ModelSpec read_family(Family family, Reader& r, std::vector<std::string>& warnin
         warnings.push_back(fmt::format("{}/rotary_pct: rotary embeddings on {:g} of each head are costed as on all "
                                        "of it",
                                        r.pointer(), pct));
+      if (!r.has("hidden_size") || !r.has("num_attention_heads")) break;  // reported already
       if (m.hidden % m.heads != 0)
         r.error_at("num_attention_heads", fmt::format("{} does not divide hidden_size ({})", m.heads, m.hidden));
       else
