@@ -157,7 +157,7 @@ case('strategy-negative-mb', f'{RUN} tp=8,mb=-1', 2,
 case('strategy-unknown-cp-comm', f'{RUN} tp=8,cp=2,gpus=16,cp_comm=rings', 2,
      'error: strategy "tp=8,cp=2,gpus=16,cp_comm=rings": /cp_comm: "rings" is not valid; expected one of: all_gather, ring (did you mean "ring"?)')
 case('cli-missing-workload', f'run -t {T} -s tp=8', 2,
-     'error: command line: --workload is required')
+     'error: command line: run needs -w WORKLOAD (or a launch configuration: --megatron-args, --torchtitan, -s megatron:ARGS)')
 case('cli-unknown-subcommand', 'fly', 2,
      'error: command line: unknown command "fly"; expected one of: run, collective, sweep, trace, replay, calibrate, regress, tunables')
 case('cli-bad-format', f'{RUN} tp=8 --format xml', 2,
@@ -276,6 +276,26 @@ case('hf-without-training', f'run -t {T} -w @config.json -s tp=8,gpus=8', 2,
 case('hf-wrapper-config-missing', f'run -t {T} -w @w.json -s tp=8,gpus=8', 2,
      'error: @nope.json: cannot open: No such file or directory',
      {'w.json': {"hf_config": "nope.json", "training": {"seq_len": 4096, "global_batch": 8}}})
+
+# Launch configurations: Megatron-LM arguments and TorchTitan TOMLs
+case('megatron-contradictory-flags', f'run -t {T} -w {W} --megatron-args @launch.sh', 2,
+     'error: --megatron-args @launch.sh: --bf16 and --fp16 contradict each other',
+     {'launch.sh': '--tensor-model-parallel-size 8 --bf16 --fp16\n'})
+case('megatron-inline-bad-value', f'run -t {T} -w {W} -s megatron:--micro-batch-size=0', 2,
+     'error: -s megatron:"--micro-batch-size=0": --micro-batch-size 0: expected an integer in [1, 1073741824]')
+case('megatron-args-bad-value', f'run -t {T} -w {W} --megatron-args @launch.sh', 2,
+     'error: --megatron-args @launch.sh: --pipeline-model-parallel-size $PP: expected an integer in [1, 1048576]',
+     {'launch.sh': 'torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py \\\n  --tensor-model-parallel-size 8 \\\n  --pipeline-model-parallel-size $PP\n'})
+case('megatron-args-without-model', f'run -t {T} --megatron-args @launch.sh', 2,
+     'error: --megatron-args @launch.sh: gives no model: give -w WORKLOAD (a workload file or a Hugging Face config), '
+     'or the model\'s dimensions',
+     {'launch.sh': '--tensor-model-parallel-size 8 --micro-batch-size 1\n'})
+case('torchtitan-toml-syntax-error', f'run -t {T} -w {W} --torchtitan @train.toml', 2,
+     'error: @train.toml: invalid TOML at line 2: an invalid key appeared (is not a valid key)',
+     {'train.toml': '[job]\n[parallelism\ntensor_parallel_degree = 8\n'})
+case('torchtitan-toml-bad-degree', f'run -t {T} -w {W} --torchtitan @train.toml', 2,
+     'error: @train.toml: /parallelism/tensor_parallel_degree: 0 is out of range; expected an integer in [1, 1048576]',
+     {'train.toml': '[parallelism]\ntensor_parallel_degree = 0\n'})
 
 # Profiler traces (trace summary, replay, calibrate)
 import gzip

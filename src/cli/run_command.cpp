@@ -7,6 +7,8 @@
 #include "trainsim/report/format.hpp"
 #include "trainsim/report/perfetto.hpp"
 #include "trainsim/spec/job.hpp"
+#include "trainsim/spec/launch_config.hpp"
+#include "trainsim/util/error.hpp"
 
 namespace trainsim::cli {
 namespace {
@@ -22,13 +24,64 @@ struct RunOptions {
   bool full = false;
   bool analytic = false;
   TrainingFlags training;
+  std::string megatron_args;
+  std::string torchtitan;
 };
+
+constexpr std::string_view kMegatronPrefix = "megatron:";
+
+// The launch configuration a run was given, if any: -s megatron:ARGS, --megatron-args FILE or
+// --torchtitan FILE.
+std::optional<spec::LaunchConfig> launch_config(const RunOptions& o) {
+  std::optional<spec::LaunchConfig> launch;
+  const auto add = [&](spec::LaunchConfig config) {
+    if (launch)
+      throw SpecError("command line", "",
+                      fmt::format("{} and {}: give one launch configuration", launch->source, config.source));
+    launch = std::move(config);
+  };
+  if (o.strategy.starts_with(kMegatronPrefix)) {
+    const auto args = o.strategy.substr(kMegatronPrefix.size());
+    add(spec::read_megatron_args(args, fmt::format("-s megatron:\"{}\"", args.size() > 60 ? args.substr(0, 57) + "..." : args)));
+  }
+  if (!o.megatron_args.empty()) add(spec::load_megatron_args(o.megatron_args));
+  if (!o.torchtitan.empty()) add(spec::load_torchtitan_toml(o.torchtitan));
+  return launch;
+}
 
 int run(const RunOptions& o) {
   spec::Sources sources{.topology = o.topology, .workload = o.workload, .strategy = {}};
   auto cluster = spec::load_cluster_spec(o.topology);
-  auto workload = spec::load_workload_spec(o.workload, o.training.overrides());
-  auto strategy = spec::load_strategy_spec(o.strategy, sources.strategy);
+  spec::WorkloadSpec workload;
+  spec::StrategySpec strategy;
+  if (auto launch = launch_config(o)) {
+    // the launch's strategy, training settings and (without -w) model; -s keys and the training
+    // flags win over it
+    const auto flags = o.training.overrides();
+    auto& t = launch->training;
+    if (flags.seq_len) t.seq_len = flags.seq_len;
+    if (flags.global_batch) t.global_batch = flags.global_batch;
+    if (flags.dtype) t.dtype = flags.dtype;
+    if (flags.optimizer) t.optimizer = flags.optimizer;
+    std::optional<spec::WorkloadSpec> file;
+    if (!o.workload.empty()) file = spec::load_workload_spec(o.workload, flags);
+    const bool extra = !o.strategy.empty() && !o.strategy.starts_with(kMegatronPrefix);
+    auto launched = spec::resolve_launch(
+        *launch, extra ? spec::parse_inline_strategy(o.strategy, o.strategy) : nlohmann::json::object(), file,
+        cluster.num_devices());
+    workload = std::move(launched.workload);
+    strategy = std::move(launched.strategy);
+    if (!file) sources.workload = launch->source;
+    sources.strategy = launch->source;
+  } else {
+    if (o.workload.empty())
+      throw SpecError("command line", "",
+                      "run needs -w WORKLOAD (or a launch configuration: --megatron-args, --torchtitan, -s megatron:ARGS)");
+    if (o.strategy.empty())
+      throw SpecError("command line", "", "run needs -s STRATEGY (or --megatron-args FILE, --torchtitan FILE)");
+    workload = spec::load_workload_spec(o.workload, o.training.overrides());
+    strategy = spec::load_strategy_spec(o.strategy, sources.strategy);
+  }
   const spec::Job job = spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources);
   driver::RunOptions options;
   options.simulate = !o.analytic;
@@ -56,11 +109,14 @@ void add_run_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("run", "simulate one training step of a workload on a cluster");
   cmd->add_option("-t,--topology", options->topology, "topology JSON file")->required();
   cmd->add_option("-w,--workload", options->workload,
-                  "workload JSON file, a Hugging Face config.json, or {\"hf_config\": PATH, \"training\": {...}}")
-      ->required();
+                  "workload JSON file, a Hugging Face config.json, or {\"hf_config\": PATH, \"training\": {...}}");
   add_training_options(*cmd, options->training);
-  cmd->add_option("-s,--strategy", options->strategy, "strategy JSON file or inline list such as tp=8,pp=2,dp=4")
-      ->required();
+  cmd->add_option("-s,--strategy", options->strategy,
+                  "strategy JSON file, inline list such as tp=8,pp=2,dp=4, or megatron:\"ARGS\" (Megatron-LM "
+                  "arguments); with a launch file, keys over it");
+  cmd->add_option("--megatron-args", options->megatron_args,
+                  "a Megatron-LM launch line (pretrain_gpt.py arguments, a torchrun line, backslash-continued)");
+  cmd->add_option("--torchtitan", options->torchtitan, "a TorchTitan training TOML");
   add_format_option(*cmd, options->format);
   cmd->add_option("--timeline", options->timeline, "write the simulated step as Chrome/Perfetto trace events");
   cmd->add_option("--calibration", options->calibration, "calibration JSON overriding the model's defaults");

@@ -31,7 +31,7 @@ constexpr std::array<Choice<Family>, 11> kFamilies{{{"llama", Family::Llama},
 // Keys that do not change what a training step costs: token ids, initialisation, norm epsilons,
 // rotary frequencies and scaling, dropout of inference-only heads, routing details that leave the
 // expert count and top-k alone, bookkeeping. Read silently.
-const std::set<std::string, std::less<>> kCostFree{
+const std::set<std::string, std::less<>> kCostFreeKeys{
     "_name_or_path", "architectures", "auto_map", "aux_loss_alpha", "bos_token_id", "classifier_dropout",
     "decoder_start_token_id", "eos_token_id", "ep_size", "id2label", "initializer_range", "label2id",
     "layer_norm_eps", "layer_norm_epsilon", "max_position_embeddings", "max_window_layers", "model_type", "n_ctx",
@@ -297,7 +297,7 @@ ModelSpec read_hf_model(const nlohmann::json& json, const std::string& source, s
   // dropout probabilities and the like change nothing; keys the families above do not know may
   std::vector<std::string> unknown;
   for (auto& key : r.unread())
-    if (!kCostFree.contains(key) && !key.ends_with("_dropout") && !key.ends_with("_pdrop")) unknown.push_back(key);
+    if (!kCostFreeKeys.contains(key) && !key.ends_with("_dropout") && !key.ends_with("_pdrop")) unknown.push_back(key);
   if (!unknown.empty())
     warnings.push_back(fmt::format("{}: key(s) {} not read for model_type \"{}\": assumed not to change the cost",
                                    source, fmt::join(unknown, ", "), type));

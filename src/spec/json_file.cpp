@@ -99,7 +99,7 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& source)
   }
 }
 
-nlohmann::json load_json_file(const std::string& path) {
+std::string read_text_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
     throw IoError(fmt::format("{}: cannot read: not a regular file", path));
@@ -115,7 +115,11 @@ nlohmann::json load_json_file(const std::string& path) {
   in.seekg(0);
   std::string text(static_cast<std::size_t>(size), '\0');
   if (!in.read(text.data(), size)) throw IoError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
-  return parse_json_text(text, path);
+  return text;
+}
+
+nlohmann::json load_json_file(const std::string& path) {
+  return parse_json_text(read_text_file(path), path);
 }
 
 }  // namespace trainsim::spec

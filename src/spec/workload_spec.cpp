@@ -125,6 +125,25 @@ TrainingSpec read_training(Reader r) {
 std::string_view mlp_name(MlpKind kind) {
   return choice_name<MlpKind>(kMlpKinds, kind);
 }
+namespace {
+template <class E, std::size_t N>
+E named(const std::array<Choice<E>, N>& choices, std::string_view name, const std::string& source,
+        std::string_view what) {
+  for (const auto& c : choices)
+    if (c.name == name) return c.value;
+  std::vector<std::string_view> names;
+  for (const auto& c : choices) names.push_back(c.name);
+  throw SpecError(source, "", fmt::format("{} \"{}\" is not one of {}", what, name, fmt::join(names, ", ")));
+}
+}  // namespace
+
+Dtype training_dtype_named(std::string_view name, const std::string& source) {
+  return named(kTrainingDtypes, name, source, "training dtype");
+}
+Optimizer optimizer_named(std::string_view name, const std::string& source) {
+  return named(kOptimizers, name, source, "optimizer");
+}
+
 std::string_view optimizer_name(Optimizer optimizer) {
   return choice_name<Optimizer>(kOptimizers, optimizer);
 }

@@ -178,6 +178,8 @@ std::optional<E> Reader::optional_choice(std::string_view key, std::span<const C
 // Reads a file (or "-" for stdin is not supported) and parses it as JSON with a depth limit;
 // an unreadable file is an IoError, invalid JSON a SpecError naming line and column.
 nlohmann::json load_json_file(const std::string& path);
+// A spec file's text (at most 64 MiB); an unreadable file is an IoError.
+std::string read_text_file(const std::string& path);
 nlohmann::json parse_json_text(std::string_view text, const std::string& source);
 
 // The name an enum value has in a choice table, for reports.

@@ -103,6 +103,10 @@ ModelSpec read_hf_model(const nlohmann::json& json, const std::string& source, s
 std::vector<std::string_view> hf_model_types();
 
 std::string_view mlp_name(MlpKind kind);
+// A training dtype or optimizer by its workload name ("bf16", "adamw"); anything else is a
+// SpecError naming `source` and the choices.
+Dtype training_dtype_named(std::string_view name, const std::string& source);
+Optimizer optimizer_named(std::string_view name, const std::string& source);
 std::string_view optimizer_name(Optimizer optimizer);
 
 }  // namespace trainsim::spec

@@ -1,0 +1,60 @@
+#pragma once
+// Strategies, training settings and models from the launch configurations users already have
+// (docs/cli.md "Launch configurations"): the arguments of a Megatron-LM pretrain_gpt.py launch
+// line, or a TorchTitan training TOML. Every argument that changes cost and is understood maps to
+// a strategy key; what changes cost and is not understood is listed in a warning.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainsim/spec/strategy_spec.hpp"
+#include "trainsim/spec/workload_spec.hpp"
+
+namespace trainsim::spec {
+
+struct LaunchConfig {
+  std::string source;  // names the configuration in errors: "--megatron-args FILE", "--torchtitan FILE"
+  nlohmann::json strategy = nlohmann::json::object();  // strategy keys, as an inline list reads
+  TrainingOverrides training;
+  std::optional<ModelSpec> model;  // the model's dimensions, when the configuration gives them
+  std::string model_name = "launch-model";
+  // Megatron's --num-layers-per-virtual-pipeline-stage: vpp follows from the model's layers
+  std::optional<std::int64_t> layers_per_virtual_stage;
+  // TorchTitan: each data-parallel rank's batch (the global batch follows from the degree), and
+  // full recomputation of every n-th block
+  std::optional<std::int64_t> local_batch;
+  std::optional<std::int64_t> recompute_every;
+  std::vector<std::string> warnings;
+};
+
+// Words of a shell command line: quotes, backslash escapes and backslash-newline continuations;
+// `#` comments to the end of a line.
+std::vector<std::string> split_command_line(std::string_view text, const std::string& source);
+
+// The arguments of a Megatron-LM launch (a whole torchrun line is fine: its --nnodes and
+// --nproc_per_node give the world size, the arguments after the script are Megatron's).
+LaunchConfig read_megatron_args(std::string_view text, const std::string& source);
+LaunchConfig load_megatron_args(const std::string& path);
+
+// A TorchTitan training TOML: [parallelism], [training], [activation_checkpoint], [float8],
+// [compile], [model].
+LaunchConfig read_torchtitan_toml(std::string_view text, const std::string& source);
+LaunchConfig load_torchtitan_toml(const std::string& path);
+
+struct LaunchedJob {
+  WorkloadSpec workload;
+  StrategySpec strategy;
+};
+
+// The workload and strategy of a launch on a cluster of `devices`: `workload` (a file's, or null
+// when none was given: the launch's own model and training settings then make it) with the
+// launch's training settings over it; the launch's strategy keys with `extra` (an inline list's)
+// over them.
+LaunchedJob resolve_launch(const LaunchConfig& launch, const nlohmann::json& extra,
+                           const std::optional<WorkloadSpec>& workload, std::int64_t devices);
+
+}  // namespace trainsim::spec

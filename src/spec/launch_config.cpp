@@ -1,0 +1,134 @@
+// What launch configurations have in common: shell words, and turning a launch into the workload
+// and strategy a run takes.
+#include "trainsim/spec/launch_config.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "trainsim/spec/reader.hpp"
+
+namespace trainsim::spec {
+
+std::vector<std::string> split_command_line(std::string_view text, const std::string& source) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote != 0) {
+      if (c == quote) {
+        quote = 0;
+      } else if (c == '\\' && quote == '"' && i + 1 < text.size()) {
+        word += text[++i];
+      } else {
+        word += c;
+      }
+      continue;
+    }
+    if (c == '\\' && i + 1 < text.size()) {
+      const char next = text[++i];
+      if (next == '\n') continue;  // a continued line
+      if (next == '\r' && i + 1 < text.size() && text[i + 1] == '\n') {
+        ++i;
+        continue;
+      }
+      word += next;
+      in_word = true;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == '#' && !in_word) {
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quote != 0) throw SpecError(source, "", fmt::format("unterminated {} quote", quote == '"' ? "double" : "single"));
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
+namespace {
+
+WorkloadSpec launch_workload(const LaunchConfig& launch, const std::optional<WorkloadSpec>& workload) {
+  WorkloadSpec w;
+  if (workload) {
+    w = *workload;
+    if (launch.model) {
+      // a launch line that states the model's dimensions must agree with the workload file
+      const auto& m = *launch.model;
+      const auto check = [&](const char* what, std::int64_t launched, std::int64_t file) {
+        if (launched != file)
+          throw SpecError(launch.source, "",
+                          fmt::format("{} {} contradicts workload \"{}\" ({})", what, launched, w.name, file));
+      };
+      check("the model's layers", m.layers, w.model.layers);
+      check("the hidden size", m.hidden, w.model.hidden);
+      check("the attention heads", m.heads, w.model.heads);
+    }
+  } else {
+    if (!launch.model)
+      throw SpecError(launch.source, "",
+                      "gives no model: give -w WORKLOAD (a workload file or a Hugging Face config), or the model's "
+                      "dimensions");
+    if (launch.model->vocab <= 0)
+      throw SpecError(launch.source, "", "a model given by arguments needs --vocab-size (Megatron takes it from the "
+                                         "tokenizer)");
+    w.name = launch.model_name;
+    w.model = *launch.model;
+    if (!launch.training.seq_len || (!launch.training.global_batch && !launch.local_batch))
+      throw SpecError(launch.source, "", "gives no sequence length or global batch (--seq-length, --global-batch-size)");
+  }
+  const auto& t = launch.training;
+  if (t.seq_len) w.training.seq_len = *t.seq_len;
+  if (t.global_batch) w.training.global_batch = *t.global_batch;
+  if (t.dtype) w.training.dtype = training_dtype_named(*t.dtype, launch.source);
+  if (t.optimizer) w.training.optimizer = optimizer_named(*t.optimizer, launch.source);
+  for (const auto& warning : launch.warnings) w.warnings.push_back(warning);
+  return w;
+}
+
+}  // namespace
+
+LaunchedJob resolve_launch(const LaunchConfig& launch, const nlohmann::json& extra,
+                           const std::optional<WorkloadSpec>& workload, std::int64_t devices) {
+  LaunchedJob out{.workload = launch_workload(launch, workload), .strategy = {}};
+  auto json = launch.strategy;
+  for (const auto& [key, value] : extra.items()) json[key] = value;
+  const auto number = [&](const char* key, std::int64_t fallback) {
+    const auto it = json.find(key);
+    return it != json.end() && it->is_number_integer() ? it->get<std::int64_t>() : fallback;
+  };
+  const std::int64_t pp = number("pp", 1);
+  const int layers = out.workload.model.layers;
+  if (launch.layers_per_virtual_stage && !json.contains("vpp")) {
+    const std::int64_t per_chunk = *launch.layers_per_virtual_stage;
+    if (layers % (pp * per_chunk) != 0)
+      throw SpecError(launch.source, "",
+                      fmt::format("{} layers per virtual stage: {} layers do not split into {} stages of such chunks",
+                                  per_chunk, layers, pp));
+    json["vpp"] = layers / (pp * per_chunk);
+  }
+  if (launch.recompute_every && !json.contains("recompute_layers")) {
+    // every n-th block of each model chunk
+    const std::int64_t chunk = layers / (pp * number("vpp", 1));
+    json["recompute_layers"] = std::max<std::int64_t>(1, chunk / *launch.recompute_every);
+  }
+  if (launch.local_batch && !launch.training.global_batch) {
+    // no gradient accumulation: the global batch is every data-parallel rank's local batch
+    const std::int64_t model_parallel = number("tp", 1) * number("cp", 1) * pp;
+    const std::int64_t gpus = number("gpus", json.contains("dp") ? number("dp", 1) * model_parallel : devices);
+    out.workload.training.global_batch = *launch.local_batch * std::max<std::int64_t>(1, gpus / model_parallel);
+  }
+  out.strategy = read_strategy_spec(json, launch.source);
+  return out;
+}
+
+}  // namespace trainsim::spec

@@ -1,0 +1,310 @@
+// Megatron-LM launch arguments (megatron/training/arguments.py) as strategy keys, training settings
+// and, when a launch gives them, the model's dimensions. docs/cli.md "Launch configurations" lists
+// every argument read.
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "trainsim/spec/launch_config.hpp"
+#include "trainsim/spec/reader.hpp"
+
+namespace trainsim::spec {
+namespace {
+
+// Arguments that leave a step's cost alone: optimisation hyper-parameters, data, checkpoints,
+// logging, tokenizer files, numerics that do not change the kernels run. Read silently.
+constexpr std::array<std::string_view, 29> kCostFreeArgPrefixes{
+    "--lr", "--min-lr", "--weight-decay", "--clip-grad", "--adam-", "--init-method", "--train-iters",
+    "--train-samples", "--save", "--load", "--data-", "--split", "--tokenizer-", "--vocab-file", "--merge-file",
+    "--log-", "--eval-", "--tensorboard-", "--wandb-", "--seed", "--distributed-", "--exit-", "--ckpt-",
+    "--no-load-", "--rotary-base", "--norm-epsilon", "--layernorm-epsilon", "--timing-", "--use-checkpoint-args"};
+constexpr std::array<std::string_view, 20> kCostFreeArgs{
+    "--use-mcore-models", "--transformer-impl", "--mock-data", "--dataloader-type", "--num-workers",
+    "--async-save", "--finetune", "--max-position-embeddings", "--attention-softmax-in-fp32",
+    "--apply-query-key-layer-scaling", "--make-vocab-size-divisible-by", "--bias-swiglu-fusion",
+    "--bias-gelu-fusion", "--masked-softmax-fusion", "--cross-entropy-loss-fusion", "--use-dist-ckpt",
+    "--dist-ckpt-format", "--manual-gc", "--manual-gc-interval", "--no-async-tensor-model-parallel-allreduce"};
+
+bool cost_free(std::string_view flag) {
+  return std::find(kCostFreeArgs.begin(), kCostFreeArgs.end(), flag) != kCostFreeArgs.end() ||
+         std::any_of(kCostFreeArgPrefixes.begin(), kCostFreeArgPrefixes.end(),
+                     [&](std::string_view p) { return flag.starts_with(p); });
+}
+
+// The parsed arguments: each flag with the words after it (none for a switch).
+class Args {
+ public:
+  Args(std::map<std::string, std::vector<std::string>, std::less<>> flags, const std::string& source)
+      : flags_(std::move(flags)), source_(source) {}
+
+  bool has(std::string_view flag) {
+    read_.insert(std::string(flag));
+    return flags_.contains(flag);
+  }
+  std::optional<std::int64_t> integer(std::string_view flag, IntRange range) {
+    if (!has(flag)) return std::nullopt;
+    const auto text = one(flag);
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || v < range.min || v > range.max) {
+      problems_.push_back(fmt::format("{} {}: expected an integer in [{}, {}]", flag, text, range.min, range.max));
+      return std::nullopt;
+    }
+    return v;
+  }
+  std::optional<double> number(std::string_view flag) {
+    if (!has(flag)) return std::nullopt;
+    const auto text = one(flag);
+    double v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+      problems_.push_back(fmt::format("{} {}: expected a number", flag, text));
+      return std::nullopt;
+    }
+    return v;
+  }
+  std::optional<std::string> word(std::string_view flag, std::initializer_list<std::string_view> choices) {
+    if (!has(flag)) return std::nullopt;
+    const auto text = one(flag);
+    if (std::find(choices.begin(), choices.end(), text) == choices.end()) {
+      problems_.push_back(fmt::format("{} {}: expected one of {}", flag, text, fmt::join(choices, ", ")));
+      return std::nullopt;
+    }
+    return text;
+  }
+  bool flag(std::string_view f) {
+    if (!has(f)) return false;
+    if (!flags_.find(f)->second.empty())
+      problems_.push_back(fmt::format("{} takes no value, got \"{}\"", f, flags_.find(f)->second.front()));
+    return true;
+  }
+  void problem(std::string message) { problems_.push_back(std::move(message)); }
+  // Arguments nobody read that may change the cost.
+  std::vector<std::string> unread() const {
+    std::vector<std::string> out;
+    for (const auto& [f, v] : flags_)
+      if (!read_.contains(f) && !cost_free(f)) out.push_back(f);
+    return out;
+  }
+  void throw_if_any() const {
+    if (problems_.empty()) return;
+    std::vector<Diagnostic> d;
+    for (const auto& p : problems_) d.push_back({"", p});
+    throw SpecError(source_, d);
+  }
+
+ private:
+  std::string one(std::string_view flag) {
+    const auto& values = flags_.find(flag)->second;
+    if (values.size() != 1) {
+      problems_.push_back(fmt::format("{}: expected one value, got {}", flag, values.size()));
+      return values.empty() ? std::string() : values.front();
+    }
+    return values.front();
+  }
+  std::map<std::string, std::vector<std::string>, std::less<>> flags_;
+  std::set<std::string, std::less<>> read_;
+  std::vector<std::string> problems_;
+  const std::string& source_;
+};
+
+// The model's dimensions, when the launch gives them (no workload file): Megatron's GPT model
+// arguments and their defaults (4·h MLP, learned positions, LayerNorm, biases, tied embeddings).
+std::optional<ModelSpec> read_model_args(Args& a) {
+  const auto layers = a.integer("--num-layers", {1, 10000});
+  const auto hidden = a.integer("--hidden-size", {1, 1 << 20});
+  const auto heads = a.integer("--num-attention-heads", {1, 1 << 14});
+  if (!layers && !hidden && !heads) return std::nullopt;
+  if (!layers || !hidden || !heads) {
+    a.problem("a model given by arguments needs --num-layers, --hidden-size and --num-attention-heads");
+    return std::nullopt;
+  }
+  ModelSpec m;
+  m.layers = static_cast<int>(*layers);
+  m.hidden = *hidden;
+  m.heads = static_cast<int>(*heads);
+  const bool gqa = a.flag("--group-query-attention");
+  const auto groups = a.integer("--num-query-groups", {1, 1 << 14});
+  m.kv_heads = gqa && groups ? static_cast<int>(*groups) : m.heads;
+  if (groups && !gqa) a.problem("--num-query-groups needs --group-query-attention");
+  m.head_dim = a.integer("--kv-channels", {1, 1 << 14}).value_or(m.heads > 0 ? m.hidden / m.heads : 0);
+  m.mlp = a.flag("--swiglu") ? MlpKind::Swiglu : MlpKind::Gelu;
+  // Megatron's default MLP width: 4h, or 8h/3 rounded to 64 with SwiGLU (arguments.py)
+  const std::int64_t default_ffn = m.mlp == MlpKind::Swiglu ? (8 * m.hidden / 3 + 63) / 64 * 64 : 4 * m.hidden;
+  m.ffn_hidden = a.integer("--ffn-hidden-size", {1, 1 << 22}).value_or(default_ffn);
+  m.vocab = a.integer("--vocab-size", {1, 1 << 24}).value_or(0);  // 0: the tokenizer's (launch_workload)
+  m.tied_embeddings = !a.has("--untie-embeddings-and-output-weights");
+  m.bias = !a.flag("--disable-bias-linear");
+  const auto norm = a.word("--normalization", {"LayerNorm", "RMSNorm"});
+  m.norm = norm == "RMSNorm" ? NormKind::RmsNorm : NormKind::LayerNorm;
+  const auto position = a.word("--position-embedding-type", {"learned_absolute", "rope", "none"});
+  const bool rotary = a.flag("--use-rotary-position-embeddings");
+  m.position = position == "rope" || rotary ? PositionKind::Rope : PositionKind::Learned;
+  const double dropout = std::max(a.number("--hidden-dropout").value_or(0.1), a.number("--attention-dropout").value_or(0.1));
+  m.dropout = dropout > 0;
+  if (const auto experts = a.integer("--num-experts", {1, 1 << 16})) {
+    MoeSpec e;
+    e.experts = static_cast<int>(*experts);
+    e.top_k = static_cast<int>(a.integer("--moe-router-topk", {1, 1 << 16}).value_or(2));
+    e.expert_ffn_hidden = a.integer("--moe-ffn-hidden-size", {1, 1 << 22}).value_or(m.ffn_hidden);
+    if (const auto shared = a.integer("--moe-shared-expert-intermediate-size", {1, 1 << 24})) {
+      if (*shared % e.expert_ffn_hidden != 0)
+        a.problem(fmt::format("--moe-shared-expert-intermediate-size {} is not a multiple of the expert width ({})",
+                              *shared, e.expert_ffn_hidden));
+      e.shared_experts = static_cast<int>(*shared / e.expert_ffn_hidden);
+    }
+    m.moe = e;
+  }
+  if (a.flag("--multi-latent-attention")) {
+    MlaSpec mla;
+    mla.q_lora_rank = a.integer("--q-lora-rank", {1, 1 << 20}).value_or(0);
+    mla.kv_lora_rank = a.integer("--kv-lora-rank", {1, 1 << 20}).value_or(512);
+    mla.qk_nope_head_dim = a.integer("--qk-head-dim", {1, 1 << 14}).value_or(128);
+    mla.qk_rope_head_dim = a.integer("--qk-pos-emb-head-dim", {1, 1 << 14}).value_or(64);
+    mla.v_head_dim = a.integer("--v-head-dim", {1, 1 << 14}).value_or(128);
+    m.mla = mla;
+    m.kv_heads = m.heads;
+    m.head_dim = mla.qk_head_dim();
+  }
+  return m;
+}
+
+}  // namespace
+
+LaunchConfig read_megatron_args(std::string_view text, const std::string& source) {
+  const auto words = split_command_line(text, source);
+  // a whole launch line: the words after the script are Megatron's; torchrun's world size
+  std::size_t first = 0;
+  std::int64_t nodes = 0;
+  std::int64_t per_node = 0;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (!words[i].ends_with(".py")) continue;
+    for (std::size_t j = 0; j + 1 < i; ++j) {
+      const auto& w = words[j];
+      std::int64_t v = 0;
+      const auto& next = words[j + 1];
+      if (std::from_chars(next.data(), next.data() + next.size(), v).ec != std::errc()) continue;
+      if (w == "--nnodes") nodes = v;
+      if (w == "--nproc_per_node" || w == "--nproc-per-node") per_node = v;
+    }
+    first = i + 1;
+  }
+  std::map<std::string, std::vector<std::string>, std::less<>> flags;
+  std::vector<std::string> stray;
+  std::string current;
+  for (std::size_t i = first; i < words.size(); ++i) {
+    const auto& w = words[i];
+    if (w.starts_with("--")) {
+      // argparse's --flag=value as well as --flag value
+      const auto eq = w.find('=');
+      const auto name = w.substr(0, eq);
+      if (flags.contains(name)) throw SpecError(source, "", fmt::format("{} is given twice", name));
+      flags[name];
+      if (eq != std::string::npos) flags[name].push_back(w.substr(eq + 1));
+      current = name;
+    } else if (!current.empty()) {
+      flags[current].push_back(w);
+    } else {
+      stray.push_back(w);
+    }
+  }
+  if (!stray.empty())
+    throw SpecError(source, "", fmt::format("\"{}\" is not a Megatron argument (arguments start with --)",
+                                            stray.front()));
+  Args a(std::move(flags), source);
+  LaunchConfig out;
+  out.source = source;
+  auto& s = out.strategy;
+  s["framework"] = "megatron-core";
+  const auto set = [&](const char* key, const std::optional<std::int64_t>& v) {
+    if (v) s[key] = *v;
+  };
+  set("tp", a.integer("--tensor-model-parallel-size", {1, 1 << 20}));
+  set("pp", a.integer("--pipeline-model-parallel-size", {1, 1 << 20}));
+  set("cp", a.integer("--context-parallel-size", {1, 1 << 20}));
+  set("ep", a.integer("--expert-model-parallel-size", {1, 1 << 20}));
+  set("etp", a.integer("--expert-tensor-parallel-size", {1, 1 << 20}));
+  set("mb", a.integer("--micro-batch-size", {1, 1 << 30}));
+  set("first_stage_layers", a.integer("--decoder-first-pipeline-num-layers", {1, 10000}));
+  set("last_stage_layers", a.integer("--decoder-last-pipeline-num-layers", {1, 10000}));
+  if (nodes > 0 && per_node > 0) s["gpus"] = nodes * per_node;
+  const auto vpp = a.integer("--virtual-pipeline-model-parallel-size", {1, 1024});
+  out.layers_per_virtual_stage = a.integer("--num-layers-per-virtual-pipeline-stage", {1, 10000});
+  if (vpp && out.layers_per_virtual_stage)
+    a.problem("--virtual-pipeline-model-parallel-size and --num-layers-per-virtual-pipeline-stage contradict each "
+              "other: give one");
+  if (vpp) s["vpp"] = *vpp;
+  if (vpp || out.layers_per_virtual_stage) s["schedule"] = "interleaved";
+  if (a.flag("--sequence-parallel")) s["sp"] = "on";
+  if (a.flag("--use-distributed-optimizer")) s["zero"] = 1;
+  if (a.flag("--use-torch-fsdp2")) {
+    if (s.contains("zero")) a.problem("--use-torch-fsdp2 and --use-distributed-optimizer contradict each other");
+    s["zero"] = 3;
+  }
+  if (a.flag("--overlap-grad-reduce")) s["overlap_grad_reduce"] = "on";
+  if (a.flag("--overlap-param-gather")) s["overlap_param_gather"] = "on";
+  if (a.flag("--tp-comm-overlap")) s["tp_overlap"] = "on";
+  if (a.flag("--moe-shared-expert-overlap")) s["ep_overlap"] = "on";
+  if (a.flag("--grad-reduce-in-bf16")) s["grad_reduce_dtype"] = "bf16";
+  // recomputation: the 2021 switch, the selective shortcut, or granularity and method
+  const bool old_full = a.flag("--checkpoint-activations");
+  const bool selective = a.flag("--recompute-activations");
+  const auto granularity = a.word("--recompute-granularity", {"full", "selective"});
+  const auto method = a.word("--recompute-method", {"uniform", "block"});
+  const auto recompute_layers = a.integer("--recompute-num-layers", {0, 10000});
+  if ((old_full || selective) && granularity)
+    a.problem("--recompute-granularity and --checkpoint-activations / --recompute-activations contradict each "
+              "other: give one");
+  if (old_full) s["recompute"] = "full";
+  if (selective) s["recompute"] = "selective";
+  if (granularity) s["recompute"] = *granularity;
+  if ((method || recompute_layers) && granularity != "full")
+    a.problem("--recompute-method and --recompute-num-layers need --recompute-granularity full");
+  else if (method == "block" && recompute_layers)
+    s["recompute_layers"] = *recompute_layers;
+  if (const auto backend = a.word("--attention-backend", {"flash", "fused", "unfused", "local", "auto"})) {
+    if (*backend == "flash") s["attention"] = "flash";
+    if (*backend == "fused") s["attention"] = "cudnn";
+    if (*backend == "unfused" || *backend == "local") s["attention"] = "unfused";
+  } else if (a.flag("--use-flash-attn")) {
+    s["attention"] = "flash";
+  }
+  // precision
+  const bool bf16 = a.flag("--bf16");
+  const bool fp16 = a.flag("--fp16");
+  if (bf16 && fp16) a.problem("--bf16 and --fp16 contradict each other");
+  if (bf16) out.training.dtype = "bf16";
+  if (fp16) out.training.dtype = "fp16";
+  if (const auto format = a.word("--fp8-format", {"e4m3", "hybrid"})) {
+    const auto recipe = a.word("--fp8-recipe", {"delayed", "tensorwise", "mxfp8", "blockwise"}).value_or("delayed");
+    s["fp8"] = recipe == "mxfp8" || recipe == "blockwise" ? "blockwise" : "tensorwise";
+    (void)format;
+  } else if (a.has("--fp8-recipe")) {
+    a.problem("--fp8-recipe needs --fp8-format");
+  }
+  if (const auto fp32 = a.flag("--accumulate-allreduce-grads-in-fp32"); fp32) s["grad_reduce_dtype"] = "fp32";
+  if (const auto optimizer = a.word("--optimizer", {"adam", "sgd"})) out.training.optimizer = *optimizer;
+  out.training.seq_len = a.integer("--seq-length", {1, 1 << 24});
+  out.training.global_batch = a.integer("--global-batch-size", {1, 1 << 30});
+  out.model = read_model_args(a);
+  out.model_name = "megatron-args-model";
+  if (a.has("--rampup-batch-size"))
+    out.warnings.push_back(fmt::format("{}: --rampup-batch-size: the step is simulated at the full global batch",
+                                       source));
+  a.throw_if_any();
+  if (const auto unread = a.unread(); !unread.empty())
+    out.warnings.push_back(fmt::format("{}: argument(s) not understood, assumed not to change the cost: {}", source,
+                                       fmt::join(unread, " ")));
+  return out;
+}
+
+LaunchConfig load_megatron_args(const std::string& path) {
+  return read_megatron_args(read_text_file(path), fmt::format("--megatron-args {}", path));
+}
+
+}  // namespace trainsim::spec

@@ -1,0 +1,331 @@
+// TorchTitan training TOMLs (torchtitan/config/job_config.py; the 2024 layout's [experimental] and
+// [training] degrees too) as strategy keys and training settings. The TOML is read with toml11 and
+// walked as JSON, so errors name the file and the key's path like every other spec.
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <toml.hpp>
+
+#include "trainsim/spec/launch_config.hpp"
+#include "trainsim/spec/reader.hpp"
+
+namespace trainsim::spec {
+namespace {
+
+nlohmann::json to_json(const toml::value& v) {
+  switch (v.type()) {
+    case toml::value_t::boolean:
+      return v.as_boolean();
+    case toml::value_t::integer:
+      return v.as_integer();
+    case toml::value_t::floating:
+      return v.as_floating();
+    case toml::value_t::string:
+      return v.as_string().str;
+    case toml::value_t::array: {
+      auto out = nlohmann::json::array();
+      for (const auto& e : v.as_array()) out.push_back(to_json(e));
+      return out;
+    }
+    case toml::value_t::table: {
+      auto out = nlohmann::json::object();
+      for (const auto& [k, e] : v.as_table()) out[k] = to_json(e);
+      return out;
+    }
+    default: {
+      std::ostringstream text;
+      text << v;
+      return text.str();  // dates and times: nothing here reads them
+    }
+  }
+}
+
+// TorchTitan's Llama flavours (torchtitan/models/llama3/__init__.py): dimension, layers, heads,
+// key-value heads, and the FFN width its ffn_dim_multiplier and multiple_of give; vocabulary of
+// the Llama 3 tokenizer.
+struct Flavour {
+  std::string_view name;
+  std::string_view flavour;
+  int layers;
+  std::int64_t hidden;
+  int heads;
+  int kv_heads;
+  std::int64_t ffn;
+  std::int64_t vocab;
+};
+constexpr Flavour kFlavours[] = {{"llama3", "8B", 32, 4096, 32, 8, 14336, 128256},
+                                 {"llama3", "70B", 80, 8192, 64, 8, 28672, 128256},
+                                 {"llama3", "405B", 126, 16384, 128, 8, 53248, 128256}};
+
+// Keys that leave a step's cost alone: jobs, logging, checkpoints, data, optimiser settings.
+const std::set<std::string, std::less<>> kCostFreeTables{"job",    "profiling", "metrics", "checkpoint", "optimizer",
+                                                         "lr_scheduler", "comm", "validation", "fault_tolerance",
+                                                         "memory_estimation", "experimental"};
+
+// Keys of [training] that leave a step's cost alone.
+const std::set<std::string, std::less<>> kCostFreeTrainingKeys{
+    "steps", "warmup_steps", "max_norm", "dataset", "dataset_path", "gc_freq", "seed", "deterministic",
+    "gc_debug", "mixed_precision_param", "mixed_precision_reduce"};
+
+// Which schedule each of TorchTitan's pipeline schedules is closest to.
+struct ScheduleName {
+  std::string_view titan;
+  std::string_view schedule;
+  bool exact;
+};
+constexpr ScheduleName kSchedules[] = {{"1F1B", "1f1b", true},
+                                       {"GPipe", "gpipe", true},
+                                       {"Interleaved1F1B", "interleaved", true},
+                                       {"LoopedBFS", "interleaved", false},
+                                       {"InterleavedZeroBubble", "zb-h1", false},
+                                       {"ZBVZeroBubble", "zb-h1", false}};
+
+// toml11's multi-line message ("[error] toml::parse_key: what\n --> FILE\n   |\n 3 | text\n   |  ^--- detail
+// \n Hint: ...") as one line: "at line 3: what (detail)".
+std::string toml_error(std::string_view message) {
+  std::string what;
+  std::string line;
+  std::string detail;
+  std::size_t start = 0;
+  while (start < message.size()) {
+    const auto end = std::min(message.find('\n', start), message.size());
+    const auto text = message.substr(start, end - start);
+    start = end + 1;
+    if (what.empty()) {
+      what = std::string(text);
+      if (const auto colon = what.find(": "); colon != std::string::npos) what = what.substr(colon + 2);
+      continue;
+    }
+    const auto bar = text.find(" | ");
+    if (bar != std::string_view::npos && line.empty()) {
+      const auto number = text.substr(0, bar);
+      if (number.find_first_not_of(' ') != std::string_view::npos &&
+          number.find_first_not_of(" 0123456789") == std::string_view::npos)
+        line = std::string(number.substr(number.find_first_not_of(' ')));
+    }
+    if (const auto caret = text.find("^"); caret != std::string_view::npos && detail.empty()) {
+      auto rest = text.substr(caret);
+      rest.remove_prefix(std::min(rest.find_first_not_of("^-~ "), rest.size()));
+      detail = std::string(rest);
+    }
+  }
+  if (!what.empty() && what.back() == '.') what.pop_back();
+  return fmt::format("{}{}{}", line.empty() ? "" : fmt::format("at line {}: ", line), what,
+                     detail.empty() ? "" : fmt::format(" ({})", detail));
+}
+
+}  // namespace
+
+LaunchConfig read_torchtitan_toml(std::string_view text, const std::string& source) {
+  toml::value parsed;
+  try {
+    std::istringstream in{std::string(text)};
+    parsed = toml::parse(in, source);
+  } catch (const toml::exception& e) {
+    throw SpecError(source, "", fmt::format("invalid TOML {}", toml_error(e.what())));
+  }
+  const auto json = to_json(parsed);
+  Diagnostics diagnostics;
+  Reader root(json, "", diagnostics);
+  LaunchConfig out;
+  out.source = source;
+  auto& s = out.strategy;
+  s["framework"] = "torchtitan";
+  // [parallelism] (2025), else the 2024 layout's [training] and [experimental] degrees
+  const auto table = [&](std::string_view name) -> std::optional<Reader> { return root.optional_object(name); };
+  auto parallelism = table("parallelism");
+  auto training = table("training");
+  auto experimental = table("experimental");
+  const auto degree = [&](std::string_view key, std::int64_t min = 1) -> std::optional<std::int64_t> {
+    for (auto* t : {&parallelism, &training, &experimental})
+      if (*t && (*t)->has(key)) return (*t)->integer(key, {min, 1 << 20});
+    return std::nullopt;
+  };
+  const auto flag = [&](std::string_view key) -> std::optional<bool> {
+    for (auto* t : {&parallelism, &training, &experimental})
+      if (*t && (*t)->has(key)) return (*t)->boolean(key);
+    return std::nullopt;
+  };
+  const auto shard = degree("data_parallel_shard_degree", -1).value_or(-1);
+  const auto replicate = degree("data_parallel_replicate_degree").value_or(1);
+  const auto tp = degree("tensor_parallel_degree").value_or(1);
+  const auto pp = degree("pipeline_parallel_degree").value_or(1);
+  const auto cp = degree("context_parallel_degree").value_or(1);
+  const auto ep = degree("expert_parallel_degree").value_or(1);
+  if (shard == 0) root.error_at("data_parallel_shard_degree", "0: expected -1 (what remains) or a degree");
+  s["tp"] = tp;
+  if (tp > 1) s["sp"] = "on";  // TorchTitan's tensor-parallel plan shards the sequence between blocks
+  s["pp"] = pp;
+  if (cp > 1) s["cp"] = cp;
+  if (ep > 1) s["ep"] = ep;
+  // FSDP over the shard group, replicated across the replicate group (HSDP); DDP when shard is 1
+  if (shard > 0) {
+    s["dp"] = shard * replicate;
+    s["zero"] = shard > 1 ? 3 : 0;
+    if (replicate > 1 && shard > 1) s["zero_group"] = shard;
+  } else if (replicate > 1) {
+    root.error_at("data_parallel_replicate_degree",
+                  "with data_parallel_shard_degree -1 the shard group is what remains: give both degrees for HSDP");
+  }
+  if (const auto async = flag("enable_async_tensor_parallel"); async && *async) s["tp_overlap"] = "on";
+  if (parallelism && parallelism->has("fsdp_reshard_after_forward")) {
+    const auto policy = parallelism->string("fsdp_reshard_after_forward");
+    if (policy == "always") s["reshard_after_forward"] = "on";
+    else if (policy == "never") s["reshard_after_forward"] = "off";
+    else if (policy != "default")
+      parallelism->error_at("fsdp_reshard_after_forward", fmt::format("\"{}\": expected default, always or never", policy));
+  }
+  // the pipeline schedule and its micro-batches
+  std::string schedule = "1F1B";
+  for (auto* t : {&parallelism, &experimental})
+    if (*t && (*t)->has("pipeline_parallel_schedule")) schedule = (*t)->string("pipeline_parallel_schedule");
+  if (pp > 1) {
+    const auto* known = std::find_if(std::begin(kSchedules), std::end(kSchedules),
+                                     [&](const ScheduleName& n) { return n.titan == schedule; });
+    if (known == std::end(kSchedules)) {
+      root.error_at("parallelism", fmt::format("pipeline_parallel_schedule \"{}\" is not one trainsim models "
+                                               "(1F1B, GPipe, Interleaved1F1B; LoopedBFS, InterleavedZeroBubble, "
+                                               "ZBVZeroBubble approximated)",
+                                               schedule));
+    } else {
+      s["schedule"] = std::string(known->schedule);
+      if (!known->exact)
+        out.warnings.push_back(fmt::format("{}: pipeline schedule {} is simulated as {}", source, schedule,
+                                           known->schedule));
+      // looped schedules put two stages on each rank unless the layers per stage say otherwise
+      if (known->schedule != "1f1b" && known->schedule != "gpipe") {
+        if (const auto per_stage = degree("pipeline_parallel_layers_per_stage"))
+          out.layers_per_virtual_stage = *per_stage;
+        else
+          s["vpp"] = 2;
+      }
+    }
+    if (const auto micro = degree("pipeline_parallel_microbatch_size")) s["mb"] = *micro;
+  }
+  // [training]: the local batch, the sequence, mixed precision
+  if (training) {
+    const auto local = training->has("local_batch_size") ? training->integer("local_batch_size", {1, 1 << 30})
+                                                         : training->integer_or("batch_size", 8, {1, 1 << 30});
+    out.local_batch = local;
+    if (pp == 1) s["mb"] = local;  // no pipeline: each rank's batch is one micro-batch
+    if (const auto global = training->optional_integer("global_batch_size", {-1, 1 << 30}); global && *global > 0)
+      out.training.global_batch = *global;
+    if (const auto seq = training->optional_integer("seq_len", {1, 1 << 24})) out.training.seq_len = *seq;
+    if (training->has("mixed_precision_param")) {
+      const auto param = training->string("mixed_precision_param");
+      if (param == "bfloat16") out.training.dtype = "bf16";
+      else if (param == "float32") out.training.dtype = "fp32";
+      else training->error_at("mixed_precision_param", fmt::format("\"{}\": expected bfloat16 or float32", param));
+    }
+    if (training->has("mixed_precision_reduce")) {
+      const auto reduce = training->string("mixed_precision_reduce");
+      if (reduce == "float32") s["grad_reduce_dtype"] = "fp32";
+      else if (reduce == "bfloat16") s["grad_reduce_dtype"] = "bf16";
+      else training->error_at("mixed_precision_reduce", fmt::format("\"{}\": expected float32 or bfloat16", reduce));
+    }
+    if (training->has("compile")) s["compile"] = training->boolean("compile") ? "on" : "off";
+  } else {
+    out.local_batch = 8;  // job_config.py's default
+    if (pp == 1) s["mb"] = 8;
+  }
+  if (auto compile = table("compile"); compile && compile->has("enable"))
+    s["compile"] = compile->boolean("enable") ? "on" : "off";
+  // [activation_checkpoint] (job_config.py's defaults: selective, every 2nd block)
+  auto ac = table("activation_checkpoint");
+  const auto mode = ac ? ac->string_or("mode", "selective") : std::string("selective");
+  if (mode == "none" || mode == "full") {
+    s["recompute"] = mode;
+  } else if (mode == "selective") {
+    const auto option = ac ? ac->string_or("selective_ac_option", "2") : std::string("2");
+    std::int64_t every = 0;
+    const auto [end, ec] = std::from_chars(option.data(), option.data() + option.size(), every);
+    if (option == "op") {
+      s["recompute"] = "selective";
+    } else if (ec == std::errc() && end == option.data() + option.size() && every >= 1) {
+      // every n-th block wholly recomputed: modelled as full recomputation of 1/n of the layers
+      s["recompute"] = "full";
+      out.recompute_every = every;
+      out.warnings.push_back(fmt::format("{}: selective_ac_option \"{}\" (every block whose index is a multiple "
+                                         "of {} recomputed) is modelled as full recomputation of that share of each "
+                                         "stage's layers, the first ones",
+                                         source, option, option));
+    } else {
+      ac->error_at("selective_ac_option", fmt::format("\"{}\": expected \"op\" or a positive integer", option));
+    }
+  } else if (ac) {
+    ac->error_at("mode", fmt::format("\"{}\": expected none, selective or full", mode));
+  }
+  // Float8: [model] converters = ["float8"] (2025) or [float8] enable_float8_linear (2024)
+  auto model = table("model");
+  bool float8 = false;
+  if (model && model->has("converters")) {
+    const auto* converters = model->value("converters");
+    float8 = converters->is_array() && std::any_of(converters->begin(), converters->end(),
+                                                    [](const nlohmann::json& c) { return c == "float8"; });
+  }
+  if (auto f8 = table("float8")) {
+    if (f8->has("enable_float8_linear")) float8 = float8 || f8->boolean("enable_float8_linear");
+    const auto recipe = f8->string_or("recipe_name", "tensorwise");
+    if (float8) {
+      if (recipe == "tensorwise") s["fp8"] = "tensorwise";
+      else if (recipe.starts_with("rowwise")) s["fp8"] = "rowwise";
+      else f8->error_at("recipe_name", fmt::format("\"{}\": expected tensorwise, rowwise or rowwise_with_gw_hp", recipe));
+    }
+    for (const auto& key : f8->unread()) f8->has(key);  // the rest tunes the cast, not the cost
+  } else if (float8) {
+    s["fp8"] = "tensorwise";
+  }
+  // [model]: a Llama flavour gives the model when no workload file does
+  if (model) {
+    const auto name = model->string_or("name", "");
+    const auto flavour = model->string_or("flavor", "");
+    const auto* f = std::find_if(std::begin(kFlavours), std::end(kFlavours),
+                                 [&](const Flavour& x) { return x.name == name && x.flavour == flavour; });
+    if (f != std::end(kFlavours)) {
+      ModelSpec m;
+      m.layers = f->layers;
+      m.hidden = f->hidden;
+      m.heads = f->heads;
+      m.kv_heads = f->kv_heads;
+      m.head_dim = f->hidden / f->heads;
+      m.ffn_hidden = f->ffn;
+      m.vocab = f->vocab;
+      m.mlp = MlpKind::Swiglu;
+      m.bias = false;
+      m.norm = NormKind::RmsNorm;
+      m.position = PositionKind::Rope;
+      m.tied_embeddings = false;
+      m.dropout = false;
+      out.model = m;
+      out.model_name = fmt::format("{}-{} (TorchTitan flavour)", name, flavour);
+    }
+    for (const auto& key : model->unread()) model->has(key);  // tokenizer paths, norm type: no cost
+  }
+  // what else the file says that may change the cost
+  std::vector<std::string> unknown;
+  for (auto* t : {&parallelism, &training, &experimental}) {
+    if (!*t) continue;
+    for (const auto& key : (*t)->unread()) {
+      if (t == &training && kCostFreeTrainingKeys.contains(key)) continue;
+      if (t == &experimental && key.find("parallel") == std::string::npos) continue;
+      unknown.push_back(fmt::format("{}/{}", (*t)->pointer(), key));
+    }
+  }
+  for (const auto& key : root.unread())
+    if (!kCostFreeTables.contains(key)) unknown.push_back("/" + key);
+  if (!unknown.empty())
+    out.warnings.push_back(fmt::format("{}: not read, assumed not to change the cost: {}", source,
+                                       fmt::join(unknown, ", ")));
+  diagnostics.throw_if_any(source);
+  return out;
+}
+
+LaunchConfig load_torchtitan_toml(const std::string& path) {
+  return read_torchtitan_toml(read_text_file(path), path);
+}
+
+}  // namespace trainsim::spec

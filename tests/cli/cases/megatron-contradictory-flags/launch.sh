@@ -1,0 +1,1 @@
+--tensor-model-parallel-size 8 --bf16 --fp16
