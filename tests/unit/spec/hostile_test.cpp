@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <set>
+
 #include <doctest/doctest.h>
 
 #include "common/paths.hpp"
@@ -92,9 +94,9 @@ std::pair<int, int> mutate_everywhere(const json& original, Read read) {
 template <class Read>
 int mutate_folder(const std::string& folder, Read read) {
   int rejected = 0;
-  for (const auto& e : fs::directory_iterator(test::source_path(folder))) {
-    CAPTURE(e.path().string());
-    const auto [r, a] = mutate_everywhere(spec::load_json_file(e.path().string()), read);
+  for (const auto& path : test::shipped(folder)) {
+    CAPTURE(path);
+    const auto [r, a] = mutate_everywhere(spec::load_json_file(path), read);
     rejected += r;
     CHECK(r > a);  // most wrong values are wrong
   }
@@ -111,6 +113,35 @@ TEST_CASE("every value of every shipped topology, replaced by every wrong type: 
 TEST_CASE("every value of every shipped workload, replaced by every wrong type: SpecError or valid") {
   const int rejected = mutate_folder("workloads", [](const json& j) { (void)spec::read_workload_spec(j, "w.json"); });
   MESSAGE(rejected << " hostile workloads rejected");
+}
+
+TEST_CASE("every value of the shipped Hugging Face config, replaced by every wrong type: SpecError or valid") {
+  // keys that do not change the cost are never read, whatever they hold; the ones the llama family
+  // reads reject a value of the wrong kind at their own pointer
+  const auto config = spec::load_json_file(test::source_path("workloads/hf/llama-3.1-8b/config.json"));
+  const std::set<std::string> read{"/hidden_size", "/intermediate_size", "/num_attention_heads", "/num_hidden_layers",
+                                   "/num_key_value_heads", "/vocab_size", "/tie_word_embeddings", "/attention_bias",
+                                   "/mlp_bias", "/model_type"};
+  const std::vector<json> wrong = {true, -1, 0, 1e308, "x", json::array(), json::object(), std::string(4096, 'z')};
+  int rejected = 0;
+  for (const auto& [key, value] : config.items()) {
+    for (const auto& w : wrong) {
+      json j = config;
+      j[key] = w;
+      CAPTURE(key);
+      CAPTURE(w.dump().substr(0, 40));
+      std::vector<std::string> warnings;
+      try {
+        (void)spec::read_hf_model(j, "config.json", warnings);
+        CHECK_FALSE((read.contains("/" + key) && changes_kind(value, w)));
+      } catch (const SpecError& e) {
+        ++rejected;
+        CHECK(names(e, json::json_pointer("/" + key)));
+      }
+    }
+  }
+  MESSAGE(rejected << " hostile configs rejected");
+  CHECK(rejected > 0);
 }
 
 TEST_CASE("every value of a strategy file, replaced by every wrong type: SpecError or valid") {
