@@ -172,7 +172,9 @@ case('collective-bad-op', f'{CT} --op allreduce --bytes 1GiB', 2,
 case('collective-bad-bytes', f'{CT} --op all_reduce --bytes 1XB', 2,
      'error: --bytes: unknown unit "XB" in "1XB"; expected one of: B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB')
 case('collective-zero-bytes', f'{CT} --op all_reduce --bytes 0', 2,
-     'error: --bytes: "0" has no unit; write a plain JSON number for SI base units or add one of: B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB')
+     'error: --bytes: 0 is out of range; expected a size from 1 B to 1 PB')
+case('collective-fractional-bytes', f'{CT} --op all_reduce --bytes 1.5', 2,
+     'error: --bytes: 1.5 is not a whole number of bytes')
 case('collective-no-size', f'{CT} --op all_reduce', 2,
      'error: command line: give --bytes SIZE or --sweep MIN:MAX')
 case('collective-sweep-backwards', f'{CT} --op all_reduce --sweep 1GiB:1KiB', 2,
@@ -325,8 +327,6 @@ case('replay-zero-compute-scale', 'replay --trace @t.json --compute-scale 0', 2,
      'error: --compute-scale: 0 is not a factor in [0.01, 1e6]', {'t.json': SMALL_TRACE})
 case('replay-calibration-not-calibration', 'replay --trace @t.json --calibration @c.json', 2,
      'error: @c.json: /traceEvents: unknown key "traceEvents"; valid keys: collectives, fit, kernels, memory, sources, traces', {'t.json': SMALL_TRACE, 'c.json': SMALL_TRACE})
-case('calibrate-output-is-directory', 'calibrate --trace @t.json -o @', 2,
-     'error: @: cannot write', {'t.json': SMALL_TRACE})
 # replay -t must cost something: NCCL kernels without sizes (PyTorch before 2.1) or none at all
 def nccl_kernel(ts, correlation, sized):
     args = {"stream": 20, "correlation": correlation}
@@ -336,6 +336,17 @@ def nccl_kernel(ts, correlation, sized):
             "pid": 0, "tid": 20, "ts": ts, "dur": 30, "args": args}
 UNSIZED_TRACE = {"traceEvents": SMALL_TRACE["traceEvents"] + [nccl_kernel(20, 2, False)]}
 PARTLY_SIZED_TRACE = {"traceEvents": SMALL_TRACE["traceEvents"] + [nccl_kernel(20, 2, False), nccl_kernel(60, 3, True)]}
+case('calibrate-output-is-directory', 'calibrate --trace @t.json -o @', 2,
+     'error: @: cannot write', {'t.json': PARTLY_SIZED_TRACE})
+case('calibrate-nothing-to-fit', 'calibrate --trace @t.json -o @cal.json', 2,
+     'error: @t.json: nothing to fit: no NCCL kernels with sizes (the profiler\'s "In msg nelems" and "Group size"), '
+     'and no topology to fit GEMMs against (-t)', {'t.json': UNSIZED_TRACE})
+case('replay-no-profiler-steps', 'replay --trace @t.json', 2,
+     'error: @t.json: nothing to replay: no profiler steps (ProfilerStep#N annotations)',
+     {'t.json': {"traceEvents": [e for e in SMALL_TRACE["traceEvents"] if e["cat"] != "user_annotation"]}})
+case('replay-no-gpu-kernels', 'replay --trace @t.json', 2,
+     'error: @t.json: nothing to replay: no GPU kernels, copies or sets',
+     {'t.json': {"traceEvents": [e for e in SMALL_TRACE["traceEvents"] if e["cat"] != "kernel"]}})
 case('replay-topology-costs-nothing', f'replay --trace @t.json -t {T}', 2,
      'error: -t: none of the 1 NCCL kernel(s) can be costed: 1 record no size or group size (the profiler\'s "In msg nelems" and "Group size" arguments)',
      {'t.json': UNSIZED_TRACE})

@@ -51,6 +51,7 @@ void add_collective_command(CLI::App& app, Action& action) {
   auto o = std::make_shared<CollectiveOptions>();
   auto& q = o->query;
   auto* cmd = app.add_subcommand("collective", "cost of one collective on a topology (or an nccl-tests-like sweep)");
+  cmd->footer("Example: trainsim collective -t topologies/dgx-h100-superpod.json --op all_reduce --group 0-7 --sweep 8:8G");
   cmd->add_option("-t,--topology", o->topology, "topology JSON file")->required();
   cmd->add_option("--op", q.op, "operation")->required()->check(CLI::IsMember(cost::collective_names()));
   cmd->add_option("--bytes", o->bytes, "message size, e.g. 1GiB (nccl-tests convention)");

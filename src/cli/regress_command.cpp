@@ -27,6 +27,7 @@ int run(const RegressOptions& o) {
 void add_regress_command(CLI::App& app, Action& action) {
   auto o = std::make_shared<RegressOptions>();
   auto* cmd = app.add_subcommand("regress", "recompute every case under a directory and compare with expectations");
+  cmd->footer("Example: trainsim regress results/");
   cmd->add_option("directory", o->directory, "directory of cases, e.g. results/")->required();
   cmd->add_flag("--update", o->update, "rewrite the predicted values (never the measured ones) with today's output");
   cmd->add_option("--threads", o->threads, "cases computed in parallel (default: all cores)");

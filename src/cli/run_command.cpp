@@ -107,6 +107,8 @@ int run(const RunOptions& o) {
 void add_run_command(CLI::App& app, Action& action) {
   auto options = std::make_shared<RunOptions>();
   auto* cmd = app.add_subcommand("run", "simulate one training step of a workload on a cluster");
+  cmd->footer("Example: trainsim run -t topologies/dgx-a100-superpod.json -w workloads/gpt3-175b.json "
+              "-s tp=8,pp=8,dp=16,sp=on,recompute=selective,schedule=interleaved,vpp=3");
   cmd->add_option("-t,--topology", options->topology, "topology JSON file")->required();
   cmd->add_option("-w,--workload", options->workload,
                   "workload JSON file, a Hugging Face config.json, or {\"hf_config\": PATH, \"training\": {...}}");

@@ -143,7 +143,10 @@ void add_sweep_command(CLI::App& app, Action& action) {
   cmd->add_flag("--quiet", o->quiet, "no progress bar or summary on stderr");
   add_format_option(*cmd, o->format);
   cmd->require_subcommand(0, 1);
+  cmd->footer("Example: trainsim sweep -t topologies/dgx-h100-superpod.json -w workloads/llama3-70b.json --gpus 512 "
+              "--top 5");
   auto* merge = cmd->add_subcommand("merge", "join the JSON results of sweep shards into the whole sweep's answer");
+  merge->footer("Example: trainsim sweep merge shard-0.json shard-1.json");
   merge->add_option("files", o->merge_files, "shard results (sweep --shard I/N --format json)")->required();
   add_format_option(*merge, o->format);
   merge->callback([o, &action] { action = [o] { return run_merge(*o); }; });

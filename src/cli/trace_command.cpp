@@ -87,12 +87,15 @@ void add_trace_commands(CLI::App& app, Action& action) {
   auto o = std::make_shared<TraceCommandOptions>();
   auto* trace = app.add_subcommand("trace", "read PyTorch-profiler (Kineto) traces");
   trace->require_subcommand(1);
+  trace->footer("Example: trainsim trace summary rank0.json.gz");
   auto* summary = trace->add_subcommand("summary", "per profiler step: time, compute, communication, overlap");
+  summary->footer("Example: trainsim trace summary rank0.json.gz rank1.json.gz");
   summary->add_option("traces", o->traces, "trace files (.json or .json.gz), one per rank")->required();
   add_format_option(*summary, o->format);
   summary->callback([o, &action] { action = [o] { return run_summary(*o); }; });
 
   auto* replay = app.add_subcommand("replay", "run recorded traces back through the engine, optionally changed");
+  replay->footer("Example: trainsim replay --trace rank0.json.gz --trace rank1.json.gz --compute-scale 2");
   replay->add_option("--trace", o->traces, "a rank's trace file (repeat for several ranks)")->required();
   replay->add_option("-t,--topology", o->topology, "cost the collectives on this topology (ranks = its devices)");
   replay->add_option("--calibration", o->calibration, "calibration JSON whose fitted collectives replace NCCL times");
@@ -105,6 +108,7 @@ void add_trace_commands(CLI::App& app, Action& action) {
 
   auto* calibrate =
       app.add_subcommand("calibrate", "fit collective and kernel parameters to traces or device microbenchmarks");
+  calibrate->footer("Example: trainsim calibrate --trace rank0.json.gz -t topologies/dgx-a100-superpod.json -o cal.json");
   calibrate->add_option("--trace", o->traces, "a rank's trace file (repeat for several)");
   calibrate->add_option("--microbenchmarks", o->microbenchmarks,
                         "device microbenchmarks (tests/reference/modern/devices.json format)");

@@ -34,6 +34,7 @@ void add_tunables_command(CLI::App& app, Action& action) {
   auto o = std::make_shared<TunablesOptions>();
   auto* cmd =
       app.add_subcommand("tunables", "the kernel, collective and memory parameters in force, and their sources");
+  cmd->footer("Example: trainsim tunables -t topologies/dgx-h100-superpod.json");
   cmd->add_option("-t,--topology", o->topology, "topology JSON file (its device's fitted parameters)");
   cmd->add_option("--calibration", o->calibration, "calibration JSON overriding them");
   cmd->add_option("--format", o->format, "table, json, csv or markdown (the table of docs/model.md)")

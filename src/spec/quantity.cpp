@@ -3,6 +3,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -156,10 +157,42 @@ QuantityResult parse_quantity(std::string_view text, QuantityKind kind) {
   });
 }
 
+namespace {
+
+// nccl-tests' sizes (-b 8 -e 8G): a plain integer of bytes, or a number with K, M, G or T for
+// binary multiples (either case).
+std::optional<double> nccl_tests_size(std::string_view text) {
+  double factor = 1;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 'K': case 'k': factor = 0x1p10; break;
+      case 'M': case 'm': factor = 0x1p20; break;
+      case 'G': case 'g': factor = 0x1p30; break;
+      case 'T': case 't': factor = 0x1p40; break;
+      default: break;
+    }
+  }
+  const auto digits = factor == 1 ? text : text.substr(0, text.size() - 1);
+  if (digits.empty() || digits.find_first_not_of("0123456789.") != std::string_view::npos) return std::nullopt;
+  double value = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return value * factor;
+}
+
+}  // namespace
+
 Bytes parse_bytes_option(std::string_view text, const std::string& source) {
-  const auto result = parse_quantity(text, QuantityKind::Bytes);
-  if (const auto* err = std::get_if<QuantityError>(&result)) throw SpecError(source, "", err->message);
-  const double bytes = std::get<double>(result);
+  double bytes = 0;
+  if (const auto plain = nccl_tests_size(text)) {
+    bytes = *plain;
+    if (bytes != std::floor(bytes))
+      throw SpecError(source, "", fmt::format("{} is not a whole number of bytes", shorten(text)));
+  } else {
+    const auto result = parse_quantity(text, QuantityKind::Bytes);
+    if (const auto* err = std::get_if<QuantityError>(&result)) throw SpecError(source, "", err->message);
+    bytes = std::get<double>(result);
+  }
   if (bytes < 1 || bytes > 1e15) {
     throw SpecError(source, "", fmt::format("{} is out of range; expected a size from 1 B to 1 PB", shorten(text)));
   }

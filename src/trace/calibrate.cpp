@@ -239,7 +239,15 @@ void fit_gemm(const std::vector<GemmSample>& gemms, const spec::DeviceSpec& devi
 CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::optional<spec::ClusterSpec>& cluster) {
   CalibrationReport report;
   fit_collectives(traces, report);
+  // a calibration that fits nothing would write defaults as if they were measured
+  const auto nothing = [&](std::string_view why) {
+    const auto where = traces.size() == 1 ? traces.front().path : fmt::format("{} traces", traces.size());
+    return SpecError(where, "", fmt::format("nothing to fit: no NCCL kernels with sizes (the profiler's \"In msg "
+                                            "nelems\" and \"Group size\"), and {}",
+                                            why));
+  };
   if (!cluster) {
+    if (report.collectives.empty()) throw nothing("no topology to fit GEMMs against (-t)");
     report.notes.push_back("no topology given: the GEMM efficiency is not fitted (pass -t for the device's peak)");
     return report;
   }
@@ -247,6 +255,7 @@ CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::opt
   report.gemm_samples = static_cast<std::int64_t>(gemms.size());
   for (const auto& g : gemms) report.gemm_flops += g.flops;
   if (gemms.empty()) {
+    if (report.collectives.empty()) throw nothing("no matrix product of 1 GFLOP or more with recorded shapes");
     report.notes.push_back("no matrix product of 1 GFLOP or more with recorded shapes: GEMM efficiency not fitted");
     return report;
   }

@@ -446,6 +446,13 @@ TraceReport replay(const std::vector<RankTrace>& traces, const ReplayOptions& op
        {std::pair{"--compute-scale", options.compute_scale}, std::pair{"--network-scale", options.network_scale}})
     if (!(scale >= 0.01 && scale <= 1e6))
       throw SpecError(name, "", fmt::format("{} is not a factor in [0.01, 1e6]", scale));
+  // a replay needs steps to time and GPU work to move
+  for (const auto& t : traces) {
+    if (t.events == 0) throw SpecError(t.path, "", "nothing to replay: the trace holds no events");
+    if (t.gpu.empty()) throw SpecError(t.path, "", "nothing to replay: no GPU kernels, copies or sets");
+    if (t.steps.empty())
+      throw SpecError(t.path, "", "nothing to replay: no profiler steps (ProfilerStep#N annotations)");
+  }
   ReplayBuilder builder(traces, options);
   const auto& graphs = builder.build();
   TraceReport report;

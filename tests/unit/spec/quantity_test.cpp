@@ -72,3 +72,15 @@ TEST_CASE("command-line sizes name the option in their error") {
   CHECK_THROWS_WITH_AS(parse_bytes_option("0 B", "--bytes"),
                        "--bytes: 0 B is out of range; expected a size from 1 B to 1 PB", SpecError);
 }
+
+TEST_CASE("command-line sizes as nccl-tests writes them: plain bytes, binary K M G T") {
+  CHECK(parse_bytes_option("8", "-b").count == 8);
+  CHECK(parse_bytes_option("1048576", "-b").count == 1048576);
+  CHECK(parse_bytes_option("64K", "-b").count == 65536);
+  CHECK(parse_bytes_option("128m", "-b").count == 128 << 20);
+  CHECK(parse_bytes_option("8G", "-b").count == std::int64_t{8} << 30);
+  CHECK(parse_bytes_option("1T", "-b").count == std::int64_t{1} << 40);
+  // the same size either way
+  CHECK(parse_bytes_option("8G", "-b") == parse_bytes_option("8GiB", "-b"));
+  CHECK_THROWS_WITH_AS(parse_bytes_option("0.5", "-b"), "-b: 0.5 is not a whole number of bytes", SpecError);
+}
