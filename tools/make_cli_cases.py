@@ -159,7 +159,7 @@ case('strategy-unknown-cp-comm', f'{RUN} tp=8,cp=2,gpus=16,cp_comm=rings', 2,
 case('cli-missing-workload', f'run -t {T} -s tp=8', 2,
      'error: command line: run needs -w WORKLOAD (or a launch configuration: --megatron-args, --torchtitan, -s megatron:ARGS)')
 case('cli-unknown-subcommand', 'fly', 2,
-     'error: command line: unknown command "fly"; expected one of: run, collective, sweep, trace, replay, calibrate, regress, tunables')
+     'error: command line: unknown command "fly"; expected one of: run, collective, sweep, trace, replay, calibrate, regress, tunables, goodput')
 case('cli-bad-format', f'{RUN} tp=8 --format xml', 2,
      'error: command line: --format: xml not in {table,json,csv}')
 case('does-not-fit', f'{RUN} tp=1,gpus=8', 1,
@@ -298,6 +298,24 @@ case('torchtitan-toml-syntax-error', f'run -t {T} -w {W} --torchtitan @train.tom
 case('torchtitan-toml-bad-degree', f'run -t {T} -w {W} --torchtitan @train.toml', 2,
      'error: @train.toml: /parallelism/tensor_parallel_degree: 0 is out of range; expected an integer in [1, 1048576]',
      {'train.toml': '[parallelism]\ntensor_parallel_degree = 0\n'})
+
+# goodput: reliability specs and targets
+RELIABILITY = {"name": "r", "failures": [{"cause": "GPU", "per": "gpu", "mtbf": "50000 h"}],
+               "checkpoint": {"write_bandwidth": "100 GB/s"},
+               "restart": {"detection": "1 min", "rescheduling": "1 min", "initialization": "1 min"}}
+GP = f'goodput -t {T} -w workloads/megatron2020-8b.json -s tp=8,gpus=8,mb=16'
+case('goodput-negative-rate', f'{GP} --days 1 --reliability @r.json', 2,
+     'error: @r.json: /failures/0/count: -3 is out of range; expected a value in [0, 1e+09]',
+     {'r.json': {**RELIABILITY, "failures": [{"cause": "GPU", "per": "gpu", "count": -3, "over": "10 days", "units": 8}]}})
+case('goodput-checkpoint-bandwidth-zero', f'{GP} --days 1 --reliability @r.json', 2,
+     'error: @r.json: /checkpoint/write_bandwidth: "0 GB/s" is out of range; expected a value in [1e+06, 1e+15] bytes/s',
+     {'r.json': {**RELIABILITY, "checkpoint": {"write_bandwidth": "0 GB/s"}}})
+case('goodput-tokens-and-days', f'{GP} --days 1 --tokens 1e9 --reliability @r.json', 2,
+     'error: command line: give --tokens N (what to train) or --days D (how long to train), not both',
+     {'r.json': RELIABILITY})
+case('goodput-unknown-unit', f'{GP} --days 1 --reliability @r.json', 2,
+     'error: @r.json: /failures/0/per: "rack" is not valid; expected one of: gpu, node, job',
+     {'r.json': {**RELIABILITY, "failures": [{"cause": "GPU", "per": "rack", "mtbf": "5 h"}]}})
 
 # Profiler traces (trace summary, replay, calibrate)
 import gzip

@@ -55,6 +55,7 @@ int run_app(int argc, char** argv) {
   add_trace_commands(app, action);
   add_regress_command(app, action);
   add_tunables_command(app, action);
+  add_goodput_command(app, action);
   // A first word that names no command deserves better than CLI11's "a subcommand is required".
   if (argc > 1 && argv[1][0] != '-' &&
       app.get_subcommands([&](const CLI::App* c) { return c->get_name() == argv[1]; }).empty()) {

@@ -18,6 +18,7 @@ void add_run_command(CLI::App& app, Action& action);
 void add_collective_command(CLI::App& app, Action& action);
 void add_regress_command(CLI::App& app, Action& action);
 void add_tunables_command(CLI::App& app, Action& action);
+void add_goodput_command(CLI::App& app, Action& action);
 void add_sweep_command(CLI::App& app, Action& action);
 // trace summary, replay, calibrate
 void add_trace_commands(CLI::App& app, Action& action);

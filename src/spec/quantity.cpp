@@ -43,6 +43,7 @@ constexpr std::array kBandwidthUnits{
 constexpr std::array kDurationUnits{
     Unit{"s", 1.0},   Unit{"ms", 1e-3},  Unit{"us", 1e-6},  Unit{"µs", 1e-6},
     Unit{"ns", 1e-9}, Unit{"ps", 1e-12}, Unit{"min", 60.0}, Unit{"h", 3600.0},
+    Unit{"d", 86400.0}, Unit{"days", 86400.0},
 };
 
 constexpr std::array kFlopRateUnits{

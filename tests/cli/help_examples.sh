@@ -4,7 +4,7 @@
 set -u
 bin=$1
 failed=0
-for cmd in "" run collective sweep "sweep merge" "trace" "trace summary" replay calibrate regress tunables; do
+for cmd in "" run collective sweep "sweep merge" "trace" "trace summary" replay calibrate regress tunables goodput; do
   # shellcheck disable=SC2086
   example=$("$bin" $cmd --help | grep '^Example: ' | head -1 | sed 's/^Example: trainsim //')
   if [ -z "$example" ]; then

@@ -1,0 +1,77 @@
+// `goodput`: how long a run really takes once failures, checkpoints and restarts are counted.
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "trainsim/driver/goodput.hpp"
+#include "trainsim/report/goodput_format.hpp"
+#include "trainsim/spec/job.hpp"
+#include "trainsim/spec/reliability_spec.hpp"
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::cli {
+namespace {
+
+struct GoodputOptions {
+  std::string topology;
+  std::string workload;
+  std::string strategy;
+  std::string reliability;
+  std::string format = "table";
+  std::string checkpoint_interval;
+  double tokens = 0;
+  double days = 0;
+  std::uint64_t seed = 1;
+  int samples = 1000;
+  TrainingFlags training;
+};
+
+int run_goodput(const GoodputOptions& o) {
+  spec::Sources sources{.topology = o.topology, .workload = o.workload, .strategy = {}};
+  auto cluster = spec::load_cluster_spec(o.topology);
+  auto workload = spec::load_workload_spec(o.workload, o.training.overrides());
+  auto strategy = spec::load_strategy_spec(o.strategy, sources.strategy);
+  const auto job = spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources);
+  const auto reliability =
+      spec::load_reliability_spec(o.reliability.empty() ? spec::default_reliability_path() : o.reliability);
+  driver::GoodputRequest request{.seed = o.seed, .samples = o.samples};
+  if (o.tokens != 0) request.tokens = o.tokens;
+  if (o.days != 0) request.days = o.days;
+  if (!o.checkpoint_interval.empty()) {
+    const auto parsed = spec::parse_quantity(o.checkpoint_interval, spec::QuantityKind::Duration);
+    if (const auto* err = std::get_if<spec::QuantityError>(&parsed))
+      throw SpecError("--checkpoint-interval", "", err->message);
+    const double s = std::get<double>(parsed);
+    if (!(s >= 1 && s <= 1e8)) throw SpecError("--checkpoint-interval", "", fmt::format("{} s is out of range", s));
+    request.interval_s = s;
+  }
+  const auto report = driver::build_goodput_report(job, reliability, request);
+  const auto format = parse_format(o.format);
+  print_report(report::render(report, format), report.warnings, format);
+  return kOk;
+}
+
+}  // namespace
+
+void add_goodput_command(CLI::App& app, Action& action) {
+  auto o = std::make_shared<GoodputOptions>();
+  auto* cmd = app.add_subcommand(
+      "goodput", "training time under failures: interruptions, checkpoints, restarts, ETTR, by Monte Carlo");
+  cmd->add_option("-t,--topology", o->topology, "topology JSON file")->required();
+  cmd->add_option("-w,--workload", o->workload, "workload JSON file or Hugging Face config (as for run)")->required();
+  cmd->add_option("-s,--strategy", o->strategy, "strategy (as for run)")->required();
+  cmd->add_option("--reliability", o->reliability,
+                  "reliability spec JSON (default: Llama 3 405B's 54 days on 16,384 H100s, Dubey et al. 2024)");
+  cmd->add_option("--tokens", o->tokens, "tokens to train (e.g. 15e12)");
+  cmd->add_option("--days", o->days, "or: days of wall time to train for");
+  cmd->add_option("--checkpoint-interval", o->checkpoint_interval,
+                  "training between checkpoints, e.g. 30min (default: the spec's, else Daly's optimum)");
+  cmd->add_option("--seed", o->seed, "Monte Carlo seed (the same seed, the same answer)");
+  cmd->add_option("--samples", o->samples, "Monte Carlo runs (default 1000)");
+  add_training_options(*cmd, o->training);
+  add_format_option(*cmd, o->format);
+  cmd->footer("Example: trainsim goodput -t topologies/h100-roce-llama3.json -w workloads/llama3-405b.json "
+              "-s tp=8,sp=on,pp=16,zero=1,first_stage_layers=7,last_stage_layers=7,gpus=16384 --days 54");
+  cmd->callback([o, &action] { action = [o] { return run_goodput(*o); }; });
+}
+
+}  // namespace trainsim::cli

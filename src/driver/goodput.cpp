@@ -1,0 +1,155 @@
+#include "trainsim/driver/goodput.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "trainsim/model/memory.hpp"
+#include "trainsim/model/params.hpp"
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::driver {
+namespace {
+
+// The value below which `share` of the sorted samples lie (nearest rank).
+double percentile(std::vector<double> values, double share) {
+  std::sort(values.begin(), values.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(share * static_cast<double>(values.size())));
+  return values[std::clamp<std::size_t>(rank, 1, values.size()) - 1];
+}
+
+Percentiles percentiles(const std::vector<double>& values) {
+  return {percentile(values, 0.1), percentile(values, 0.5), percentile(values, 0.9)};
+}
+
+}  // namespace
+
+double GoodputReport::gpu_hours() const {
+  return static_cast<double>(job->gpus) * wall_s / 3600;
+}
+
+GoodputReport build_goodput_report(const spec::Job& job, const spec::ReliabilitySpec& reliability,
+                                   const GoodputRequest& request, const RunOptions& options) {
+  if (request.tokens.has_value() == request.days.has_value())
+    throw SpecError("command line", "", "give --tokens N (what to train) or --days D (how long to train), not both");
+  if (request.tokens && !(*request.tokens >= 1 && *request.tokens <= 1e18))
+    throw SpecError("--tokens", "", fmt::format("{} is not a token count in [1, 1e18]", *request.tokens));
+  if (request.days && !(*request.days > 0 && *request.days <= 3650))
+    throw SpecError("--days", "", fmt::format("{} is not a duration in days in (0, 3650]", *request.days));
+  if (request.samples < 1 || request.samples > 1'000'000)
+    throw SpecError("--samples", "", fmt::format("{} is not a sample count in [1, 1000000]", request.samples));
+  GoodputReport r;
+  r.job = &job;
+  r.reliability = reliability.name;
+  const auto run = build_run_report(job, options);
+  r.step_s = run.simulation->step_time_s;
+  r.warnings = run.warnings;
+  r.tokens_per_step =
+      static_cast<double>(job.workload.training.global_batch) * static_cast<double>(job.workload.training.seq_len);
+  r.nodes = (job.gpus + job.cluster.node.devices - 1) / job.cluster.node.devices;
+
+  // failures of the job's GPUs and nodes
+  for (const auto& c : reliability.causes) {
+    const double units = c.per == spec::FailureUnit::Gpu    ? static_cast<double>(job.gpus)
+                         : c.per == spec::FailureUnit::Node ? static_cast<double>(r.nodes)
+                                                            : 1.0;
+    if (c.rate_per_unit_hour > 0) r.model.classes.push_back({c.cause, c.rate_per_unit_hour * units / 3600, c.replaces_node});
+  }
+  if (r.model.classes.empty()) throw SpecError(reliability.name, "/failures", "every failure rate is zero");
+
+  // the checkpoint: each parameter's training copy and optimizer state, once, written in parallel
+  // by every rank (distributed checkpointing spreads replicated state over the replicas)
+  const auto per_param = model::state_bytes_per_param(job.workload.training.dtype, job.workload.training.optimizer);
+  r.checkpoint_bytes = model::count_params(job.workload.model, job.workload.training.seq_len).total() *
+                       (per_param.weights + per_param.optimizer);
+  const auto& k = reliability.checkpoint;
+  const double per_node = r.checkpoint_bytes / static_cast<double>(r.nodes);
+  const auto transfer = [&](double aggregate, double node) {
+    return std::max(r.checkpoint_bytes / aggregate, node > 0 ? per_node / node : 0.0);
+  };
+  r.checkpoint_write_s = transfer(k.write_bandwidth, k.node_write_bandwidth);
+  r.checkpoint_load_s = transfer(k.read_bandwidth, k.node_read_bandwidth);
+  r.model.checkpoint_s = k.asynchronous
+                             ? r.checkpoint_bytes / static_cast<double>(job.gpus) / k.host_copy_bandwidth
+                             : r.checkpoint_write_s;
+  r.model.restart_s = reliability.restart.detection_s + reliability.restart.rescheduling_s +
+                      reliability.restart.initialization_s + r.checkpoint_load_s;
+  r.model.spare_nodes = reliability.spare_nodes;
+  r.model.repair_s = reliability.repair_s;
+  const double mtbf = r.model.mtbf_s();
+  if (const auto interval = request.interval_s ? request.interval_s : k.interval_s) {
+    r.model.interval_s = *interval;
+  } else {
+    r.model.interval_s = std::max(model::daly_interval(r.model.checkpoint_s, mtbf), r.step_s);
+    r.interval_optimal = true;
+  }
+  // a save happens between steps: the interval is a whole number of steps
+  r.model.interval_s = std::max(1.0, std::round(r.model.interval_s / r.step_s)) * r.step_s;
+
+  // closed form
+  const double ratio = r.model.interval_s / model::expected_wall_time(r.model.interval_s, r.model.interval_s,
+                                                                      r.model.checkpoint_s, r.model.restart_s, mtbf);
+  r.closed_ettr = ratio;
+  if (request.tokens) {
+    r.work_s = std::ceil(*request.tokens / r.tokens_per_step) * r.step_s;
+    r.closed_wall_s = r.work_s / ratio;
+  } else {
+    r.horizon_s = *request.days * 86400;
+    r.work_s = std::numeric_limits<double>::infinity();
+    r.closed_wall_s = *r.horizon_s;
+  }
+
+  // Monte Carlo: sample i runs on seed + i
+  r.samples = request.samples;
+  r.seed = request.seed;
+  std::vector<double> walls;
+  std::vector<double> tokens;
+  std::vector<double> by_class(r.model.classes.size(), 0.0);
+  double ettr = 0;
+  for (int i = 0; i < request.samples; ++i) {
+    const auto o = model::simulate_run(r.model, r.work_s, r.horizon_s.value_or(std::numeric_limits<double>::infinity()),
+                                       request.seed + static_cast<std::uint64_t>(i));
+    walls.push_back(o.wall_s);
+    tokens.push_back(o.work_s / r.step_s * r.tokens_per_step);
+    ettr += o.work_s / o.wall_s;
+    r.interruptions += static_cast<double>(o.interruptions);
+    r.checkpoint_overhead_s += o.checkpoint_s;
+    r.lost_s += o.lost_s;
+    r.restart_total_s += o.restart_s;
+    r.waiting_s += o.waiting_s;
+    for (std::size_t c = 0; c < by_class.size(); ++c) by_class[c] += static_cast<double>(o.by_class[c]);
+  }
+  const double n = request.samples;
+  for (auto* mean : {&r.interruptions, &r.checkpoint_overhead_s, &r.lost_s, &r.restart_total_s, &r.waiting_s})
+    *mean /= n;
+  for (const auto w : walls) r.wall_s += w / n;
+  for (const auto t : tokens) r.tokens += t / n;
+  r.ettr = ettr / n;
+  r.wall = percentiles(walls);
+  r.tokens_trained = percentiles(tokens);
+  for (std::size_t c = 0; c < by_class.size(); ++c)
+    r.interruptions_by_cause.emplace_back(r.model.classes[c].cause, by_class[c] / n);
+
+  r.assumptions = {
+      fmt::format("failures: {} causes from \"{}\", {:.3g} per hour for {} GPUs on {} nodes (MTBF {:.2f} h)",
+                  r.model.classes.size(), reliability.name, 3600 / mtbf, job.gpus, r.nodes, mtbf / 3600),
+      fmt::format("checkpoint: {:.3g} GB of weights and optimizer state, written in {:.1f} s, loaded in {:.1f} s; "
+                  "training stalls {:.1f} s per save{}",
+                  r.checkpoint_bytes / 1e9, r.checkpoint_write_s, r.checkpoint_load_s, r.model.checkpoint_s,
+                  k.asynchronous ? " (asynchronous: the copy to host memory)" : ""),
+      fmt::format("checkpoint interval {:.0f} s ({:.0f} steps){}", r.model.interval_s,
+                  r.model.interval_s / r.step_s, r.interval_optimal ? ", Daly's optimum" : ""),
+      fmt::format("restart {:.0f} s: detection {:.0f} s, rescheduling {:.0f} s, initialization {:.0f} s, loading "
+                  "{:.1f} s",
+                  r.model.restart_s, reliability.restart.detection_s, reliability.restart.rescheduling_s,
+                  reliability.restart.initialization_s, r.checkpoint_load_s),
+      reliability.repair_s > 0
+          ? fmt::format("{} spare nodes; a failed node is back after {:.1f} h", reliability.spare_nodes,
+                        reliability.repair_s / 3600)
+          : std::string("failed nodes are replaced at once (no repair time given)"),
+      fmt::format("{} Monte Carlo samples from seed {}", request.samples, request.seed)};
+  return r;
+}
+
+}  // namespace trainsim::driver
