@@ -124,7 +124,9 @@ TEST_CASE("every value of the shipped Hugging Face config, replaced by every wro
                                    "/mlp_bias", "/model_type"};
   const std::vector<json> wrong = {true, -1, 0, 1e308, "x", json::array(), json::object(), std::string(4096, 'z')};
   int rejected = 0;
-  for (const auto& [key, value] : config.items()) {
+  for (const auto& item : config.items()) {
+    const std::string key = item.key();
+    const json& value = item.value();
     for (const auto& w : wrong) {
       json j = config;
       j[key] = w;
