@@ -252,7 +252,8 @@ std::optional<Plan> simulate_one(const spec::Job& job, std::size_t index, double
 // Returns the top K; counts what it simulated into `stats`.
 std::vector<Plan> simulate_rounds(const std::vector<std::size_t>& order, const std::vector<std::size_t>& mine,
                                   std::vector<Screened>& screened, const spec::WorkloadSpec& workload,
-                                  const SweepOptions& options, CostModelPool& pool, SearchStats& stats) {
+                                  const SweepOptions& options, CostModelPool& pool, SearchStats& stats,
+                                  std::vector<Plan>& simulated_plans) {
   driver::RunOptions run = options.run;
   run.simulate = true;
   std::vector<Plan> kept;
@@ -284,12 +285,15 @@ std::vector<Plan> simulate_rounds(const std::vector<std::size_t>& order, const s
         ++stats.simulated_out_of_memory;
         continue;
       }
+      simulated_plans.push_back(*plans[r]);
       kept.push_back(std::move(*plans[r]));
     }
     std::sort(kept.begin(), kept.end(), better);
     if (kept.size() > options.top) kept.resize(options.top);
   }
   stats.bounded_out = static_cast<std::int64_t>(order.size() - next);
+  std::sort(simulated_plans.begin(), simulated_plans.end(),
+            [](const Plan& a, const Plan& b) { return a.index < b.index; });
   return kept;
 }
 
@@ -318,7 +322,7 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
   CostModelPool pool(cluster, options.run.tunables(cluster).values.collectives);
   std::vector<Screened> screened;
   const auto order = screen_all(all, mine, cluster, workload, sources, options, pool, screened, result);
-  result.top = simulate_rounds(order, mine, screened, workload, options, pool, result.stats);
+  result.top = simulate_rounds(order, mine, screened, workload, options, pool, result.stats, result.simulated);
   result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
@@ -328,6 +332,7 @@ SweepResult merge_sweeps(std::vector<SweepResult> parts, const std::vector<std::
   if (parts.empty()) throw SpecError("sweep merge", "", "no sweep results to merge");
   SweepResult out = parts.front();
   out.top.clear();
+  out.simulated.clear();
   out.pruned.clear();
   out.shard_indices.clear();
   out.enumerated = out.invalid = out.out_of_memory = out.candidates = 0;
@@ -360,6 +365,7 @@ SweepResult merge_sweeps(std::vector<SweepResult> parts, const std::vector<std::
     out.stats.simulated_out_of_memory += p.stats.simulated_out_of_memory;
     out.stats.seconds += p.stats.seconds;
     out.top.insert(out.top.end(), p.top.begin(), p.top.end());
+    out.simulated.insert(out.simulated.end(), p.simulated.begin(), p.simulated.end());
     for (const auto& f : p.pruned) add_family(families, f.reason, f.example_index, f.example, f.count);
   }
   std::sort(out.shard_indices.begin(), out.shard_indices.end());
@@ -376,6 +382,7 @@ SweepResult merge_sweeps(std::vector<SweepResult> parts, const std::vector<std::
   out.shard_indices = {0};
   std::sort(out.top.begin(), out.top.end(), better);
   if (out.top.size() > out.top_k) out.top.resize(out.top_k);
+  std::sort(out.simulated.begin(), out.simulated.end(), [](const Plan& a, const Plan& b) { return a.index < b.index; });
   for (auto& [reason, family] : families) out.pruned.push_back(std::move(family));
   sort_families(out.pruned);
   return out;

@@ -60,6 +60,14 @@ ordered_json to_json(const SweepResult& r) {
                    {"peak_memory_bytes", p.peak_memory}});
   }
   out["top"] = std::move(top);
+  ordered_json simulated = ordered_json::array();
+  for (const auto& p : r.simulated)
+    simulated.push_back({{"index", p.index},
+                         {"strategy", p.strategy},
+                         {"gpus", p.gpus},
+                         {"step_time_s", p.step_time_s},
+                         {"peak_memory_bytes", p.peak_memory}});
+  out["simulated"] = std::move(simulated);
   ordered_json pruned = ordered_json::array();
   for (const auto& f : r.pruned)
     pruned.push_back(
@@ -130,6 +138,14 @@ SweepResult sweep_from_json(const nlohmann::json& json, const std::string& sourc
                            .gpu_hours_per_mtoken = p.number("gpu_hours_per_mtoken", kNonNegative),
                            .peak_memory = p.integer("peak_memory_bytes", {0, std::int64_t{1} << 62})});
   });
+  if (r.has("simulated"))
+    array_of("simulated", [&](spec::Reader& p) {
+      out.simulated.push_back(Plan{.index = static_cast<std::size_t>(p.integer("index", {0, kMaxCount})),
+                                   .strategy = p.string("strategy"),
+                                   .gpus = p.integer("gpus", {1, std::int64_t{1} << 22}),
+                                   .step_time_s = p.number("step_time_s", {0, 1e30, true}),
+                                   .peak_memory = p.integer("peak_memory_bytes", {0, std::int64_t{1} << 62})});
+    });
   array_of("pruned", [&](spec::Reader& f) {
     out.pruned.push_back(
         PrunedFamily{.reason = f.string("reason"),

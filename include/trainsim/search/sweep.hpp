@@ -91,6 +91,9 @@ struct SweepResult {
   std::int64_t out_of_memory = 0;  // the analytic memory estimate exceeds the device
   std::int64_t candidates = 0;     // the rest: simulated or bounded out
   std::vector<Plan> top;
+  // every plan simulated that fits, in enumeration order (index, strategy, gpus, step time and peak
+  // memory), for the step-time/memory picture of the search
+  std::vector<Plan> simulated;
   std::vector<PrunedFamily> pruned;  // most common reason first
   SearchStats stats;
 };
