@@ -3,6 +3,7 @@
 
 #include "cli/commands.hpp"
 #include "trainsim/driver/goodput.hpp"
+#include "trainsim/html/html.hpp"
 #include "trainsim/report/goodput_format.hpp"
 #include "trainsim/spec/job.hpp"
 #include "trainsim/spec/reliability_spec.hpp"
@@ -23,6 +24,7 @@ struct GoodputOptions {
   std::uint64_t seed = 1;
   int samples = 1000;
   TrainingFlags training;
+  std::string html;
 };
 
 int run_goodput(const GoodputOptions& o) {
@@ -45,6 +47,7 @@ int run_goodput(const GoodputOptions& o) {
     request.interval_s = s;
   }
   const auto report = driver::build_goodput_report(job, reliability, request);
+  if (!o.html.empty()) html::write_page(o.html, html::goodput_page(report));
   const auto format = parse_format(o.format);
   print_report(report::render(report, format), report.warnings, format);
   return kOk;
@@ -69,6 +72,7 @@ void add_goodput_command(CLI::App& app, Action& action) {
   cmd->add_option("--samples", o->samples, "Monte Carlo runs (default 1000)");
   add_training_options(*cmd, o->training);
   add_format_option(*cmd, o->format);
+  cmd->add_option("--html", o->html, "write a self-contained HTML page of the report");
   cmd->footer("Example: trainsim goodput -t topologies/h100-roce-llama3.json -w workloads/llama3-405b.json "
               "-s tp=8,sp=on,pp=16,zero=1,first_stage_layers=7,last_stage_layers=7,gpus=16384 --days 54");
   cmd->callback([o, &action] { action = [o] { return run_goodput(*o); }; });

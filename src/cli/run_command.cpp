@@ -4,6 +4,7 @@
 
 #include "cli/commands.hpp"
 #include "trainsim/driver/run.hpp"
+#include "trainsim/html/html.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/report/perfetto.hpp"
 #include "trainsim/spec/job.hpp"
@@ -26,6 +27,7 @@ struct RunOptions {
   TrainingFlags training;
   std::string megatron_args;
   std::string torchtitan;
+  std::string html;
 };
 
 constexpr std::string_view kMegatronPrefix = "megatron:";
@@ -91,6 +93,7 @@ int run(const RunOptions& o) {
   const auto report = driver::build_run_report(job, options);
   if (!o.timeline.empty() && report.step)
     report::write_perfetto(report.step->lowered, report.step->timeline, o.timeline);
+  if (!o.html.empty()) html::write_page(o.html, html::run_page(report));
   const auto format = parse_format(o.format);
   print_report(report::render(report, format), report.warnings, format);
   if (!report.fits) {
@@ -121,6 +124,7 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("--torchtitan", options->torchtitan, "a TorchTitan training TOML");
   add_format_option(*cmd, options->format);
   cmd->add_option("--timeline", options->timeline, "write the simulated step as Chrome/Perfetto trace events");
+  cmd->add_option("--html", options->html, "write a self-contained HTML page of the report");
   cmd->add_option("--calibration", options->calibration, "calibration JSON overriding the model's defaults");
   cmd->add_flag("--full", options->full, "simulate every rank instead of one per pipeline stage");
   cmd->add_option("--memory-headroom", options->memory_headroom,

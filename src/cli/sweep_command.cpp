@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "trainsim/html/html.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/search/sweep.hpp"
 #include "trainsim/spec/calibration_spec.hpp"
@@ -34,6 +35,7 @@ struct SweepCommandOptions {
   bool quiet = false;
   std::vector<std::string> merge_files;
   TrainingFlags training;
+  std::string html;
 };
 
 // "I/N" with 0 ≤ I < N.
@@ -98,6 +100,7 @@ int run_sweep(const SweepCommandOptions& o) {
   options.progress = [&](std::size_t done, std::size_t at_most) { progress.update(done, at_most); };
   const auto result = search::sweep(cluster, workload, spec::Sources{o.topology, o.workload, "--fix"}, options);
   progress.finish();
+  if (!o.html.empty()) html::write_page(o.html, html::sweep_page(result));
   fmt::print("{}", search::render(result, parse_format(o.format)));
   if (!o.quiet) {
     const auto& s = result.stats;
@@ -116,6 +119,7 @@ int run_merge(const SweepCommandOptions& o) {
   std::vector<search::SweepResult> parts;
   for (const auto& file : o.merge_files) parts.push_back(search::sweep_from_json(spec::load_json_file(file), file));
   const auto result = search::merge_sweeps(std::move(parts), o.merge_files);
+  if (!o.html.empty()) html::write_page(o.html, html::sweep_page(result));
   fmt::print("{}", search::render(result, parse_format(o.format)));
   return result.top.empty() ? kDoesNotFit : kOk;
 }
@@ -142,6 +146,7 @@ void add_sweep_command(CLI::App& app, Action& action) {
       ->check(CLI::Range(0.0, 0.9));
   cmd->add_flag("--quiet", o->quiet, "no progress bar or summary on stderr");
   add_format_option(*cmd, o->format);
+  cmd->add_option("--html", o->html, "write a self-contained HTML page of the result");
   cmd->require_subcommand(0, 1);
   cmd->footer("Example: trainsim sweep -t topologies/dgx-h100-superpod.json -w workloads/llama3-70b.json --gpus 512 "
               "--top 5");

@@ -7,6 +7,7 @@
 #include "cli/commands.hpp"
 #include "trainsim/driver/device_fit.hpp"
 #include "trainsim/driver/replay.hpp"
+#include "trainsim/html/html.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/report/trace_format.hpp"
 #include "trainsim/spec/calibration_spec.hpp"
@@ -27,6 +28,7 @@ struct TraceCommandOptions {
   double compute_scale = 1;
   double network_scale = 1;
   std::string format = "table";
+  std::string html;
 };
 
 std::vector<trace::RankTrace> read_all(const std::vector<std::string>& paths) {
@@ -46,6 +48,7 @@ int run_replay(const TraceCommandOptions& o) {
   if (!o.calibration.empty()) request.calibration = spec::load_calibration_spec(o.calibration);
   const auto format = parse_format(o.format);
   const auto report = driver::replay(read_all(o.traces), request);
+  if (!o.html.empty()) html::write_page(o.html, html::replay_page(report));
   print_report(report::render(report, format), report.warnings, format);
   return kOk;
 }
@@ -104,6 +107,7 @@ void add_trace_commands(CLI::App& app, Action& action) {
   replay->add_option("--network-scale", o->network_scale,
                      "run recorded NCCL kernels this many times faster (0.01 to 1e6)");
   add_format_option(*replay, o->format);
+  replay->add_option("--html", o->html, "write a self-contained HTML page of the report");
   replay->callback([o, &action] { action = [o] { return run_replay(*o); }; });
 
   auto* calibrate =

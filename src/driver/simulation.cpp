@@ -56,6 +56,7 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
   out.fold = lowered.fold;
   std::map<int, std::vector<std::size_t>> by_stage;
   std::map<std::string, double> comm_busy;
+  std::map<std::string, double> exposed_by_category;
   const double n = static_cast<double>(lowered.ranks.size());
   for (std::size_t r = 0; r < lowered.ranks.size(); ++r) {
     const auto& rank = lowered.ranks[r];
@@ -63,21 +64,28 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
     std::vector<Interval> compute;
     std::vector<Interval> comm;
     std::map<std::uint16_t, std::vector<Interval>> per_category;
+    std::map<std::uint16_t, std::vector<Interval>> exposable;  // non-pipeline communication
     for (int k = 0; k < lower::kStreamKinds; ++k) {
       const auto kind = static_cast<lower::StreamKind>(k);
       for (const auto t : g.stream_tasks(rank.streams[static_cast<std::size_t>(k)])) {
         const auto& span = timeline.tasks[t.index()];
         const Interval i{span.start.ps, span.end.ps};
+        per_category[g.task(t).category].push_back(i);
         if (kind == lower::StreamKind::Compute) {
           compute.push_back(i);
           continue;
         }
-        per_category[g.task(t).category].push_back(i);
         const bool pipeline = kind >= lower::StreamKind::PpSendNext;
-        if (!pipeline) comm.push_back(i);
+        if (!pipeline) {
+          comm.push_back(i);
+          exposable[g.task(t).category].push_back(i);
+        }
       }
     }
     const auto busy = merged(compute);
+    for (const auto& [cat, intervals] : exposable)
+      exposed_by_category[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
+          static_cast<double>(minus(merged(intervals), busy)) * 1e-12 / n;
     const auto exposed = minus(merged(comm), busy);
     out.breakdown.compute_s += length(busy) * 1e-12 / n;
     out.breakdown.exposed_comm_s += exposed * 1e-12 / n;
@@ -92,6 +100,7 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
   }
   out.breakdown.bubble_s = std::max(0.0, step - out.breakdown.compute_s - out.breakdown.exposed_comm_s);
   for (const auto& [category, seconds] : comm_busy) out.comm_busy_s.emplace_back(category, seconds);
+  for (const auto& [category, seconds] : exposed_by_category) out.exposed_s.emplace_back(category, seconds);
 
   for (const auto& [stage, ranks] : by_stage) {
     StageFigures f{.stage = stage};

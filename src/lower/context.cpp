@@ -141,6 +141,10 @@ std::vector<topo::DeviceId> narrow(std::vector<topo::DeviceId> group, int rank, 
 
 }  // namespace
 
+void Context::record(CollectiveChoice choice) {
+  if (choices_.insert(choice).second) out_->collectives.push_back(std::move(choice));
+}
+
 TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                              std::span<const ParallelDim> dims, StreamKind stream, Category category, double fraction,
                              std::string_view algorithm, Subgroup subgroup) {
@@ -165,6 +169,12 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
       c.time = Duration::from_seconds(c.time.seconds() * fraction);
       c.latency = Duration::from_seconds(c.latency.seconds() * fraction);
     }
+    record(CollectiveChoice{.label = std::string(name.label),
+                            .op = std::string(cost::collective_name(kind)),
+                            .bytes = Bytes::from_double(bytes.as_double() * fraction).count,
+                            .group_size = static_cast<std::int64_t>(devices.size()),
+                            .algorithm = c.algorithm,
+                            .protocol = std::string(cost::protocol_name(c.protocol))});
     std::vector<sim::StreamId> streams;
     std::vector<sim::TaskId> deps;
     for (const auto j : members) {

@@ -4,6 +4,7 @@
 // behave like CUDA streams: tasks run in issue order, and wait(...) adds dependencies to the next
 // task issued on a stream (as cudaStreamWaitEvent does). Private to lower/.
 #include <map>
+#include <set>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -70,6 +71,8 @@ class Context {
   // `overlaps_compute`: the collective runs beside compute, which loses the SMs its channels hold.
   sim::CommWork comm_work(const cost::CollectiveCost& cost, Bytes bytes, bool overlaps_compute);
   std::vector<sim::TaskId> take_pending(std::size_t rank_index, StreamKind kind);
+  // Keeps how a collective was costed, once per distinct choice (Lowered::collectives).
+  void record(CollectiveChoice choice);
   std::size_t index_of_rank(int rank) const;
 
   const spec::Job* job_;
@@ -83,6 +86,7 @@ class Context {
   std::map<int, std::size_t> rank_index_;
   std::vector<std::array<std::vector<sim::TaskId>, kStreamKinds>> pending_;
   std::map<const cost::CollectivePlan*, sim::LoadId> loads_;
+  std::set<CollectiveChoice> choices_;
   std::map<std::tuple<std::vector<spec::ParallelDim>, int, int, bool>, cost::GroupId> groups_;
 };
 

@@ -1,5 +1,7 @@
 #include "trainsim/lower/lowering.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "lower/context.hpp"
@@ -179,6 +181,7 @@ Lowered lower(const spec::Job& job, cost::CostModel& costs, const LoweringOption
   DataParallel dp(ctx);
   Passes passes(ctx, dp);
   Driver(ctx, dp, passes).run();
+  std::sort(out.collectives.begin(), out.collectives.end());
   return out;
 }
 

@@ -32,6 +32,9 @@ struct Simulation {
   double bubble_fraction = 0;  // mean over stages of idle (neither compute nor exposed comm) / step
   std::vector<StageFigures> per_stage;
   std::vector<std::pair<std::string, double>> comm_busy_s;  // per category, mean per rank
+  // per communication category (pipeline transfers aside): its time with the compute stream idle,
+  // mean per rank (categories may overlap one another)
+  std::vector<std::pair<std::string, double>> exposed_s;
   std::int64_t peak_memory = 0;                             // the highest pool peak
   std::size_t peak_rank = 0;                                // index into Lowered::ranks
   std::size_t tasks = 0;

@@ -54,8 +54,21 @@ struct SimulatedRank {
   model::StageMemory static_memory;  // params, grads, optimizer, runtime buffers
 };
 
+// How a collective of the step was costed: what reports show beside its tasks' times.
+struct CollectiveChoice {
+  std::string label;  // the task's label ("F# tp all-gather")
+  std::string op;     // the operation
+  std::int64_t bytes = 0;
+  std::int64_t group_size = 0;
+  std::string algorithm;
+  std::string protocol;
+  friend auto operator<=>(const CollectiveChoice&, const CollectiveChoice&) = default;
+};
+
 struct Lowered {
   sim::TaskGraph graph;
+  // one entry per distinct (label, bytes, group size, algorithm, protocol), sorted
+  std::vector<CollectiveChoice> collectives;
   std::vector<SimulatedRank> ranks;
   // Each simulated rank stands for this many identical ranks (1 with LoweringOptions::full).
   std::int64_t fold = 1;

@@ -113,6 +113,8 @@ class TaskGraph {
   };
   const Task& task(TaskId t) const { return tasks_[t.index()]; }
   std::string name(TaskId t) const;
+  // The task's label, before its number replaces the '#'.
+  std::string_view label(TaskId t) const { return names_[tasks_[t.index()].label]; }
   // Tasks of a stream in issue order.
   const std::vector<TaskId>& stream_tasks(StreamId s) const { return stream_tasks_[s.index()]; }
 

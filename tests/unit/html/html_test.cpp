@@ -1,0 +1,37 @@
+// The HTML pages without a browser: escaping, self-containment, determinism, the Gantt's limit.
+// tests/html/check_pages.py opens them in headless Chromium.
+#include <doctest/doctest.h>
+
+#include "common/jobs.hpp"
+#include "trainsim/driver/run.hpp"
+#include "trainsim/html/html.hpp"
+
+using namespace trainsim;
+
+namespace html_test {
+
+TEST_CASE("escaping: markup, quotes and ampersands as text; invalid UTF-8 replaced") {
+  CHECK(html::escape("<script>a & \"b\" 'c'</script>") ==
+        "&lt;script&gt;a &amp; &quot;b&quot; &#39;c&#39;&lt;/script&gt;");
+  CHECK(html::escape("caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x99\x82") == "caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x99\x82");
+  CHECK(html::escape("a\xff" "b") == "a\xef\xbf\xbd" "b");          // a stray byte
+  CHECK(html::escape("\xc3") == "\xef\xbf\xbd");                     // a sequence cut short
+  CHECK(html::escape("\xe2\x28\xa1") == "\xef\xbf\xbd(\xef\xbf\xbd");  // a bad continuation
+}
+
+TEST_CASE("a run's page: self-contained, the same bytes for the same inputs, big steps merged") {
+  const auto job = test::make_job("dgx-a100-superpod", "gpt3-175b",
+                                  "tp=8,pp=8,dp=16,sp=on,recompute=selective,schedule=interleaved,vpp=3");
+  const auto a = html::run_page(driver::build_run_report(job));
+  const auto b = html::run_page(driver::build_run_report(job));
+  CHECK(a == b);
+  // nothing fetched: no external source, link or import
+  for (const auto* needle : {"src=\"http", "href=\"http", "@import", "url(", "<link", "<iframe"})
+    CHECK(a.find(needle) == std::string::npos);
+  CHECK(a.find("<script>") != std::string::npos);
+  // 175,796 tasks: beyond the limit the chart says it merged
+  CHECK(a.find("drawn merged") != std::string::npos);
+  CHECK(a.size() < 3u * 1024 * 1024);
+}
+
+}  // namespace html_test
