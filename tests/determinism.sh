@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Determinism: the same inputs give the same bytes of output. Runs `run` (report and timeline),
-# `sweep` and `replay` with binary A and again with binary B (by default A again), sweeping with
+# Determinism: the same inputs give the same bytes of output. Runs `run` (report, timeline, HTML
+# page), `sweep`, `replay` and `goodput` with binary A and again with binary B (by default A again), sweeping with
 # one thread under A and two under B, and compares the outputs byte for byte.
 #   tests/determinism.sh A [B]      e.g. build/trainsim build-asan/trainsim (two build types)
 set -u
@@ -41,6 +41,8 @@ check replay-one replay --trace $R/trace_diff_control_control.json.gz --compute-
 check replay-two replay --trace $R/trace_filter_sampled_rank-0.json.gz --trace $R/trace_filter_sampled_rank-1.json.gz --format json
 check replay-topology replay --trace $R/nccl_parser_config_nccl_data.json.gz -t $T --format csv
 check calibrate calibrate --trace $R/trace_diff_control_control.json.gz -t $T -o @OUT
+check run-html run -t $T -w workloads/megatron2021-7.5b.json -s tp=4,pp=2,gpus=64,schedule=zb-h1 --html @OUT
+check goodput-html goodput -t $T -w workloads/gpt3-175b.json -s tp=8,pp=8,dp=16 --tokens 3e11 --samples 50 --format json --html @OUT
 check collective-sweep collective -t $H --op all_reduce --sweep 1KiB:1GiB --group 0-15 --format json
 [ "$failed" -eq 0 ] && echo "deterministic: $a${2:+ and $b}"
 [ "$failed" -eq 0 ]
