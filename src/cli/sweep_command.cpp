@@ -153,6 +153,7 @@ void add_sweep_command(CLI::App& app, Action& action) {
   auto* merge = cmd->add_subcommand("merge", "join the JSON results of sweep shards into the whole sweep's answer");
   merge->footer("Example: trainsim sweep merge shard-0.json shard-1.json");
   merge->add_option("files", o->merge_files, "shard results (sweep --shard I/N --format json)")->required();
+  merge->add_option("--html", o->html, "write a self-contained HTML page of the merged result");
   add_format_option(*merge, o->format);
   merge->callback([o, &action] { action = [o] { return run_merge(*o); }; });
   cmd->callback([o, cmd, &action] {
