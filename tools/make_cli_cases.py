@@ -317,6 +317,21 @@ case('goodput-unknown-unit', f'{GP} --days 1 --reliability @r.json', 2,
      'error: @r.json: /failures/0/per: "rack" is not valid; expected one of: gpu, node, job',
      {'r.json': {**RELIABILITY, "failures": [{"cause": "GPU", "per": "rack", "mtbf": "5 h"}]}})
 
+# run --perturb: stragglers
+PR = f'run -t {T} -w workloads/megatron2021-7.5b.json -s tp=4,pp=2,gpus=32 --perturb @p.json'
+case('perturb-slowdown-below-one', PR, 2,
+     'error: @p.json: /slow_gpus/0/compute_factor: 0.5 is out of range; expected a value in [1, 100]',
+     {'p.json': {"slow_gpus": [{"rank": 1, "compute_factor": 0.5}]}})
+case('perturb-absurd-slowdown', PR, 2,
+     'error: @p.json: /slow_gpus/0/compute_factor: 1000 is out of range; expected a value in [1, 100]',
+     {'p.json': {"slow_gpus": [{"rank": 1, "compute_factor": 1000}]}})
+case('perturb-rank-outside-job', PR, 2,
+     'error: --perturb: /slow_gpus: rank 64 is outside the job\'s 32 ranks (0 to 31)',
+     {'p.json': {"slow_gpus": [{"rank": 64, "compute_factor": 1.5}]}})
+case('perturb-links-not-yet', PR, 2,
+     'error: @p.json: /degraded_links: not supported yet: links are not perturbed (slow_gpus and noise are)',
+     {'p.json': {"degraded_links": [{"node": 0, "nic": 1, "bandwidth_factor": 0.5}]}})
+
 # Profiler traces (trace summary, replay, calibrate)
 import gzip
 SMALL_TRACE = {"traceEvents": [

@@ -28,6 +28,8 @@ struct RunOptions {
   std::string megatron_args;
   std::string torchtitan;
   std::string html;
+  std::string perturb;
+  int steps = 1;
 };
 
 constexpr std::string_view kMegatronPrefix = "megatron:";
@@ -89,6 +91,8 @@ int run(const RunOptions& o) {
   options.simulate = !o.analytic;
   options.full = o.full;
   options.memory_headroom = o.memory_headroom;
+  if (!o.perturb.empty()) options.perturb = spec::load_perturb_spec(o.perturb);
+  options.steps = o.steps;
   if (!o.calibration.empty()) options.calibration = spec::load_calibration_spec(o.calibration);
   const auto report = driver::build_run_report(job, options);
   if (!o.timeline.empty() && report.step)
@@ -125,6 +129,9 @@ void add_run_command(CLI::App& app, Action& action) {
   add_format_option(*cmd, options->format);
   cmd->add_option("--timeline", options->timeline, "write the simulated step as Chrome/Perfetto trace events");
   cmd->add_option("--html", options->html, "write a self-contained HTML page of the report");
+  cmd->add_option("--perturb", options->perturb,
+                  "stragglers: slow GPUs and per-step noise (JSON); every rank is then simulated");
+  cmd->add_option("--steps", options->steps, "with --perturb: steps to simulate (default 1)");
   cmd->add_option("--calibration", options->calibration, "calibration JSON overriding the model's defaults");
   cmd->add_flag("--full", options->full, "simulate every rank instead of one per pipeline stage");
   cmd->add_option("--memory-headroom", options->memory_headroom,

@@ -1,7 +1,9 @@
 #include "trainsim/driver/run.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -28,6 +30,96 @@ void simulate(RunReport& r, const spec::Job& job, const lower::LoweringOptions& 
     s.peak_memory = std::max(s.peak_memory, f.peak_memory);
   }
   r.step = std::move(step);
+}
+
+// The ranks' compute factors for step `step`: the slow GPUs' factors, times each rank's noise.
+std::vector<double> compute_factors(const spec::PerturbSpec& p, std::int64_t gpus, int step,
+                                    std::vector<int>& slow_ranks) {
+  std::vector<double> f(static_cast<std::size_t>(gpus), 1.0);
+  slow_ranks.clear();
+  for (const auto& s : p.slow_gpus) {
+    std::vector<int> ranks;
+    if (s.rank) {
+      if (*s.rank >= gpus)
+        throw SpecError("--perturb", "/slow_gpus",
+                        fmt::format("rank {} is outside the job's {} ranks (0 to {})", *s.rank, gpus, gpus - 1));
+      ranks.push_back(static_cast<int>(*s.rank));
+    } else {
+      if (s.count > gpus)
+        throw SpecError("--perturb", "/slow_gpus", fmt::format("{} slow GPUs of a job of {}", s.count, gpus));
+      // a seeded partial Fisher-Yates shuffle of the ranks
+      std::vector<int> all(static_cast<std::size_t>(gpus));
+      for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+      std::mt19937_64 engine(s.seed);
+      for (std::int64_t i = 0; i < s.count; ++i) {
+        const auto j = static_cast<std::size_t>(i) + static_cast<std::size_t>(engine() % static_cast<std::uint64_t>(gpus - i));
+        std::swap(all[static_cast<std::size_t>(i)], all[j]);
+        ranks.push_back(all[static_cast<std::size_t>(i)]);
+      }
+    }
+    for (const int r : ranks) {
+      f[static_cast<std::size_t>(r)] *= s.compute_factor;
+      slow_ranks.push_back(r);
+    }
+  }
+  if (p.noise && p.noise->sigma > 0) {
+    // lognormal per rank and step: Box-Muller on 53-bit uniforms (the same numbers with any library)
+    std::mt19937_64 engine(p.noise->seed + static_cast<std::uint64_t>(step));
+    const auto uniform = [&] { return (static_cast<double>(engine() >> 11) + 1) * 0x1p-53; };
+    for (auto& x : f) {
+      const double normal = std::sqrt(-2 * std::log(uniform())) * std::cos(2 * 3.141592653589793 * uniform());
+      x *= std::exp(p.noise->sigma * normal);
+    }
+  }
+  std::sort(slow_ranks.begin(), slow_ranks.end());
+  return f;
+}
+
+// Stragglers: `steps` steps with every rank simulated, each with its own factors; the report keeps
+// the last step's timeline and the mean step.
+void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& options,
+                        const spec::Tunables& tunables, cost::CostModel& costs) {
+  Perturbation p;
+  p.steps = options.steps;
+  p.unperturbed_step_s = r.simulation->step_time_s;
+  std::vector<double> steps;
+  double slowest = -1;
+  for (int s = 0; s < options.steps; ++s) {
+    auto lowering = options.lowering(tunables);
+    lowering.full = true;
+    lowering.compute_factor = compute_factors(*options.perturb, job.gpus, s, p.slow_ranks);
+    simulate(r, job, lowering, costs);
+    const double t = r.simulation->step_time_s;
+    steps.push_back(t);
+    if (t > slowest) {
+      // the straggler of the slowest step: the rank whose compute stream was busiest
+      slowest = t;
+      const auto& lowered = r.step->lowered;
+      double most = -1;
+      for (const auto& rank : lowered.ranks) {
+        double busy = 0;
+        for (const auto task : lowered.graph.stream_tasks(rank.streams[0]))
+          busy += (r.step->timeline.tasks[task.index()].end - r.step->timeline.tasks[task.index()].start).seconds();
+        if (busy > most) {
+          most = busy;
+          p.critical_rank = rank.rank;
+        }
+      }
+    }
+  }
+  for (const double t : steps) p.mean_step_s += t / static_cast<double>(steps.size());
+  auto sorted = steps;
+  std::sort(sorted.begin(), sorted.end());
+  const auto at = [&](double q) {
+    const auto k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+    return sorted[std::clamp<std::size_t>(k, 1, sorted.size()) - 1];
+  };
+  p.p50 = at(0.5);
+  p.p90 = at(0.9);
+  p.p99 = at(0.99);
+  p.gpu_hours_per_day = static_cast<double>(job.gpus) * 24 * (1 - p.unperturbed_step_s / p.mean_step_s);
+  r.simulation->step_time_s = p.mean_step_s;
+  r.perturbation = std::move(p);
 }
 
 }  // namespace
@@ -68,6 +160,11 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
                                   "a simulation takes ({}); raise mb or dp, or use --analytic",
                                   job.micro_batches, kMaxSimulatedMicroBatches));
     simulate(r, job, options.lowering(tunables), *costs);
+    if (options.perturb && options.perturb->active()) {
+      if (options.steps < 1 || options.steps > 10000)
+        throw SpecError("--steps", "", fmt::format("{} is not a step count in [1, 10000]", options.steps));
+      simulate_perturbed(r, job, options, tunables, *costs);
+    }
     const auto& s = *r.simulation;
     // a figure at the clock's limit is a saturated sum, never a prediction to print
     SIM_ASSERT(s.step_time_s < Duration::max().seconds() / 2,

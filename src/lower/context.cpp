@@ -88,9 +88,13 @@ std::vector<sim::TaskId> Context::take_pending(std::size_t rank_index, StreamKin
 
 TaskList Context::compute(int stage, sim::TaskName name, Duration duration, Category category) {
   TaskList out;
+  const auto& factors = options_->compute_factor;
   for (const auto i : stage_ranks(stage)) {
     const auto deps = take_pending(i, StreamKind::Compute);
-    out.push_back(graph().add_task(name, stream_of(i, StreamKind::Compute), sim::ComputeWork{duration}, deps,
+    const auto r = static_cast<std::size_t>(rank(i).rank);
+    const auto d = r < factors.size() && factors[r] != 1.0 ? Duration::from_seconds(duration.seconds() * factors[r])
+                                                           : duration;
+    out.push_back(graph().add_task(name, stream_of(i, StreamKind::Compute), sim::ComputeWork{d}, deps,
                                    static_cast<std::uint16_t>(category)));
   }
   return out;

@@ -159,6 +159,15 @@ ordered_json to_json(const RunReport& r) {
   if (r.simulation) {
     const auto& s = *r.simulation;
     out["step_time_s"] = s.step_time_s;
+    if (const auto& p = r.perturbation) {
+      out["step_time_percentiles"] = {{"p50", p->p50}, {"p90", p->p90}, {"p99", p->p99}};
+      out["critical_rank"] = p->critical_rank;
+      out["perturbation"] = {{"steps", p->steps},
+                             {"unperturbed_step_time_s", p->unperturbed_step_s},
+                             {"slowdown", p->mean_step_s / p->unperturbed_step_s - 1},
+                             {"slow_ranks", p->slow_ranks},
+                             {"gpu_hours_per_day", p->gpu_hours_per_day}};
+    }
     out["tokens_per_s"] = r.tokens_per_s;
     out["tflops_per_gpu"] = r.tflops_per_gpu;
     out["mfu"] = r.mfu;
@@ -260,6 +269,12 @@ std::string to_table(const RunReport& r) {
   if (r.simulation) {
     const auto& sim = *r.simulation;
     line("step time", fmt::format("{:.4f} s  ({:.0f} tokens/s)", sim.step_time_s, r.tokens_per_s));
+    if (const auto& p = r.perturbation)
+      line("stragglers",
+           fmt::format("mean of {} steps, every rank simulated: p50 {:.4f} s, p90 {:.4f} s, p99 {:.4f} s; {:+.1f}% "
+                       "against {:.4f} s unperturbed, {:.0f} GPU-hours a day; critical rank {}",
+                       p->steps, p->p50, p->p90, p->p99, (p->mean_step_s / p->unperturbed_step_s - 1) * 100,
+                       p->unperturbed_step_s, p->gpu_hours_per_day, p->critical_rank));
     line("throughput", fmt::format("{:.1f} TFLOP/s per GPU, MFU {:.1f}%", r.tflops_per_gpu, r.mfu * 100));
     line("breakdown",
          fmt::format("compute {:.4f} s, exposed comm {:.4f} s, bubble {:.4f} s ({:.1f}%)", sim.breakdown.compute_s,

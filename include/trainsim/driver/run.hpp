@@ -12,6 +12,7 @@
 #include "trainsim/lower/lowering.hpp"
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/layer_ops.hpp"
+#include "trainsim/spec/perturb_spec.hpp"
 #include "trainsim/model/memory.hpp"
 #include "trainsim/spec/calibration_spec.hpp"
 #include "trainsim/spec/job.hpp"
@@ -41,6 +42,9 @@ struct RunOptions {
   // peak enters it fits but is at risk; the sweep keeps only plans outside it.
   double memory_headroom = kDefaultMemoryHeadroom;
   static constexpr double kDefaultMemoryHeadroom = 0.05;
+  // Stragglers: every rank simulated, over `steps` steps (each its own noise draw)
+  std::optional<spec::PerturbSpec> perturb;
+  int steps = 1;
 
   ResolvedTunables tunables(const spec::ClusterSpec& cluster) const;
   lower::LoweringOptions lowering(const spec::Tunables& tunables) const;
@@ -50,6 +54,19 @@ struct RunOptions {
 struct SimulatedStep {
   lower::Lowered lowered;
   sim::Timeline timeline;
+};
+
+// What stragglers did: the steps simulated with every rank, against the unperturbed step.
+struct Perturbation {
+  int steps = 0;
+  double unperturbed_step_s = 0;
+  double mean_step_s = 0;
+  double p50 = 0;
+  double p90 = 0;
+  double p99 = 0;
+  int critical_rank = 0;            // the rank with the most compute in the slowest step
+  std::vector<int> slow_ranks;      // the ranks made slow
+  double gpu_hours_per_day = 0;     // what the slowdown costs the job per day of training
 };
 
 struct RunReport {
@@ -73,6 +90,7 @@ struct RunReport {
   bool memory_at_risk = false;  // fits, but its peak is within the headroom of the device's memory
   std::vector<LayerSummary> layers;  // one micro-batch on one GPU
   std::vector<std::string> warnings;
+  std::optional<Perturbation> perturbation;
 };
 
 // Builds the job's cluster model (topology, algorithms, the options' collective tuning) when it

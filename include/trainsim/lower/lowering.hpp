@@ -42,6 +42,9 @@ struct LoweringOptions {
   spec::KernelTuning kernel;
   spec::MemoryTuning memory;
   int nccl_channels = spec::CollectiveTuning{}.channels;  // for NCCL's buffers (model::runtime_memory)
+  // Perturbations (stragglers): each rank's compute kernels run this many times slower (indexed by
+  // rank; empty or missing: 1)
+  std::vector<double> compute_factor;
   // Megatron-LM's data-parallel bucket: max(40M, 1M · dp) parameters.
   double min_bucket_params = 40e6;
 };
