@@ -37,8 +37,8 @@ struct RunOptions {
   spec::TunableValues overrides;
   // Megatron-LM's data-parallel bucket: max(40M, 1M · dp) parameters.
   double min_bucket_params = 40e6;
-  // Share of device memory kept free for what the model does not count: the caching allocator's
-  // fragmentation, NCCL's and cuBLAS's workspaces (docs/model.md "Memory headroom"). A plan whose
+  // Share of device memory kept free for what the model does not count (docs/model.md "What a GPU
+  // holds beyond the model, and the headroom"). A plan whose
   // peak enters it fits but is at risk; the sweep keeps only plans outside it.
   double memory_headroom = kDefaultMemoryHeadroom;
   static constexpr double kDefaultMemoryHeadroom = 0.05;
