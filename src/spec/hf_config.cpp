@@ -179,12 +179,8 @@ ModelSpec read_family(Family family, Reader& r, std::vector<std::string>& warnin
     case Family::DeepseekV3: {
       llama.read(false);
       m.ffn_hidden = r.integer("intermediate_size", {1, 1 << 22});
-      MlaSpec a;
-      a.q_lora_rank = r.integer_or("q_lora_rank", 0, {0, 1 << 20});
-      a.kv_lora_rank = r.integer("kv_lora_rank", {1, 1 << 20});
-      a.qk_nope_head_dim = r.integer("qk_nope_head_dim", {1, 1 << 14});
-      a.qk_rope_head_dim = r.integer("qk_rope_head_dim", {1, 1 << 14});
-      a.v_head_dim = r.integer("v_head_dim", {1, 1 << 14});
+      // (the Hugging Face config names the keys as a workload's model.mla does)
+      const auto a = read_mla_keys(r);
       m.mla = a;
       m.head_dim = a.qk_head_dim();
       if (m.kv_heads != m.heads)

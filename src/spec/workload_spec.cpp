@@ -10,6 +10,17 @@
 #include "trainsim/spec/reader.hpp"
 
 namespace trainsim::spec {
+
+MlaSpec read_mla_keys(Reader& r) {
+  MlaSpec a;
+  a.q_lora_rank = r.integer_or("q_lora_rank", 0, {0, 1 << 20});
+  a.kv_lora_rank = r.integer("kv_lora_rank", {1, 1 << 20});
+  a.qk_nope_head_dim = r.integer("qk_nope_head_dim", {1, 1 << 14});
+  a.qk_rope_head_dim = r.integer("qk_rope_head_dim", {1, 1 << 14});
+  a.v_head_dim = r.integer("v_head_dim", {1, 1 << 14});
+  return a;
+}
+
 namespace {
 
 enum class ModelKind { Transformer };
@@ -45,12 +56,7 @@ MoeSpec read_moe(Reader r, int layers) {
 }
 
 MlaSpec read_mla(Reader r) {
-  MlaSpec a;
-  a.q_lora_rank = r.integer_or("q_lora_rank", 0, {0, 1 << 20});
-  a.kv_lora_rank = r.integer("kv_lora_rank", {1, 1 << 20});
-  a.qk_nope_head_dim = r.integer("qk_nope_head_dim", {1, 1 << 14});
-  a.qk_rope_head_dim = r.integer("qk_rope_head_dim", {1, 1 << 14});
-  a.v_head_dim = r.integer("v_head_dim", {1, 1 << 14});
+  auto a = read_mla_keys(r);
   r.finish();
   return a;
 }

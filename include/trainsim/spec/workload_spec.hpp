@@ -89,6 +89,11 @@ struct TrainingOverrides {
   bool empty() const { return !seq_len && !global_batch && !dtype && !optimizer; }
 };
 
+class Reader;
+// The five keys of multi-head latent attention (q_lora_rank, kv_lora_rank, qk_nope_head_dim,
+// qk_rope_head_dim, v_head_dim): a workload's model.mla and a DeepSeek config name them alike.
+MlaSpec read_mla_keys(Reader& r);
+
 WorkloadSpec read_workload_spec(const nlohmann::json& json, const std::string& source);
 // A workload file, a Hugging Face config.json (recognised by model_type or architectures) or a
 // wrapper {"hf_config": "PATH", "training": {...}} (PATH relative to the wrapper's folder).
