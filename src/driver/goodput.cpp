@@ -8,16 +8,10 @@
 #include "trainsim/model/memory.hpp"
 #include "trainsim/model/params.hpp"
 #include "trainsim/util/error.hpp"
+#include "trainsim/util/random.hpp"
 
 namespace trainsim::driver {
 namespace {
-
-// The value below which `share` of the sorted samples lie (nearest rank).
-double percentile(std::vector<double> values, double share) {
-  std::sort(values.begin(), values.end());
-  const auto rank = static_cast<std::size_t>(std::ceil(share * static_cast<double>(values.size())));
-  return values[std::clamp<std::size_t>(rank, 1, values.size()) - 1];
-}
 
 Percentiles percentiles(const std::vector<double>& values) {
   return {percentile(values, 0.1), percentile(values, 0.5), percentile(values, 0.9)};

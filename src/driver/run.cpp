@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <random>
 
 #include <fmt/format.h>
 
@@ -11,6 +10,7 @@
 #include "trainsim/model/params.hpp"
 #include "trainsim/sim/engine.hpp"
 #include "trainsim/util/error.hpp"
+#include "trainsim/util/random.hpp"
 
 namespace trainsim::driver {
 namespace {
@@ -50,9 +50,9 @@ std::vector<double> compute_factors(const spec::PerturbSpec& p, std::int64_t gpu
       // a seeded partial Fisher-Yates shuffle of the ranks
       std::vector<int> all(static_cast<std::size_t>(gpus));
       for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-      std::mt19937_64 engine(s.seed);
+      Random random(s.seed);
       for (std::int64_t i = 0; i < s.count; ++i) {
-        const auto j = static_cast<std::size_t>(i) + static_cast<std::size_t>(engine() % static_cast<std::uint64_t>(gpus - i));
+        const auto j = static_cast<std::size_t>(i) + static_cast<std::size_t>(random.below(static_cast<std::uint64_t>(gpus - i)));
         std::swap(all[static_cast<std::size_t>(i)], all[j]);
         ranks.push_back(all[static_cast<std::size_t>(i)]);
       }
@@ -63,13 +63,9 @@ std::vector<double> compute_factors(const spec::PerturbSpec& p, std::int64_t gpu
     }
   }
   if (p.noise && p.noise->sigma > 0) {
-    // lognormal per rank and step: Box-Muller on 53-bit uniforms (the same numbers with any library)
-    std::mt19937_64 engine(p.noise->seed + static_cast<std::uint64_t>(step));
-    const auto uniform = [&] { return (static_cast<double>(engine() >> 11) + 1) * 0x1p-53; };
-    for (auto& x : f) {
-      const double normal = std::sqrt(-2 * std::log(uniform())) * std::cos(2 * 3.141592653589793 * uniform());
-      x *= std::exp(p.noise->sigma * normal);
-    }
+    // lognormal per rank and step
+    Random random(p.noise->seed + static_cast<std::uint64_t>(step));
+    for (auto& x : f) x *= std::exp(p.noise->sigma * random.normal());
   }
   std::sort(slow_ranks.begin(), slow_ranks.end());
   return f;
@@ -108,15 +104,9 @@ void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& op
     }
   }
   for (const double t : steps) p.mean_step_s += t / static_cast<double>(steps.size());
-  auto sorted = steps;
-  std::sort(sorted.begin(), sorted.end());
-  const auto at = [&](double q) {
-    const auto k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size())));
-    return sorted[std::clamp<std::size_t>(k, 1, sorted.size()) - 1];
-  };
-  p.p50 = at(0.5);
-  p.p90 = at(0.9);
-  p.p99 = at(0.99);
+  p.p50 = percentile(steps, 0.5);
+  p.p90 = percentile(steps, 0.9);
+  p.p99 = percentile(steps, 0.99);
   p.gpu_hours_per_day = static_cast<double>(job.gpus) * 24 * (1 - p.unperturbed_step_s / p.mean_step_s);
   r.simulation->step_time_s = p.mean_step_s;
   r.perturbation = std::move(p);

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <limits>
 #include <queue>
-#include <random>
 
 #include "trainsim/util/error.hpp"
+#include "trainsim/util/random.hpp"
 
 namespace trainsim::model {
 
@@ -30,22 +30,6 @@ double GoodputModel::rate_per_s() const {
   for (const auto& c : classes) r += c.rate_per_s;
   return r;
 }
-
-namespace {
-
-// Uniform in (0, 1] from 53 random bits, and the exponential by inversion: the same numbers from
-// every standard library (std::exponential_distribution's algorithm is unspecified).
-class Random {
- public:
-  explicit Random(std::uint64_t seed) : engine_(seed) {}
-  double uniform() { return (static_cast<double>(engine_() >> 11) + 1) * 0x1p-53; }
-  double exponential(double rate) { return -std::log(uniform()) / rate; }
-
- private:
-  std::mt19937_64 engine_;
-};
-
-}  // namespace
 
 RunOutcome simulate_run(const GoodputModel& model, double work_s, double horizon_s, std::uint64_t seed) {
   const double rate = model.rate_per_s();
