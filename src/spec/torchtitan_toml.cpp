@@ -118,6 +118,241 @@ std::string toml_error(std::string_view message) {
                      detail.empty() ? "" : fmt::format(" ({})", detail));
 }
 
+// One TOML read into a launch, section by section. The degrees may stand in [parallelism] (2025)
+// or in the 2024 layout's [training] and [experimental].
+class TitanReader {
+ public:
+  TitanReader(const nlohmann::json& json, const std::string& source, LaunchConfig& out)
+      : root_(json, "", diagnostics_), source_(source), out_(out), s_(out.strategy) {
+    parallelism_ = root_.optional_object("parallelism");
+    training_ = root_.optional_object("training");
+    experimental_ = root_.optional_object("experimental");
+  }
+
+  void read() {
+    s_["framework"] = "torchtitan";
+    const auto pp = degrees();
+    schedule(pp);
+    training(pp);
+    if (auto compile = root_.optional_object("compile"); compile && compile->has("enable"))
+      s_["compile"] = compile->boolean("enable") ? "on" : "off";
+    activation_checkpoint();
+    float8_and_model();
+    unknown_keys();
+    diagnostics_.throw_if_any(source_);
+  }
+
+ private:
+  std::optional<std::int64_t> degree(std::string_view key, std::int64_t min = 1) {
+    for (auto* t : {&parallelism_, &training_, &experimental_})
+      if (*t && (*t)->has(key)) return (*t)->integer(key, {min, 1 << 20});
+    return std::nullopt;
+  }
+  std::optional<bool> flag(std::string_view key) {
+    for (auto* t : {&parallelism_, &training_, &experimental_})
+      if (*t && (*t)->has(key)) return (*t)->boolean(key);
+    return std::nullopt;
+  }
+
+  // The parallel degrees, FSDP/HSDP, AsyncTP and resharding; returns pp.
+  std::int64_t degrees() {
+    const auto shard = degree("data_parallel_shard_degree", -1).value_or(-1);
+    const auto replicate = degree("data_parallel_replicate_degree").value_or(1);
+    const auto tp = degree("tensor_parallel_degree").value_or(1);
+    const auto pp = degree("pipeline_parallel_degree").value_or(1);
+    const auto cp = degree("context_parallel_degree").value_or(1);
+    const auto ep = degree("expert_parallel_degree").value_or(1);
+    if (shard == 0) root_.error_at("data_parallel_shard_degree", "0: expected -1 (what remains) or a degree");
+    s_["tp"] = tp;
+    if (tp > 1) s_["sp"] = "on";  // TorchTitan's tensor-parallel plan shards the sequence between blocks
+    s_["pp"] = pp;
+    if (cp > 1) s_["cp"] = cp;
+    if (ep > 1) s_["ep"] = ep;
+    // FSDP over the shard group, replicated across the replicate group (HSDP); DDP when shard is 1
+    if (shard > 0) {
+      s_["dp"] = shard * replicate;
+      s_["zero"] = shard > 1 ? 3 : 0;
+      if (replicate > 1 && shard > 1) s_["zero_group"] = shard;
+    } else if (replicate > 1) {
+      root_.error_at("data_parallel_replicate_degree",
+                    "with data_parallel_shard_degree -1 the shard group is what remains: give both degrees for HSDP");
+    }
+    if (const auto async = flag("enable_async_tensor_parallel"); async && *async) s_["tp_overlap"] = "on";
+    if (parallelism_ && parallelism_->has("fsdp_reshard_after_forward")) {
+      const auto policy = parallelism_->string("fsdp_reshard_after_forward");
+      if (policy == "always") s_["reshard_after_forward"] = "on";
+      else if (policy == "never") s_["reshard_after_forward"] = "off";
+      else if (policy != "default")
+        parallelism_->error_at("fsdp_reshard_after_forward", fmt::format("\"{}\": expected default, always or never", policy));
+    }
+    return pp;
+  }
+
+  // The pipeline schedule and its micro-batches.
+  void schedule(std::int64_t pp) {
+    std::string schedule = "1F1B";
+    for (auto* t : {&parallelism_, &experimental_})
+      if (*t && (*t)->has("pipeline_parallel_schedule")) schedule = (*t)->string("pipeline_parallel_schedule");
+    if (pp > 1) {
+      const auto* known = std::find_if(std::begin(kSchedules), std::end(kSchedules),
+                                       [&](const ScheduleName& n) { return n.titan == schedule; });
+      if (known == std::end(kSchedules)) {
+        root_.error_at("parallelism", fmt::format("pipeline_parallel_schedule \"{}\" is not one trainsim models "
+                                                 "(1F1B, GPipe, Interleaved1F1B; LoopedBFS, InterleavedZeroBubble, "
+                                                 "ZBVZeroBubble approximated)",
+                                                 schedule));
+      } else {
+        s_["schedule"] = std::string(known->schedule);
+        if (!known->exact)
+          out_.warnings.push_back(fmt::format("{}: pipeline schedule {} is simulated as {}", source_, schedule,
+                                             known->schedule));
+        // looped schedules put two stages on each rank unless the layers per stage say otherwise
+        if (known->schedule != "1f1b" && known->schedule != "gpipe") {
+          if (const auto per_stage = degree("pipeline_parallel_layers_per_stage"))
+            out_.layers_per_virtual_stage = *per_stage;
+          else
+            s_["vpp"] = 2;
+        }
+      }
+      if (const auto micro = degree("pipeline_parallel_microbatch_size")) s_["mb"] = *micro;
+    }
+  }
+
+  // [training]: the local batch, the sequence, mixed precision.
+  void training(std::int64_t pp) {
+    if (training_) {
+      const auto local = training_->has("local_batch_size") ? training_->integer("local_batch_size", {1, 1 << 30})
+                                                           : training_->integer_or("batch_size", 8, {1, 1 << 30});
+      out_.local_batch = local;
+      if (pp == 1) s_["mb"] = local;  // no pipeline: each rank's batch is one micro-batch
+      if (const auto global = training_->optional_integer("global_batch_size", {-1, 1 << 30}); global && *global > 0)
+        out_.training.global_batch = *global;
+      if (const auto seq = training_->optional_integer("seq_len", {1, 1 << 24})) out_.training.seq_len = *seq;
+      if (training_->has("mixed_precision_param")) {
+        const auto param = training_->string("mixed_precision_param");
+        if (param == "bfloat16") out_.training.dtype = "bf16";
+        else if (param == "float32") out_.training.dtype = "fp32";
+        else training_->error_at("mixed_precision_param", fmt::format("\"{}\": expected bfloat16 or float32", param));
+      }
+      if (training_->has("mixed_precision_reduce")) {
+        const auto reduce = training_->string("mixed_precision_reduce");
+        if (reduce == "float32") s_["grad_reduce_dtype"] = "fp32";
+        else if (reduce == "bfloat16") s_["grad_reduce_dtype"] = "bf16";
+        else training_->error_at("mixed_precision_reduce", fmt::format("\"{}\": expected float32 or bfloat16", reduce));
+      }
+      if (training_->has("compile")) s_["compile"] = training_->boolean("compile") ? "on" : "off";
+    } else {
+      out_.local_batch = 8;  // job_config.py's default
+      if (pp == 1) s_["mb"] = 8;
+    }
+  }
+
+  // [activation_checkpoint] (job_config.py's defaults: selective, every 2nd block).
+  void activation_checkpoint() {
+    auto ac = root_.optional_object("activation_checkpoint");
+    const auto mode = ac ? ac->string_or("mode", "selective") : std::string("selective");
+    if (mode == "none" || mode == "full") {
+      s_["recompute"] = mode;
+    } else if (mode == "selective") {
+      const auto option = ac ? ac->string_or("selective_ac_option", "2") : std::string("2");
+      std::int64_t every = 0;
+      const auto [end, ec] = std::from_chars(option.data(), option.data() + option.size(), every);
+      if (option == "op") {
+        s_["recompute"] = "selective";
+      } else if (ec == std::errc() && end == option.data() + option.size() && every >= 1) {
+        // every n-th block wholly recomputed: modelled as full recomputation of 1/n of the layers
+        s_["recompute"] = "full";
+        out_.recompute_every = every;
+        out_.warnings.push_back(fmt::format("{}: selective_ac_option \"{}\" (every block whose index is a multiple "
+                                           "of {} recomputed) is modelled as full recomputation of that share of each "
+                                           "stage's layers, the first ones",
+                                           source_, option, option));
+      } else {
+        ac->error_at("selective_ac_option", fmt::format("\"{}\": expected \"op\" or a positive integer", option));
+      }
+    } else if (ac) {
+      ac->error_at("mode", fmt::format("\"{}\": expected none, selective or full", mode));
+    }
+  }
+
+  // Float8: [model] converters = ["float8"] (2025) or [float8] enable_float8_linear (2024); a
+  // Llama flavour of [model] gives the model when no workload file does.
+  void float8_and_model() {
+    auto model = root_.optional_object("model");
+    bool float8 = false;
+    if (model && model->has("converters")) {
+      const auto* converters = model->value("converters");
+      float8 = converters->is_array() && std::any_of(converters->begin(), converters->end(),
+                                                      [](const nlohmann::json& c) { return c == "float8"; });
+    }
+    if (auto f8 = root_.optional_object("float8")) {
+      if (f8->has("enable_float8_linear")) float8 = float8 || f8->boolean("enable_float8_linear");
+      const auto recipe = f8->string_or("recipe_name", "tensorwise");
+      if (float8) {
+        if (recipe == "tensorwise") s_["fp8"] = "tensorwise";
+        else if (recipe.starts_with("rowwise")) s_["fp8"] = "rowwise";
+        else f8->error_at("recipe_name", fmt::format("\"{}\": expected tensorwise, rowwise or rowwise_with_gw_hp", recipe));
+      }
+      for (const auto& key : f8->unread()) f8->has(key);  // the rest tunes the cast, not the cost
+    } else if (float8) {
+      s_["fp8"] = "tensorwise";
+    }
+    // [model]: a Llama flavour gives the model when no workload file does
+    if (model) {
+      const auto name = model->string_or("name", "");
+      const auto flavour = model->string_or("flavor", "");
+      const auto* f = std::find_if(std::begin(kFlavours), std::end(kFlavours),
+                                   [&](const Flavour& x) { return x.name == name && x.flavour == flavour; });
+      if (f != std::end(kFlavours)) {
+        ModelSpec m;
+        m.layers = f->layers;
+        m.hidden = f->hidden;
+        m.heads = f->heads;
+        m.kv_heads = f->kv_heads;
+        m.head_dim = f->hidden / f->heads;
+        m.ffn_hidden = f->ffn;
+        m.vocab = f->vocab;
+        m.mlp = MlpKind::Swiglu;
+        m.bias = false;
+        m.norm = NormKind::RmsNorm;
+        m.position = PositionKind::Rope;
+        m.tied_embeddings = false;
+        m.dropout = false;
+        out_.model = m;
+        out_.model_name = fmt::format("{}-{} (TorchTitan flavour)", name, flavour);
+      }
+      for (const auto& key : model->unread()) model->has(key);  // tokenizer paths, norm type: no cost
+    }
+  }
+
+  // What else the file says that may change the cost.
+  void unknown_keys() {
+    std::vector<std::string> unknown;
+    for (auto* t : {&parallelism_, &training_, &experimental_}) {
+      if (!*t) continue;
+      for (const auto& key : (*t)->unread()) {
+        if (t == &training_ && kCostFreeTrainingKeys.contains(key)) continue;
+        if (t == &experimental_ && key.find("parallel") == std::string::npos) continue;
+        unknown.push_back(fmt::format("{}/{}", (*t)->pointer(), key));
+      }
+    }
+    for (const auto& key : root_.unread())
+      if (!kCostFreeTables.contains(key)) unknown.push_back("/" + key);
+    if (!unknown.empty())
+      out_.warnings.push_back(fmt::format("{}: not read, assumed not to change the cost: {}", source_,
+                                         fmt::join(unknown, ", ")));
+  }
+
+  Diagnostics diagnostics_;
+  Reader root_;
+  const std::string& source_;
+  LaunchConfig& out_;
+  nlohmann::json& s_;
+  std::optional<Reader> parallelism_;
+  std::optional<Reader> training_;
+  std::optional<Reader> experimental_;
+};
+
 }  // namespace
 
 LaunchConfig read_torchtitan_toml(std::string_view text, const std::string& source) {
@@ -129,198 +364,9 @@ LaunchConfig read_torchtitan_toml(std::string_view text, const std::string& sour
     throw SpecError(source, "", fmt::format("invalid TOML {}", toml_error(e.what())));
   }
   const auto json = to_json(parsed);
-  Diagnostics diagnostics;
-  Reader root(json, "", diagnostics);
   LaunchConfig out;
   out.source = source;
-  auto& s = out.strategy;
-  s["framework"] = "torchtitan";
-  // [parallelism] (2025), else the 2024 layout's [training] and [experimental] degrees
-  const auto table = [&](std::string_view name) -> std::optional<Reader> { return root.optional_object(name); };
-  auto parallelism = table("parallelism");
-  auto training = table("training");
-  auto experimental = table("experimental");
-  const auto degree = [&](std::string_view key, std::int64_t min = 1) -> std::optional<std::int64_t> {
-    for (auto* t : {&parallelism, &training, &experimental})
-      if (*t && (*t)->has(key)) return (*t)->integer(key, {min, 1 << 20});
-    return std::nullopt;
-  };
-  const auto flag = [&](std::string_view key) -> std::optional<bool> {
-    for (auto* t : {&parallelism, &training, &experimental})
-      if (*t && (*t)->has(key)) return (*t)->boolean(key);
-    return std::nullopt;
-  };
-  const auto shard = degree("data_parallel_shard_degree", -1).value_or(-1);
-  const auto replicate = degree("data_parallel_replicate_degree").value_or(1);
-  const auto tp = degree("tensor_parallel_degree").value_or(1);
-  const auto pp = degree("pipeline_parallel_degree").value_or(1);
-  const auto cp = degree("context_parallel_degree").value_or(1);
-  const auto ep = degree("expert_parallel_degree").value_or(1);
-  if (shard == 0) root.error_at("data_parallel_shard_degree", "0: expected -1 (what remains) or a degree");
-  s["tp"] = tp;
-  if (tp > 1) s["sp"] = "on";  // TorchTitan's tensor-parallel plan shards the sequence between blocks
-  s["pp"] = pp;
-  if (cp > 1) s["cp"] = cp;
-  if (ep > 1) s["ep"] = ep;
-  // FSDP over the shard group, replicated across the replicate group (HSDP); DDP when shard is 1
-  if (shard > 0) {
-    s["dp"] = shard * replicate;
-    s["zero"] = shard > 1 ? 3 : 0;
-    if (replicate > 1 && shard > 1) s["zero_group"] = shard;
-  } else if (replicate > 1) {
-    root.error_at("data_parallel_replicate_degree",
-                  "with data_parallel_shard_degree -1 the shard group is what remains: give both degrees for HSDP");
-  }
-  if (const auto async = flag("enable_async_tensor_parallel"); async && *async) s["tp_overlap"] = "on";
-  if (parallelism && parallelism->has("fsdp_reshard_after_forward")) {
-    const auto policy = parallelism->string("fsdp_reshard_after_forward");
-    if (policy == "always") s["reshard_after_forward"] = "on";
-    else if (policy == "never") s["reshard_after_forward"] = "off";
-    else if (policy != "default")
-      parallelism->error_at("fsdp_reshard_after_forward", fmt::format("\"{}\": expected default, always or never", policy));
-  }
-  // the pipeline schedule and its micro-batches
-  std::string schedule = "1F1B";
-  for (auto* t : {&parallelism, &experimental})
-    if (*t && (*t)->has("pipeline_parallel_schedule")) schedule = (*t)->string("pipeline_parallel_schedule");
-  if (pp > 1) {
-    const auto* known = std::find_if(std::begin(kSchedules), std::end(kSchedules),
-                                     [&](const ScheduleName& n) { return n.titan == schedule; });
-    if (known == std::end(kSchedules)) {
-      root.error_at("parallelism", fmt::format("pipeline_parallel_schedule \"{}\" is not one trainsim models "
-                                               "(1F1B, GPipe, Interleaved1F1B; LoopedBFS, InterleavedZeroBubble, "
-                                               "ZBVZeroBubble approximated)",
-                                               schedule));
-    } else {
-      s["schedule"] = std::string(known->schedule);
-      if (!known->exact)
-        out.warnings.push_back(fmt::format("{}: pipeline schedule {} is simulated as {}", source, schedule,
-                                           known->schedule));
-      // looped schedules put two stages on each rank unless the layers per stage say otherwise
-      if (known->schedule != "1f1b" && known->schedule != "gpipe") {
-        if (const auto per_stage = degree("pipeline_parallel_layers_per_stage"))
-          out.layers_per_virtual_stage = *per_stage;
-        else
-          s["vpp"] = 2;
-      }
-    }
-    if (const auto micro = degree("pipeline_parallel_microbatch_size")) s["mb"] = *micro;
-  }
-  // [training]: the local batch, the sequence, mixed precision
-  if (training) {
-    const auto local = training->has("local_batch_size") ? training->integer("local_batch_size", {1, 1 << 30})
-                                                         : training->integer_or("batch_size", 8, {1, 1 << 30});
-    out.local_batch = local;
-    if (pp == 1) s["mb"] = local;  // no pipeline: each rank's batch is one micro-batch
-    if (const auto global = training->optional_integer("global_batch_size", {-1, 1 << 30}); global && *global > 0)
-      out.training.global_batch = *global;
-    if (const auto seq = training->optional_integer("seq_len", {1, 1 << 24})) out.training.seq_len = *seq;
-    if (training->has("mixed_precision_param")) {
-      const auto param = training->string("mixed_precision_param");
-      if (param == "bfloat16") out.training.dtype = "bf16";
-      else if (param == "float32") out.training.dtype = "fp32";
-      else training->error_at("mixed_precision_param", fmt::format("\"{}\": expected bfloat16 or float32", param));
-    }
-    if (training->has("mixed_precision_reduce")) {
-      const auto reduce = training->string("mixed_precision_reduce");
-      if (reduce == "float32") s["grad_reduce_dtype"] = "fp32";
-      else if (reduce == "bfloat16") s["grad_reduce_dtype"] = "bf16";
-      else training->error_at("mixed_precision_reduce", fmt::format("\"{}\": expected float32 or bfloat16", reduce));
-    }
-    if (training->has("compile")) s["compile"] = training->boolean("compile") ? "on" : "off";
-  } else {
-    out.local_batch = 8;  // job_config.py's default
-    if (pp == 1) s["mb"] = 8;
-  }
-  if (auto compile = table("compile"); compile && compile->has("enable"))
-    s["compile"] = compile->boolean("enable") ? "on" : "off";
-  // [activation_checkpoint] (job_config.py's defaults: selective, every 2nd block)
-  auto ac = table("activation_checkpoint");
-  const auto mode = ac ? ac->string_or("mode", "selective") : std::string("selective");
-  if (mode == "none" || mode == "full") {
-    s["recompute"] = mode;
-  } else if (mode == "selective") {
-    const auto option = ac ? ac->string_or("selective_ac_option", "2") : std::string("2");
-    std::int64_t every = 0;
-    const auto [end, ec] = std::from_chars(option.data(), option.data() + option.size(), every);
-    if (option == "op") {
-      s["recompute"] = "selective";
-    } else if (ec == std::errc() && end == option.data() + option.size() && every >= 1) {
-      // every n-th block wholly recomputed: modelled as full recomputation of 1/n of the layers
-      s["recompute"] = "full";
-      out.recompute_every = every;
-      out.warnings.push_back(fmt::format("{}: selective_ac_option \"{}\" (every block whose index is a multiple "
-                                         "of {} recomputed) is modelled as full recomputation of that share of each "
-                                         "stage's layers, the first ones",
-                                         source, option, option));
-    } else {
-      ac->error_at("selective_ac_option", fmt::format("\"{}\": expected \"op\" or a positive integer", option));
-    }
-  } else if (ac) {
-    ac->error_at("mode", fmt::format("\"{}\": expected none, selective or full", mode));
-  }
-  // Float8: [model] converters = ["float8"] (2025) or [float8] enable_float8_linear (2024)
-  auto model = table("model");
-  bool float8 = false;
-  if (model && model->has("converters")) {
-    const auto* converters = model->value("converters");
-    float8 = converters->is_array() && std::any_of(converters->begin(), converters->end(),
-                                                    [](const nlohmann::json& c) { return c == "float8"; });
-  }
-  if (auto f8 = table("float8")) {
-    if (f8->has("enable_float8_linear")) float8 = float8 || f8->boolean("enable_float8_linear");
-    const auto recipe = f8->string_or("recipe_name", "tensorwise");
-    if (float8) {
-      if (recipe == "tensorwise") s["fp8"] = "tensorwise";
-      else if (recipe.starts_with("rowwise")) s["fp8"] = "rowwise";
-      else f8->error_at("recipe_name", fmt::format("\"{}\": expected tensorwise, rowwise or rowwise_with_gw_hp", recipe));
-    }
-    for (const auto& key : f8->unread()) f8->has(key);  // the rest tunes the cast, not the cost
-  } else if (float8) {
-    s["fp8"] = "tensorwise";
-  }
-  // [model]: a Llama flavour gives the model when no workload file does
-  if (model) {
-    const auto name = model->string_or("name", "");
-    const auto flavour = model->string_or("flavor", "");
-    const auto* f = std::find_if(std::begin(kFlavours), std::end(kFlavours),
-                                 [&](const Flavour& x) { return x.name == name && x.flavour == flavour; });
-    if (f != std::end(kFlavours)) {
-      ModelSpec m;
-      m.layers = f->layers;
-      m.hidden = f->hidden;
-      m.heads = f->heads;
-      m.kv_heads = f->kv_heads;
-      m.head_dim = f->hidden / f->heads;
-      m.ffn_hidden = f->ffn;
-      m.vocab = f->vocab;
-      m.mlp = MlpKind::Swiglu;
-      m.bias = false;
-      m.norm = NormKind::RmsNorm;
-      m.position = PositionKind::Rope;
-      m.tied_embeddings = false;
-      m.dropout = false;
-      out.model = m;
-      out.model_name = fmt::format("{}-{} (TorchTitan flavour)", name, flavour);
-    }
-    for (const auto& key : model->unread()) model->has(key);  // tokenizer paths, norm type: no cost
-  }
-  // what else the file says that may change the cost
-  std::vector<std::string> unknown;
-  for (auto* t : {&parallelism, &training, &experimental}) {
-    if (!*t) continue;
-    for (const auto& key : (*t)->unread()) {
-      if (t == &training && kCostFreeTrainingKeys.contains(key)) continue;
-      if (t == &experimental && key.find("parallel") == std::string::npos) continue;
-      unknown.push_back(fmt::format("{}/{}", (*t)->pointer(), key));
-    }
-  }
-  for (const auto& key : root.unread())
-    if (!kCostFreeTables.contains(key)) unknown.push_back("/" + key);
-  if (!unknown.empty())
-    out.warnings.push_back(fmt::format("{}: not read, assumed not to change the cost: {}", source,
-                                       fmt::join(unknown, ", ")));
-  diagnostics.throw_if_any(source);
+  TitanReader(json, source, out).read();
   return out;
 }
 
