@@ -17,6 +17,66 @@ Percentiles percentiles(const std::vector<double>& values) {
   return {percentile(values, 0.1), percentile(values, 0.5), percentile(values, 0.9)};
 }
 
+// The Monte Carlo runs (sample i on seed + i): means and percentiles into the report.
+void monte_carlo(GoodputReport& r, const GoodputRequest& request) {
+  r.samples = request.samples;
+  r.seed = request.seed;
+  std::vector<double> walls;
+  std::vector<double> tokens;
+  std::vector<double> by_class(r.model.classes.size(), 0.0);
+  double ettr = 0;
+  for (int i = 0; i < request.samples; ++i) {
+    const auto o = model::simulate_run(r.model, r.work_s, r.horizon_s.value_or(std::numeric_limits<double>::infinity()),
+                                       request.seed + static_cast<std::uint64_t>(i));
+    walls.push_back(o.wall_s);
+    tokens.push_back(o.work_s / r.step_s * r.tokens_per_step);
+    ettr += o.work_s / o.wall_s;
+    r.interruptions += static_cast<double>(o.interruptions);
+    r.checkpoint_overhead_s += o.checkpoint_s;
+    r.lost_s += o.lost_s;
+    r.restart_total_s += o.restart_s;
+    r.waiting_s += o.waiting_s;
+    for (std::size_t c = 0; c < by_class.size(); ++c) by_class[c] += static_cast<double>(o.by_class[c]);
+  }
+  const double n = request.samples;
+  for (auto* mean : {&r.interruptions, &r.checkpoint_overhead_s, &r.lost_s, &r.restart_total_s, &r.waiting_s})
+    *mean /= n;
+  for (const auto w : walls) r.wall_s += w / n;
+  for (const auto t : tokens) r.tokens += t / n;
+  r.ettr = ettr / n;
+  r.wall = percentiles(walls);
+  r.tokens_trained = percentiles(tokens);
+  for (std::size_t c = 0; c < by_class.size(); ++c)
+    r.interruptions_by_cause.emplace_back(r.model.classes[c].cause, by_class[c] / n);
+
+}
+
+// Every figure in force, in words.
+std::vector<std::string> assumptions(const GoodputReport& r, const spec::ReliabilitySpec& reliability,
+                                     const GoodputRequest& request) {
+  const auto& job = *r.job;
+  const auto& k = reliability.checkpoint;
+  const double mtbf = r.model.mtbf_s();
+  return {
+      fmt::format("failures: {} causes from \"{}\", {:.3g} per hour for {} GPUs on {} nodes (MTBF {:.2f} h)",
+                  r.model.classes.size(), reliability.name, 3600 / mtbf, job.gpus, r.nodes, mtbf / 3600),
+      fmt::format("checkpoint: {:.3g} GB of weights and optimizer state, written in {:.1f} s, loaded in {:.1f} s; "
+                  "training stalls {:.1f} s per save{}",
+                  r.checkpoint_bytes / 1e9, r.checkpoint_write_s, r.checkpoint_load_s, r.model.checkpoint_s,
+                  k.asynchronous ? " (asynchronous: the copy to host memory)" : ""),
+      fmt::format("checkpoint interval {:.0f} s ({:.0f} steps){}", r.model.interval_s,
+                  r.model.interval_s / r.step_s, r.interval_optimal ? ", Daly's optimum" : ""),
+      fmt::format("restart {:.0f} s: detection {:.0f} s, rescheduling {:.0f} s, initialization {:.0f} s, loading "
+                  "{:.1f} s",
+                  r.model.restart_s, reliability.restart.detection_s, reliability.restart.rescheduling_s,
+                  reliability.restart.initialization_s, r.checkpoint_load_s),
+      reliability.repair_s > 0
+          ? fmt::format("{} spare nodes; a failed node is back after {:.1f} h", reliability.spare_nodes,
+                        reliability.repair_s / 3600)
+          : std::string("failed nodes are replaced at once (no repair time given)"),
+      fmt::format("{} Monte Carlo samples from seed {}", request.samples, request.seed)};
+}
+
 }  // namespace
 
 double GoodputReport::gpu_hours() const {
@@ -94,55 +154,8 @@ GoodputReport build_goodput_report(const spec::Job& job, const spec::Reliability
     r.closed_wall_s = *r.horizon_s;
   }
 
-  // Monte Carlo: sample i runs on seed + i
-  r.samples = request.samples;
-  r.seed = request.seed;
-  std::vector<double> walls;
-  std::vector<double> tokens;
-  std::vector<double> by_class(r.model.classes.size(), 0.0);
-  double ettr = 0;
-  for (int i = 0; i < request.samples; ++i) {
-    const auto o = model::simulate_run(r.model, r.work_s, r.horizon_s.value_or(std::numeric_limits<double>::infinity()),
-                                       request.seed + static_cast<std::uint64_t>(i));
-    walls.push_back(o.wall_s);
-    tokens.push_back(o.work_s / r.step_s * r.tokens_per_step);
-    ettr += o.work_s / o.wall_s;
-    r.interruptions += static_cast<double>(o.interruptions);
-    r.checkpoint_overhead_s += o.checkpoint_s;
-    r.lost_s += o.lost_s;
-    r.restart_total_s += o.restart_s;
-    r.waiting_s += o.waiting_s;
-    for (std::size_t c = 0; c < by_class.size(); ++c) by_class[c] += static_cast<double>(o.by_class[c]);
-  }
-  const double n = request.samples;
-  for (auto* mean : {&r.interruptions, &r.checkpoint_overhead_s, &r.lost_s, &r.restart_total_s, &r.waiting_s})
-    *mean /= n;
-  for (const auto w : walls) r.wall_s += w / n;
-  for (const auto t : tokens) r.tokens += t / n;
-  r.ettr = ettr / n;
-  r.wall = percentiles(walls);
-  r.tokens_trained = percentiles(tokens);
-  for (std::size_t c = 0; c < by_class.size(); ++c)
-    r.interruptions_by_cause.emplace_back(r.model.classes[c].cause, by_class[c] / n);
-
-  r.assumptions = {
-      fmt::format("failures: {} causes from \"{}\", {:.3g} per hour for {} GPUs on {} nodes (MTBF {:.2f} h)",
-                  r.model.classes.size(), reliability.name, 3600 / mtbf, job.gpus, r.nodes, mtbf / 3600),
-      fmt::format("checkpoint: {:.3g} GB of weights and optimizer state, written in {:.1f} s, loaded in {:.1f} s; "
-                  "training stalls {:.1f} s per save{}",
-                  r.checkpoint_bytes / 1e9, r.checkpoint_write_s, r.checkpoint_load_s, r.model.checkpoint_s,
-                  k.asynchronous ? " (asynchronous: the copy to host memory)" : ""),
-      fmt::format("checkpoint interval {:.0f} s ({:.0f} steps){}", r.model.interval_s,
-                  r.model.interval_s / r.step_s, r.interval_optimal ? ", Daly's optimum" : ""),
-      fmt::format("restart {:.0f} s: detection {:.0f} s, rescheduling {:.0f} s, initialization {:.0f} s, loading "
-                  "{:.1f} s",
-                  r.model.restart_s, reliability.restart.detection_s, reliability.restart.rescheduling_s,
-                  reliability.restart.initialization_s, r.checkpoint_load_s),
-      reliability.repair_s > 0
-          ? fmt::format("{} spare nodes; a failed node is back after {:.1f} h", reliability.spare_nodes,
-                        reliability.repair_s / 3600)
-          : std::string("failed nodes are replaced at once (no repair time given)"),
-      fmt::format("{} Monte Carlo samples from seed {}", request.samples, request.seed)};
+  monte_carlo(r, request);
+  r.assumptions = assumptions(r, reliability, request);
   return r;
 }
 
