@@ -128,6 +128,93 @@ MoeSpec read_qwen_moe(Reader& r, const ModelSpec& m, bool shared) {
   return e;
 }
 
+// DeepSeek-V2/V3: Llama's keys, multi-head latent attention, routed and shared experts after the
+// first dense layers, the multi-token prediction module (a warning).
+void read_deepseek(Reader& r, ModelSpec& m, std::vector<std::string>& warnings) {
+  LlamaLike llama{r, m};
+  llama.read(false);
+  m.ffn_hidden = r.integer("intermediate_size", {1, 1 << 22});
+  // (the Hugging Face config names the keys as a workload's model.mla does)
+  const auto a = read_mla_keys(r);
+  m.mla = a;
+  m.head_dim = a.qk_head_dim();
+  if (m.kv_heads != m.heads)
+    r.error_at("num_key_value_heads",
+               fmt::format("{} differs from num_attention_heads ({}): multi-head latent attention gives every "
+                           "head its own key and value",
+                           m.kv_heads, m.heads));
+  MoeSpec e;
+  e.experts = static_cast<int>(r.integer("n_routed_experts", {1, 1 << 16}));
+  e.top_k = static_cast<int>(r.integer("num_experts_per_tok", {1, 1 << 16}));
+  e.expert_ffn_hidden = r.integer("moe_intermediate_size", {1, 1 << 22});
+  e.shared_experts = static_cast<int>(r.integer_or("n_shared_experts", 0, {0, 64}));
+  e.dense_layers = static_cast<int>(r.integer_or("first_k_dense_replace", 0, {0, 10000}));
+  if (const auto freq = r.optional_integer("moe_layer_freq", {1, 10000}); freq && *freq != 1)
+    r.error_at("moe_layer_freq", fmt::format("{}: only every layer after first_k_dense_replace being an MoE "
+                                             "layer (1) is modelled",
+                                             *freq));
+  if (e.top_k > e.experts)
+    r.error_at("num_experts_per_tok", fmt::format("{} exceeds n_routed_experts ({})", e.top_k, e.experts));
+  if (e.dense_layers >= m.layers)
+    r.error_at("first_k_dense_replace", fmt::format("{} leaves no MoE layer among the {} layers",
+                                                    e.dense_layers, m.layers));
+  m.moe = e;
+  if (const auto mtp = r.integer_or("num_nextn_predict_layers", 0, {0, 64}); mtp > 0)
+    warnings.push_back(fmt::format("{}/num_nextn_predict_layers: {} multi-token prediction module(s) are not "
+                                   "modelled (DeepSeek-V3's adds 14B parameters and a layer's compute)",
+                                   r.pointer(), mtp));
+}
+
+// GPT-2: GeLU MLP, LayerNorm, learned positions, tied embeddings, biases, dropout.
+void read_gpt2(Reader& r, ModelSpec& m) {
+  m.layers = static_cast<int>(r.integer("n_layer", {1, 10000}));
+  m.hidden = r.integer("n_embd", {1, 1 << 20});
+  m.heads = static_cast<int>(r.integer("n_head", {1, 1 << 14}));
+  m.kv_heads = m.heads;
+  m.vocab = r.integer("vocab_size", {1, 1 << 24});
+  m.ffn_hidden = r.integer_or("n_inner", 4 * m.hidden, {1, 1 << 22});
+  r.has("n_positions");  // learned positions: as many as the training sequence uses
+  m.mlp = MlpKind::Gelu;
+  m.norm = NormKind::LayerNorm;
+  m.position = PositionKind::Learned;
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
+  m.bias = true;
+  double dropout = 0;
+  for (const auto* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop"})
+    dropout = std::max(dropout, r.number_or(key, 0.1, {0, 1}));
+  m.dropout = dropout > 0;
+  if (!r.has("n_embd") || !r.has("n_head")) return;  // reported already
+  if (m.hidden % m.heads != 0)
+    r.error_at("n_head", fmt::format("{} does not divide n_embd ({})", m.heads, m.hidden));
+  else
+    m.head_dim = m.hidden / m.heads;
+}
+
+// GPT-NeoX: GeLU MLP, LayerNorm, rotary embeddings (on rotary_pct of each head).
+void read_gpt_neox(Reader& r, ModelSpec& m, std::vector<std::string>& warnings) {
+  m.layers = static_cast<int>(r.integer("num_hidden_layers", {1, 10000}));
+  m.hidden = r.integer("hidden_size", {1, 1 << 20});
+  m.heads = static_cast<int>(r.integer("num_attention_heads", {1, 1 << 14}));
+  m.kv_heads = m.heads;
+  m.vocab = r.integer("vocab_size", {1, 1 << 24});
+  m.ffn_hidden = r.integer("intermediate_size", {1, 1 << 22});
+  m.mlp = MlpKind::Gelu;
+  m.norm = NormKind::LayerNorm;
+  m.position = PositionKind::Rope;
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
+  m.bias = r.boolean_or("attention_bias", true);
+  m.dropout = std::max(r.number_or("hidden_dropout", 0, {0, 1}), r.number_or("attention_dropout", 0, {0, 1})) > 0;
+  if (const double pct = r.number_or("rotary_pct", 1.0, {0, 1}); pct < 1)
+    warnings.push_back(fmt::format("{}/rotary_pct: rotary embeddings on {:g} of each head are costed as on all "
+                                   "of it",
+                                   r.pointer(), pct));
+  if (!r.has("hidden_size") || !r.has("num_attention_heads")) return;  // reported already
+  if (m.hidden % m.heads != 0)
+    r.error_at("num_attention_heads", fmt::format("{} does not divide hidden_size ({})", m.heads, m.hidden));
+  else
+    m.head_dim = m.hidden / m.heads;
+}
+
 ModelSpec read_family(Family family, Reader& r, std::vector<std::string>& warnings) {
   ModelSpec m;
   LlamaLike llama{r, m};
@@ -176,88 +263,15 @@ ModelSpec read_family(Family family, Reader& r, std::vector<std::string>& warnin
       break;
     }
     case Family::DeepseekV2:
-    case Family::DeepseekV3: {
-      llama.read(false);
-      m.ffn_hidden = r.integer("intermediate_size", {1, 1 << 22});
-      // (the Hugging Face config names the keys as a workload's model.mla does)
-      const auto a = read_mla_keys(r);
-      m.mla = a;
-      m.head_dim = a.qk_head_dim();
-      if (m.kv_heads != m.heads)
-        r.error_at("num_key_value_heads",
-                   fmt::format("{} differs from num_attention_heads ({}): multi-head latent attention gives every "
-                               "head its own key and value",
-                               m.kv_heads, m.heads));
-      MoeSpec e;
-      e.experts = static_cast<int>(r.integer("n_routed_experts", {1, 1 << 16}));
-      e.top_k = static_cast<int>(r.integer("num_experts_per_tok", {1, 1 << 16}));
-      e.expert_ffn_hidden = r.integer("moe_intermediate_size", {1, 1 << 22});
-      e.shared_experts = static_cast<int>(r.integer_or("n_shared_experts", 0, {0, 64}));
-      e.dense_layers = static_cast<int>(r.integer_or("first_k_dense_replace", 0, {0, 10000}));
-      if (const auto freq = r.optional_integer("moe_layer_freq", {1, 10000}); freq && *freq != 1)
-        r.error_at("moe_layer_freq", fmt::format("{}: only every layer after first_k_dense_replace being an MoE "
-                                                 "layer (1) is modelled",
-                                                 *freq));
-      if (e.top_k > e.experts)
-        r.error_at("num_experts_per_tok", fmt::format("{} exceeds n_routed_experts ({})", e.top_k, e.experts));
-      if (e.dense_layers >= m.layers)
-        r.error_at("first_k_dense_replace", fmt::format("{} leaves no MoE layer among the {} layers",
-                                                        e.dense_layers, m.layers));
-      m.moe = e;
-      if (const auto mtp = r.integer_or("num_nextn_predict_layers", 0, {0, 64}); mtp > 0)
-        warnings.push_back(fmt::format("{}/num_nextn_predict_layers: {} multi-token prediction module(s) are not "
-                                       "modelled (DeepSeek-V3's adds 14B parameters and a layer's compute)",
-                                       r.pointer(), mtp));
+    case Family::DeepseekV3:
+      read_deepseek(r, m, warnings);
       break;
-    }
-    case Family::Gpt2: {
-      m.layers = static_cast<int>(r.integer("n_layer", {1, 10000}));
-      m.hidden = r.integer("n_embd", {1, 1 << 20});
-      m.heads = static_cast<int>(r.integer("n_head", {1, 1 << 14}));
-      m.kv_heads = m.heads;
-      m.vocab = r.integer("vocab_size", {1, 1 << 24});
-      m.ffn_hidden = r.integer_or("n_inner", 4 * m.hidden, {1, 1 << 22});
-      r.has("n_positions");  // learned positions: as many as the training sequence uses
-      m.mlp = MlpKind::Gelu;
-      m.norm = NormKind::LayerNorm;
-      m.position = PositionKind::Learned;
-      m.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
-      m.bias = true;
-      double dropout = 0;
-      for (const auto* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop"})
-        dropout = std::max(dropout, r.number_or(key, 0.1, {0, 1}));
-      m.dropout = dropout > 0;
-      if (!r.has("n_embd") || !r.has("n_head")) break;  // reported already
-      if (m.hidden % m.heads != 0)
-        r.error_at("n_head", fmt::format("{} does not divide n_embd ({})", m.heads, m.hidden));
-      else
-        m.head_dim = m.hidden / m.heads;
+    case Family::Gpt2:
+      read_gpt2(r, m);
       break;
-    }
-    case Family::GptNeox: {
-      m.layers = static_cast<int>(r.integer("num_hidden_layers", {1, 10000}));
-      m.hidden = r.integer("hidden_size", {1, 1 << 20});
-      m.heads = static_cast<int>(r.integer("num_attention_heads", {1, 1 << 14}));
-      m.kv_heads = m.heads;
-      m.vocab = r.integer("vocab_size", {1, 1 << 24});
-      m.ffn_hidden = r.integer("intermediate_size", {1, 1 << 22});
-      m.mlp = MlpKind::Gelu;
-      m.norm = NormKind::LayerNorm;
-      m.position = PositionKind::Rope;
-      m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
-      m.bias = r.boolean_or("attention_bias", true);
-      m.dropout = std::max(r.number_or("hidden_dropout", 0, {0, 1}), r.number_or("attention_dropout", 0, {0, 1})) > 0;
-      if (const double pct = r.number_or("rotary_pct", 1.0, {0, 1}); pct < 1)
-        warnings.push_back(fmt::format("{}/rotary_pct: rotary embeddings on {:g} of each head are costed as on all "
-                                       "of it",
-                                       r.pointer(), pct));
-      if (!r.has("hidden_size") || !r.has("num_attention_heads")) break;  // reported already
-      if (m.hidden % m.heads != 0)
-        r.error_at("num_attention_heads", fmt::format("{} does not divide hidden_size ({})", m.heads, m.hidden));
-      else
-        m.head_dim = m.hidden / m.heads;
+    case Family::GptNeox:
+      read_gpt_neox(r, m, warnings);
       break;
-    }
   }
   return m;
 }
