@@ -174,11 +174,9 @@ std::optional<ModelSpec> read_model_args(Args& a) {
   return m;
 }
 
-}  // namespace
-
-LaunchConfig read_megatron_args(std::string_view text, const std::string& source) {
-  const auto words = split_command_line(text, source);
-  // a whole launch line: the words after the script are Megatron's; torchrun's world size
+// A whole launch line: the arguments after the script are Megatron's (returns where they start);
+// torchrun's --nnodes × --nproc_per_node before it is the world size (0 when not given).
+std::size_t script_arguments(const std::vector<std::string>& words, std::int64_t& world) {
   std::size_t first = 0;
   std::int64_t nodes = 0;
   std::int64_t per_node = 0;
@@ -194,13 +192,19 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
     }
     first = i + 1;
   }
+  world = nodes > 0 && per_node > 0 ? nodes * per_node : 0;
+  return first;
+}
+
+// Each --flag with the words after it (argparse's --flag=value as well as --flag value).
+std::map<std::string, std::vector<std::string>, std::less<>> parse_flags(const std::vector<std::string>& words,
+                                                                         std::size_t first, const std::string& source) {
   std::map<std::string, std::vector<std::string>, std::less<>> flags;
   std::vector<std::string> stray;
   std::string current;
   for (std::size_t i = first; i < words.size(); ++i) {
     const auto& w = words[i];
     if (w.starts_with("--")) {
-      // argparse's --flag=value as well as --flag value
       const auto eq = w.find('=');
       const auto name = w.substr(0, eq);
       if (flags.contains(name)) throw SpecError(source, "", fmt::format("{} is given twice", name));
@@ -216,6 +220,15 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
   if (!stray.empty())
     throw SpecError(source, "", fmt::format("\"{}\" is not a Megatron argument (arguments start with --)",
                                             stray.front()));
+  return flags;
+}
+
+}  // namespace
+
+LaunchConfig read_megatron_args(std::string_view text, const std::string& source) {
+  const auto words = split_command_line(text, source);
+  std::int64_t world = 0;
+  auto flags = parse_flags(words, script_arguments(words, world), source);
   Args a(std::move(flags), source);
   LaunchConfig out;
   out.source = source;
@@ -232,7 +245,7 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
   set("mb", a.integer("--micro-batch-size", {1, 1 << 30}));
   set("first_stage_layers", a.integer("--decoder-first-pipeline-num-layers", {1, 10000}));
   set("last_stage_layers", a.integer("--decoder-last-pipeline-num-layers", {1, 10000}));
-  if (nodes > 0 && per_node > 0) s["gpus"] = nodes * per_node;
+  if (world > 0) s["gpus"] = world;
   const auto vpp = a.integer("--virtual-pipeline-model-parallel-size", {1, 1024});
   out.layers_per_virtual_stage = a.integer("--num-layers-per-virtual-pipeline-stage", {1, 10000});
   if (vpp && out.layers_per_virtual_stage)
@@ -280,14 +293,13 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
   if (bf16 && fp16) a.problem("--bf16 and --fp16 contradict each other");
   if (bf16) out.training.dtype = "bf16";
   if (fp16) out.training.dtype = "fp16";
-  if (const auto format = a.word("--fp8-format", {"e4m3", "hybrid"})) {
+  if (a.word("--fp8-format", {"e4m3", "hybrid"})) {
     const auto recipe = a.word("--fp8-recipe", {"delayed", "tensorwise", "mxfp8", "blockwise"}).value_or("delayed");
     s["fp8"] = recipe == "mxfp8" || recipe == "blockwise" ? "blockwise" : "tensorwise";
-    (void)format;
   } else if (a.has("--fp8-recipe")) {
     a.problem("--fp8-recipe needs --fp8-format");
   }
-  if (const auto fp32 = a.flag("--accumulate-allreduce-grads-in-fp32"); fp32) s["grad_reduce_dtype"] = "fp32";
+  if (a.flag("--accumulate-allreduce-grads-in-fp32")) s["grad_reduce_dtype"] = "fp32";
   if (const auto optimizer = a.word("--optimizer", {"adam", "sgd"})) out.training.optimizer = *optimizer;
   out.training.seq_len = a.integer("--seq-length", {1, 1 << 24});
   out.training.global_batch = a.integer("--global-batch-size", {1, 1 << 30});
