@@ -34,6 +34,15 @@ struct OnLink {
   double share;
 };
 
+// The transfers on a link. While their shares sum to at most the link's capacity the link cannot
+// fill up (every rate is at most 1), so it cannot slow any of them: only congested links couple
+// transfers into one max-min problem.
+struct LinkState {
+  std::vector<OnLink> flows;  // in the order they began
+  double demand = 0;          // sum of the shares
+  bool congested = false;
+};
+
 struct Flow {
   double remaining_ps = 0;  // bandwidth-bound time left at full speed
   double rate = 1.0;
@@ -149,14 +158,23 @@ class Engine {
     f.active = true;
     auto& mine = shared_[task];
     mine.clear();
+    bool congested = false;
     for (const auto& s : g_.load(comm.load)) {
-      auto& on = on_link(s.link);
-      if (on.size() == 1) shared_[on.front().task].push_back({s.link, on.front().share});
-      if (!on.empty()) mine.push_back(s);
-      on.push_back({task, s.share});
+      auto& link = on_link(s.link);
+      const bool was = link.congested;
+      link.flows.push_back({task, s.share});
+      link.demand += s.share;
+      if (was) {
+        mine.push_back(s);
+      } else if (link.demand > kFull) {
+        // The link can now run short of capacity: every transfer on it depends on the others.
+        link.congested = true;
+        for (const auto& o : link.flows) shared_[o.task].push_back({s.link, o.share});
+      }
+      congested = congested || link.congested;
     }
-    // Alone on every link (the common case): full speed, nothing else changes.
-    if (mine.empty()) {
+    // No link it crosses can fill up (the common case): full speed, nothing else changes.
+    if (!congested) {
       schedule_finish(task);
       return;
     }
@@ -236,20 +254,22 @@ class Engine {
     std::vector<std::uint32_t> neighbours;
     if (flows_[task].active) {
       flows_[task].active = false;
-      for (const auto& s : shared_[task]) {
-        auto& on = flows_on_link_[s.link];
-        on.erase(std::find_if(on.begin(), on.end(), [&](const OnLink& o) { return o.task == task; }));
-        for (const auto& o : on) neighbours.push_back(o.task);
-        if (on.size() == 1) {  // the link is no longer shared
-          auto& other = shared_[on.front().task];
-          other.erase(std::find_if(other.begin(), other.end(), [&](const LinkShare& x) { return x.link == s.link; }));
-        }
-      }
-      // on its other links the transfer was alone
-      if (shared_[task].size() < g_.load(std::get<CommWork>(t.work).load).size()) {
-        for (const auto& s : g_.load(std::get<CommWork>(t.work).load)) {
-          auto& on = flows_on_link_[s.link];
-          if (on.size() == 1 && on.front().task == task) on.clear();
+      for (const auto& s : g_.load(std::get<CommWork>(t.work).load)) {
+        auto& link = flows_on_link_[s.link];
+        link.flows.erase(
+            std::find_if(link.flows.begin(), link.flows.end(), [&](const OnLink& o) { return o.task == task; }));
+        // summed afresh, in order, so that no rounding accumulates over a long run
+        link.demand = 0;
+        for (const auto& o : link.flows) link.demand += o.share;
+        if (!link.congested) continue;
+        for (const auto& o : link.flows) neighbours.push_back(o.task);
+        if (link.demand <= kFull) {  // the link can no longer fill up
+          link.congested = false;
+          for (const auto& o : link.flows) {
+            auto& other = shared_[o.task];
+            other.erase(
+                std::find_if(other.begin(), other.end(), [&](const LinkShare& x) { return x.link == s.link; }));
+          }
         }
       }
       shared_[task].clear();
@@ -281,7 +301,7 @@ class Engine {
     }
   }
 
-  std::vector<OnLink>& on_link(std::uint32_t link) {
+  LinkState& on_link(std::uint32_t link) {
     if (link >= flows_on_link_.size()) flows_on_link_.resize(link + 1);
     return flows_on_link_[link];
   }
@@ -294,7 +314,7 @@ class Engine {
     visited_[task] = visit_;
     for (std::size_t next = 0; next < seen.size(); ++next) {
       for (const auto& s : shared_[seen[next]]) {
-        for (const auto& o : flows_on_link_[s.link]) {
+        for (const auto& o : flows_on_link_[s.link].flows) {
           if (visited_[o.task] == visit_) continue;
           visited_[o.task] = visit_;
           seen.push_back(o.task);
@@ -358,15 +378,17 @@ class Engine {
   std::vector<std::int64_t> pool_bytes_;
   std::vector<std::array<std::int64_t, kMemoryKinds>> pool_kinds_;
   std::vector<Flow> flows_;
-  // Active transfers per link id, in the order they began, with their shares of the link.
-  std::vector<std::vector<OnLink>> flows_on_link_;
-  // Per active transfer: the links it shares with another one (the only ones that can slow it).
+  // Active transfers per link id.
+  std::vector<LinkState> flows_on_link_;
+  // Per active transfer: its congested links (the only ones that can slow it).
   std::vector<std::vector<LinkShare>> shared_;
   std::vector<std::uint32_t> visited_;  // per task: the component search that last reached it
   std::uint32_t visit_ = 0;
   MaxMinSolver solver_;
   // Compute slowed by communication kernels (only when some task holds compute units).
   static constexpr double kMinComputeRate = 0.05;
+  // A link is congested above this sum of shares (a margin for the shares' rounding).
+  static constexpr double kFull = 1.0 + 1e-9;
   bool contention_ = false;
   std::vector<double> held_share_;  // per process
   std::vector<int> holders_;        // per process: communication tasks holding units
