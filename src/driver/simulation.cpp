@@ -70,7 +70,7 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
       for (const auto t : g.stream_tasks(rank.streams[static_cast<std::size_t>(k)])) {
         const auto& span = timeline.tasks[t.index()];
         const Interval i{span.start.ps, span.end.ps};
-        per_category[g.task(t).category].push_back(i);
+        per_category[g.category(t)].push_back(i);
         if (kind == lower::StreamKind::Compute) {
           compute.push_back(i);
           continue;
@@ -78,7 +78,7 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
         const bool pipeline = kind >= lower::StreamKind::PpSendNext;
         if (!pipeline) {
           comm.push_back(i);
-          exposable[g.task(t).category].push_back(i);
+          exposable[g.category(t)].push_back(i);
         }
       }
     }

@@ -19,7 +19,7 @@ constexpr std::size_t kGanttLimit = 20000;  // spans drawn one by one; beyond, s
 constexpr std::size_t kMemoryPoints = 600;  // per stage
 
 std::string css_of(const sim::TaskGraph& g, sim::TaskId t) {
-  switch (static_cast<Category>(g.task(t).category)) {
+  switch (static_cast<Category>(g.category(t))) {
     case Category::Compute: {
       const auto label = g.label(t);
       if (label.starts_with("F")) return "c-fwd";
@@ -104,10 +104,10 @@ std::string memory_section(const driver::RunReport& r) {
   std::map<std::uint32_t, std::vector<std::pair<double, double>>> events;  // pool -> (time, delta)
   for (std::size_t t = 0; t < g.num_tasks(); ++t) {
     const sim::TaskId id{static_cast<std::uint32_t>(t)};
-    for (const auto& m : g.task(id).memory) {
+    g.for_each_memory(id, [&](const sim::MemoryEffect& m) {
       const auto& span = tl.tasks[t];
       events[m.pool.value].emplace_back((m.at_end ? span.end : span.start).seconds(), static_cast<double>(m.bytes));
-    }
+    });
   }
   std::vector<Series> series;
   std::vector<bool> seen(static_cast<std::size_t>(r.job->strategy.pp), false);

@@ -49,7 +49,7 @@ void write_perfetto(const lower::Lowered& lowered, const sim::Timeline& timeline
       for (const auto t : tasks) {
         const auto& span = timeline.tasks[t.index()];
         emit(fmt::format(R"j({{"name":"{}","cat":"{}","ph":"X","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f}}})j",
-                         escaped(g.name(t)), lower::category_name(static_cast<lower::Category>(g.task(t).category)),
+                         escaped(g.name(t)), lower::category_name(static_cast<lower::Category>(g.category(t))),
                          rank.rank, k, span.start.ps * 1e-6, (span.end - span.start).ps * 1e-6));
       }
     }

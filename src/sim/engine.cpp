@@ -18,8 +18,8 @@ enum class EventKind : std::uint8_t { LatencyDone, Finish };
 struct Event {
   Duration time;
   std::int32_t priority;
-  std::uint64_t sequence;
   std::uint32_t task;
+  std::uint64_t sequence;
   std::uint32_t version;
   EventKind kind;
   // std::priority_queue is a max-heap: "greater" pops first
@@ -43,37 +43,51 @@ struct LinkState {
   bool congested = false;
 };
 
+// The progress of a running task whose speed can change: a transfer, or compute beside
+// communication kernels that hold some of its compute units. Only running tasks hold one (slots
+// are reused), so a simulation of tens of millions of tasks keeps a few thousand.
 struct Flow {
-  double remaining_ps = 0;  // bandwidth-bound time left at full speed
+  double remaining_ps = 0;  // work left at full speed
   double rate = 1.0;
   Duration updated;
-  std::uint32_t version = 0;
-  bool active = false;
+  std::uint32_t version = 0;  // finish events of other versions are stale
+  std::uint32_t visited = 0;  // the component search that last reached it
+  bool active = false;        // a transfer on its links
+  std::vector<LinkShare> shared;  // a transfer's congested links (the only ones that can slow it)
 };
 
 class Engine {
  public:
+  static constexpr std::uint32_t kNoSlot = 0xffffffffu;
+
   explicit Engine(const TaskGraph& g) : g_(g) {
     const std::size_t n = g.num_tasks();
     timeline_.tasks.resize(n);
     timeline_.pools.resize(g.num_pools());
-    waiting_.resize(n);
-    successors_.resize(n);
+    waiting_.assign(n, 0);
     started_.assign(n, false);
     finished_.assign(n, false);
-    flows_.resize(n);
-    shared_.resize(n);
-    for (std::size_t t = 0; t < n; ++t) {
-      const auto& task = g.task(TaskId{static_cast<std::uint32_t>(t)});
-      waiting_[t] = static_cast<std::uint32_t>(task.deps.size());
-      for (const auto d : task.deps) successors_[d.index()].push_back(static_cast<std::uint32_t>(t));
+    slot_.assign(n, kNoSlot);
+    // successors in compressed rows: counted, then filled in task order
+    successor_begin_.assign(n + 1, 0);
+    for (std::uint32_t t = 0; t < n; ++t) {
+      g.for_each_dependency(TaskId{t}, [&](TaskId d) {
+        ++waiting_[t];
+        ++successor_begin_[d.index() + 1];
+      });
+    }
+    for (std::size_t t = 0; t < n; ++t) successor_begin_[t + 1] += successor_begin_[t];
+    successors_.resize(successor_begin_[n]);
+    {
+      std::vector<std::uint32_t> cursor(successor_begin_.begin(), successor_begin_.end() - 1);
+      for (std::uint32_t t = 0; t < n; ++t)
+        g.for_each_dependency(TaskId{t}, [&](TaskId d) { successors_[cursor[d.index()]++] = t; });
     }
     std::uint32_t processes = 0;
     for (std::size_t s = 0; s < g.num_streams(); ++s)
       processes = std::max(processes, g.stream(StreamId{static_cast<std::uint32_t>(s)}).process + 1);
-    for (std::size_t t = 0; t < n && !contention_; ++t)
-      if (const auto* c = std::get_if<CommWork>(&g.task(TaskId{static_cast<std::uint32_t>(t)}).work))
-        contention_ = c->compute_share > 0;
+    for (std::uint32_t t = 0; t < n && !contention_; ++t)
+      if (g.is_transfer(TaskId{t})) contention_ = std::get<CommWork>(g.work(TaskId{t})).compute_share > 0;
     if (contention_) {
       held_share_.assign(processes, 0.0);
       holders_.assign(processes, 0);
@@ -100,7 +114,7 @@ class Engine {
       now_ = e.time;
       if (e.kind == EventKind::LatencyDone) {
         begin_transfer(e.task);
-      } else if (e.version == flows_[e.task].version) {
+      } else if (!finished_[e.task] && (slot_[e.task] == kNoSlot || e.version == flows_[slot_[e.task]].version)) {
         finish(e.task);
       }
     }
@@ -112,12 +126,11 @@ class Engine {
 
  private:
   void push(Duration at, std::uint32_t task, EventKind kind, std::uint32_t version = 0) {
-    const auto& t = g_.task(TaskId{task});
-    events_.push(Event{at, t.priority, sequence_++, task, version, kind});
+    events_.push(Event{at, g_.priority(TaskId{task}), task, sequence_++, version, kind});
   }
 
   bool at_head_of_streams(std::uint32_t task) const {
-    for (const auto s : g_.task(TaskId{task}).streams) {
+    for (const auto s : g_.streams(TaskId{task})) {
       const auto& order = g_.stream_tasks(s);
       if (busy_[s.index()] || position_[s.index()] >= order.size() || order[position_[s.index()]].value != task)
         return false;
@@ -125,19 +138,42 @@ class Engine {
     return true;
   }
 
+  Flow& flow(std::uint32_t task) { return flows_[slot_[task]]; }
+
+  // A slot for a task whose speed can change, kept until it finishes.
+  Flow& take_slot(std::uint32_t task) {
+    if (free_slots_.empty()) {
+      free_slots_.push_back(static_cast<std::uint32_t>(flows_.size()));
+      flows_.emplace_back();
+    }
+    slot_[task] = free_slots_.back();
+    free_slots_.pop_back();
+    auto& f = flows_[slot_[task]];
+    ++f.version;  // events of the slot's earlier tasks never match
+    return f;
+  }
+
+  void release_slot(std::uint32_t task) {
+    if (slot_[task] == kNoSlot) return;
+    flows_[slot_[task]].shared.clear();
+    free_slots_.push_back(slot_[task]);
+    slot_[task] = kNoSlot;
+  }
+
   void try_start(std::uint32_t task) {
     if (started_[task] || waiting_[task] > 0 || !at_head_of_streams(task)) return;
     started_[task] = true;
-    const auto& t = g_.task(TaskId{task});
-    for (const auto s : t.streams) busy_[s.index()] = true;
+    const TaskId id{task};
+    for (const auto s : g_.streams(id)) busy_[s.index()] = true;
     timeline_.tasks[task].start = now_;
-    apply_memory(t, false);
-    if (const auto* c = std::get_if<ComputeWork>(&t.work)) {
+    apply_memory(id, false);
+    const auto work = g_.work(id);
+    if (const auto* c = std::get_if<ComputeWork>(&work)) {
       start_compute(task, c->duration);
       return;
     }
-    const auto& comm = std::get<CommWork>(t.work);
-    if (contention_ && comm.compute_share > 0) hold(t, comm.compute_share);
+    const auto& comm = std::get<CommWork>(work);
+    if (contention_ && comm.compute_share > 0) hold(id, comm.compute_share);
     if (comm.latency > Duration::zero())
       push(now_ + comm.latency, task, EventKind::LatencyDone);
     else
@@ -145,31 +181,30 @@ class Engine {
   }
 
   void begin_transfer(std::uint32_t task) {
-    const auto& comm = std::get<CommWork>(g_.task(TaskId{task}).work);
+    const auto comm = std::get<CommWork>(g_.work(TaskId{task}));
     timeline_.tasks[task].transfer_start = now_;
-    auto& f = flows_[task];
+    const auto& load = g_.load(comm.load);
+    if (comm.transfer <= Duration::zero() || load.empty()) {
+      push(now_ + comm.transfer, task, EventKind::Finish);
+      return;
+    }
+    auto& f = take_slot(task);
     f.remaining_ps = static_cast<double>(comm.transfer.ps);
     f.updated = now_;
     f.rate = 1.0;
-    if (comm.transfer <= Duration::zero() || g_.load(comm.load).empty()) {
-      push(now_ + comm.transfer, task, EventKind::Finish, f.version);
-      return;
-    }
     f.active = true;
-    auto& mine = shared_[task];
-    mine.clear();
     bool congested = false;
-    for (const auto& s : g_.load(comm.load)) {
+    for (const auto& s : load) {
       auto& link = on_link(s.link);
       const bool was = link.congested;
       link.flows.push_back({task, s.share});
       link.demand += s.share;
       if (was) {
-        mine.push_back(s);
+        f.shared.push_back(s);
       } else if (link.demand > kFull) {
         // The link can now run short of capacity: every transfer on it depends on the others.
         link.congested = true;
-        for (const auto& o : link.flows) shared_[o.task].push_back({s.link, o.share});
+        for (const auto& o : link.flows) flow(o.task).shared.push_back({s.link, o.share});
       }
       congested = congested || link.congested;
     }
@@ -189,10 +224,11 @@ class Engine {
       return;
     }
     const auto process = process_of(task);
-    auto& f = flows_[task];
+    auto& f = take_slot(task);
     f.remaining_ps = static_cast<double>(duration.ps);
     f.updated = now_;
     f.rate = compute_rate(process);
+    f.active = false;
     computing_[process].push_back(task);
     schedule_finish(task);
   }
@@ -205,31 +241,29 @@ class Engine {
 
   // The flow's finish at its current rate (earlier events of older versions are ignored).
   void schedule_finish(std::uint32_t task) {
-    const auto& f = flows_[task];
+    const auto& f = flow(task);
     push(now_ + Duration{static_cast<std::int64_t>(std::ceil(f.remaining_ps / f.rate))}, task, EventKind::Finish,
          f.version);
   }
 
-  std::uint32_t process_of(std::uint32_t task) const {
-    return g_.stream(g_.task(TaskId{task}).streams.front()).process;
-  }
+  std::uint32_t process_of(std::uint32_t task) const { return g_.stream(g_.streams(TaskId{task}).front()).process; }
 
   double compute_rate(std::uint32_t process) const {
     return std::max(kMinComputeRate, 1.0 - held_share_[process]);
   }
 
   // A communication task takes (share > 0) or gives back (< 0) compute units on each participant.
-  void hold(const TaskGraph::Task& t, double share) {
-    std::vector<std::uint32_t> processes;
-    for (const auto s : t.streams) processes.push_back(g_.stream(s).process);
-    std::sort(processes.begin(), processes.end());
-    processes.erase(std::unique(processes.begin(), processes.end()), processes.end());
-    for (const auto p : processes) {
+  void hold(TaskId t, double share) {
+    processes_.clear();
+    for (const auto s : g_.streams(t)) processes_.push_back(g_.stream(s).process);
+    std::sort(processes_.begin(), processes_.end());
+    processes_.erase(std::unique(processes_.begin(), processes_.end()), processes_.end());
+    for (const auto p : processes_) {
       holders_[p] += share > 0 ? 1 : -1;
       // exactly zero once nothing holds any: no residue of rounding
       held_share_[p] = holders_[p] == 0 ? 0.0 : held_share_[p] + share;
       for (const auto c : computing_[p]) {
-        auto& f = flows_[c];
+        auto& f = flow(c);
         advance(f);
         f.rate = compute_rate(p);
         ++f.version;
@@ -240,21 +274,22 @@ class Engine {
 
   void finish(std::uint32_t task) {
     finished_[task] = true;
-    const auto& t = g_.task(TaskId{task});
+    const TaskId id{task};
     timeline_.tasks[task].end = now_;
-    apply_memory(t, true);
+    apply_memory(id, true);
+    const bool transfer = g_.is_transfer(id);
     if (contention_) {
-      if (std::holds_alternative<ComputeWork>(t.work)) {
+      if (!transfer) {
         auto& mine = computing_[process_of(task)];
         mine.erase(std::find(mine.begin(), mine.end(), task));
-      } else if (const auto& comm = std::get<CommWork>(t.work); comm.compute_share > 0) {
-        hold(t, -comm.compute_share);
+      } else if (const auto share = std::get<CommWork>(g_.work(id)).compute_share; share > 0) {
+        hold(id, -share);
       }
     }
-    std::vector<std::uint32_t> neighbours;
-    if (flows_[task].active) {
-      flows_[task].active = false;
-      for (const auto& s : g_.load(std::get<CommWork>(t.work).load)) {
+    neighbours_.clear();
+    if (slot_[task] != kNoSlot && flow(task).active) {
+      flow(task).active = false;
+      for (const auto& s : g_.load(std::get<CommWork>(g_.work(id)).load)) {
         auto& link = flows_on_link_[s.link];
         link.flows.erase(
             std::find_if(link.flows.begin(), link.flows.end(), [&](const OnLink& o) { return o.task == task; }));
@@ -262,27 +297,27 @@ class Engine {
         link.demand = 0;
         for (const auto& o : link.flows) link.demand += o.share;
         if (!link.congested) continue;
-        for (const auto& o : link.flows) neighbours.push_back(o.task);
+        for (const auto& o : link.flows) neighbours_.push_back(o.task);
         if (link.demand <= kFull) {  // the link can no longer fill up
           link.congested = false;
           for (const auto& o : link.flows) {
-            auto& other = shared_[o.task];
+            auto& other = flow(o.task).shared;
             other.erase(
                 std::find_if(other.begin(), other.end(), [&](const LinkShare& x) { return x.link == s.link; }));
           }
         }
       }
-      shared_[task].clear();
     }
-    for (const auto s : t.streams) {
+    release_slot(task);
+    for (const auto s : g_.streams(id)) {
       busy_[s.index()] = false;
       ++position_[s.index()];
     }
-    if (!neighbours.empty()) {
-      std::sort(neighbours.begin(), neighbours.end());
-      neighbours.erase(std::unique(neighbours.begin(), neighbours.end()), neighbours.end());
+    if (!neighbours_.empty()) {
+      std::sort(neighbours_.begin(), neighbours_.end());
+      neighbours_.erase(std::unique(neighbours_.begin(), neighbours_.end()), neighbours_.end());
       std::vector<std::uint32_t> component;
-      for (const auto n : neighbours) {
+      for (const auto n : neighbours_) {
         if (std::binary_search(component.begin(), component.end(), n)) continue;
         const auto more = component_of(n);
         std::vector<std::uint32_t> merged;
@@ -291,11 +326,12 @@ class Engine {
       }
       reschedule(component);
     }
-    for (const auto s : t.streams) {
+    for (const auto s : g_.streams(id)) {
       const auto& order = g_.stream_tasks(s);
       if (position_[s.index()] < order.size()) try_start(order[position_[s.index()]].value);
     }
-    for (const auto next : successors_[task]) {
+    for (auto i = successor_begin_[task]; i < successor_begin_[task + 1]; ++i) {
+      const auto next = successors_[i];
       --waiting_[next];
       try_start(next);
     }
@@ -306,17 +342,17 @@ class Engine {
     return flows_on_link_[link];
   }
 
-  // Active transfers connected to `task` through shared links, sorted.
+  // Active transfers connected to `task` through congested links, sorted.
   std::vector<std::uint32_t> component_of(std::uint32_t task) {
     ++visit_;
-    if (visited_.size() < flows_.size()) visited_.resize(flows_.size(), 0);
     std::vector<std::uint32_t> seen{task};
-    visited_[task] = visit_;
+    flow(task).visited = visit_;
     for (std::size_t next = 0; next < seen.size(); ++next) {
-      for (const auto& s : shared_[seen[next]]) {
+      for (const auto& s : flow(seen[next]).shared) {
         for (const auto& o : flows_on_link_[s.link].flows) {
-          if (visited_[o.task] == visit_) continue;
-          visited_[o.task] = visit_;
+          auto& f = flow(o.task);
+          if (f.visited == visit_) continue;
+          f.visited = visit_;
           seen.push_back(o.task);
         }
       }
@@ -326,24 +362,24 @@ class Engine {
   }
 
   void reschedule(const std::vector<std::uint32_t>& ids) {
-    std::vector<const std::vector<LinkShare>*> loads;
+    loads_.clear();
     for (const auto t : ids) {
-      advance(flows_[t]);
-      loads.push_back(&shared_[t]);  // links used by this transfer alone never limit it
+      advance(flow(t));
+      loads_.push_back(&flow(t).shared);  // links this transfer cannot fill never limit it
     }
-    const auto& rates = solver_.solve(loads);
+    const auto& rates = solver_.solve(loads_);
     ++timeline_.rate_updates;
     for (std::size_t i = 0; i < ids.size(); ++i) {
-      auto& f = flows_[ids[i]];
+      auto& f = flow(ids[i]);
       f.rate = rates[i];
       ++f.version;
       schedule_finish(ids[i]);
     }
   }
 
-  void apply_memory(const TaskGraph::Task& t, bool at_end) {
-    for (const auto& m : t.memory) {
-      if (m.at_end != at_end) continue;
+  void apply_memory(TaskId t, bool at_end) {
+    g_.for_each_memory(t, [&](const MemoryEffect& m) {
+      if (m.at_end != at_end) return;
       auto& bytes = pool_bytes_[m.pool.index()];
       bytes += m.bytes;
       pool_kinds_[m.pool.index()][m.kind] += m.bytes;
@@ -353,7 +389,7 @@ class Engine {
         usage.peak_time = now_;
         usage.at_peak = pool_kinds_[m.pool.index()];
       }
-    }
+    });
   }
 
   void check_all_finished() const {
@@ -370,21 +406,24 @@ class Engine {
   std::uint64_t sequence_ = 0;
   Duration now_ = Duration::zero();
   std::vector<std::uint32_t> waiting_;
-  std::vector<std::vector<std::uint32_t>> successors_;
+  std::vector<std::uint32_t> successor_begin_;  // per task and one past: its range in successors_
+  std::vector<std::uint32_t> successors_;
   std::vector<bool> started_;
   std::vector<bool> finished_;
   std::vector<std::size_t> position_;
   std::vector<bool> busy_;
   std::vector<std::int64_t> pool_bytes_;
   std::vector<std::array<std::int64_t, kMemoryKinds>> pool_kinds_;
+  std::vector<std::uint32_t> slot_;  // per task: its flow while it runs, or kNoSlot
   std::vector<Flow> flows_;
-  // Active transfers per link id.
-  std::vector<LinkState> flows_on_link_;
-  // Per active transfer: its congested links (the only ones that can slow it).
-  std::vector<std::vector<LinkShare>> shared_;
-  std::vector<std::uint32_t> visited_;  // per task: the component search that last reached it
+  std::vector<std::uint32_t> free_slots_;
+  std::vector<LinkState> flows_on_link_;  // per link id
   std::uint32_t visit_ = 0;
   MaxMinSolver solver_;
+  // scratch space
+  std::vector<std::uint32_t> neighbours_;
+  std::vector<std::uint32_t> processes_;
+  std::vector<const std::vector<LinkShare>*> loads_;
   // Compute slowed by communication kernels (only when some task holds compute units).
   static constexpr double kMinComputeRate = 0.05;
   // A link is congested above this sum of shares (a margin for the shares' rounding).

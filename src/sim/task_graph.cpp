@@ -38,33 +38,60 @@ std::string TaskGraph::name(TaskId t) const {
 TaskId TaskGraph::add_task(TaskName name, std::span<const StreamId> streams, Work work, std::span<const TaskId> deps,
                            std::uint16_t category, std::int32_t priority) {
   SIM_ASSERT(!streams.empty(), "task {} on no stream", name.label);
+  SIM_ASSERT(tasks_.size() < kNone - 1 && task_streams_.size() + streams.size() < kNone &&
+                 deps_.size() + deps.size() < kNone,
+             "more tasks than a task graph holds");
   const TaskId id{static_cast<std::uint32_t>(tasks_.size())};
   for (const auto d : deps) SIM_ASSERT(d < id, "task {} depends on a later task", name.label);
-  if (const auto* comm = std::get_if<CommWork>(&work)) SIM_ASSERT(comm->load.index() < loads_.size(), "unknown load");
-  Task t{.label = intern(name.label),
-         .number = name.number,
-         .work = work,
-         .streams = {streams.begin(), streams.end()},
-         .deps = {deps.begin(), deps.end()},
-         .memory = {},
-         .category = category,
-         .priority = priority};
+  Record r{.label = intern(name.label), .number = name.number, .priority = priority, .category = category};
+  if (const auto* comm = std::get_if<CommWork>(&work)) {
+    SIM_ASSERT(comm->load.index() < loads_.size(), "unknown load");
+    r.duration = comm->transfer;
+    r.comm = static_cast<std::uint32_t>(comms_.size());
+    comms_.push_back({comm->latency, comm->bytes, comm->compute_share, comm->load});
+  } else {
+    r.duration = std::get<ComputeWork>(work).duration;
+  }
   for (const auto s : streams) {
     SIM_ASSERT(s.index() < streams_.size(), "unknown stream");
     stream_tasks_[s.index()].push_back(id);
   }
-  tasks_.push_back(std::move(t));
+  task_streams_.insert(task_streams_.end(), streams.begin(), streams.end());
+  stream_begin_.push_back(static_cast<std::uint32_t>(task_streams_.size()));
+  deps_.insert(deps_.end(), deps.begin(), deps.end());
+  dep_begin_.push_back(static_cast<std::uint32_t>(deps_.size()));
+  tasks_.push_back(r);
   return id;
 }
 
+Work TaskGraph::work(TaskId t) const {
+  const auto& r = tasks_[t.index()];
+  if (r.comm == kCompute) return ComputeWork{r.duration};
+  const auto& c = comms_[r.comm];
+  return CommWork{.latency = c.latency, .transfer = r.duration, .load = c.load, .bytes = c.bytes,
+                  .compute_share = c.compute_share};
+}
+
 void TaskGraph::add_dependency(TaskId task, TaskId on) {
-  SIM_ASSERT(on.index() < tasks_.size() && on != task, "dependency on an unknown task or on itself");
-  tasks_[task.index()].deps.push_back(on);
+  SIM_ASSERT(task.index() < tasks_.size() && on.index() < tasks_.size() && on != task,
+             "dependency on an unknown task or on itself");
+  if (task.index() + 1 == tasks_.size()) {
+    deps_.push_back(on);  // still the last task: its range in deps_ grows
+    dep_begin_.back() = static_cast<std::uint32_t>(deps_.size());
+  } else {
+    late_deps_[task.value].push_back(on);
+  }
 }
 
 void TaskGraph::add_memory(TaskId task, MemoryEffect effect) {
-  SIM_ASSERT(effect.pool.index() < pools_.size() && effect.kind < kMemoryKinds, "unknown pool or memory kind");
-  tasks_[task.index()].memory.push_back(effect);
+  SIM_ASSERT(task.index() < tasks_.size() && effect.pool.index() < pools_.size() && effect.kind < kMemoryKinds,
+             "unknown task, pool or memory kind");
+  SIM_ASSERT(memory_.size() < kNone, "more memory effects than a task graph holds");
+  const auto added = static_cast<std::uint32_t>(memory_.size());
+  memory_.push_back({effect, kNone});
+  auto* link = &tasks_[task.index()].memory;
+  while (*link != kNone) link = &memory_[*link].next;
+  *link = added;
 }
 
 }  // namespace trainsim::sim

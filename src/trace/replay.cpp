@@ -408,12 +408,12 @@ CriticalPath critical_path(const sim::TaskGraph& graph, const sim::Timeline& tim
     const auto& span = timeline.tasks[current.index()];
     if (span.end <= from) break;
     const auto seconds = (span.end - std::max(span.start, from)).seconds();
-    const auto& task = graph.task(current);
-    if (graph.stream(task.streams.front()).kind == 0)
+    const auto category = graph.category(current);
+    if (graph.stream(graph.streams(current).front()).kind == 0)
       out.cpu_s += seconds;
-    else if (task.category == kCommCategory)
+    else if (category == kCommCategory)
       out.comm_s += seconds;
-    else if (task.category == kWaitCategory)
+    else if (category == kWaitCategory)
       out.wait_s += seconds;
     else
       out.compute_s += seconds;
@@ -421,7 +421,7 @@ CriticalPath critical_path(const sim::TaskGraph& graph, const sim::Timeline& tim
     const auto consider = [&](TaskId p) {
       if (!next || timeline.tasks[p.index()].end > timeline.tasks[next->index()].end) next = p;
     };
-    for (const auto p : task.deps) consider(p);
+    graph.for_each_dependency(current, consider);
     for (const auto p : predecessors[current.index()]) consider(p);
     if (!next) break;
     current = *next;

@@ -77,6 +77,8 @@ struct TaskName {
   TaskName(const char* l) : label(l) {}                                       // NOLINT
 };
 
+// Stored compactly (a simulation of every rank of a 1,024-GPU job holds tens of millions of
+// tasks): fixed-size records, with streams, dependencies and memory effects in shared arrays.
 class TaskGraph {
  public:
   StreamId add_stream(StreamInfo info);
@@ -101,17 +103,26 @@ class TaskGraph {
   const PoolInfo& pool(PoolId p) const { return pools_[p.index()]; }
   const std::vector<LinkShare>& load(LoadId l) const { return loads_[l.index()]; }
 
-  struct Task {
-    std::uint32_t label = 0;  // interned
-    std::int32_t number = -1;
-    Work work;
-    std::vector<StreamId> streams;
-    std::vector<TaskId> deps;
-    std::vector<MemoryEffect> memory;
-    std::uint16_t category = 0;
-    std::int32_t priority = 0;
-  };
-  const Task& task(TaskId t) const { return tasks_[t.index()]; }
+  Work work(TaskId t) const;
+  bool is_transfer(TaskId t) const { return tasks_[t.index()].comm != kCompute; }
+  std::span<const StreamId> streams(TaskId t) const {
+    return {task_streams_.data() + stream_begin_[t.index()], task_streams_.data() + stream_begin_[t.index() + 1]};
+  }
+  std::uint16_t category(TaskId t) const { return tasks_[t.index()].category; }
+  std::int32_t priority(TaskId t) const { return tasks_[t.index()].priority; }
+  // The tasks `t` waits for, in the order they were given (add_task's, then add_dependency's).
+  template <class F>
+  void for_each_dependency(TaskId t, F&& f) const {
+    for (auto i = dep_begin_[t.index()]; i < dep_begin_[t.index() + 1]; ++i) f(deps_[i]);
+    if (late_deps_.empty()) return;
+    if (const auto it = late_deps_.find(t.value); it != late_deps_.end())
+      for (const auto d : it->second) f(d);
+  }
+  // The task's memory effects, in the order they were added.
+  template <class F>
+  void for_each_memory(TaskId t, F&& f) const {
+    for (auto i = tasks_[t.index()].memory; i != kNone; i = memory_[i].next) f(memory_[i].effect);
+  }
   std::string name(TaskId t) const;
   // The task's label, before its number replaces the '#'.
   std::string_view label(TaskId t) const { return names_[tasks_[t.index()].label]; }
@@ -119,8 +130,38 @@ class TaskGraph {
   const std::vector<TaskId>& stream_tasks(StreamId s) const { return stream_tasks_[s.index()]; }
 
  private:
+  static constexpr std::uint32_t kNone = 0xffffffffu;
+  static constexpr std::uint32_t kCompute = kNone;  // Record::comm of a compute task
+  // 32 bytes a task; a transfer's other fields are in comms_.
+  struct Record {
+    Duration duration;  // a compute task's duration, a transfer's bandwidth-bound time
+    std::uint32_t label = 0;  // interned
+    std::int32_t number = -1;
+    std::uint32_t comm = kCompute;  // index in comms_
+    std::uint32_t memory = kNone;   // first memory effect in memory_
+    std::int32_t priority = 0;
+    std::uint16_t category = 0;
+  };
+  struct Comm {
+    Duration latency;
+    std::int64_t bytes = 0;
+    double compute_share = 0;
+    LoadId load;
+  };
+  struct Memory {
+    MemoryEffect effect;
+    std::uint32_t next = kNone;  // the task's next effect
+  };
   std::uint32_t intern(std::string_view name);
-  std::vector<Task> tasks_;
+  std::vector<Record> tasks_;
+  std::vector<Comm> comms_;
+  std::vector<std::uint32_t> stream_begin_{0};  // per task and one past: its range in task_streams_
+  std::vector<StreamId> task_streams_;
+  std::vector<std::uint32_t> dep_begin_{0};  // the same for deps_
+  std::vector<TaskId> deps_;
+  // Dependencies added after the task (trace replay's): looked up only, never iterated whole.
+  std::unordered_map<std::uint32_t, std::vector<TaskId>> late_deps_;
+  std::vector<Memory> memory_;
   std::vector<StreamInfo> streams_;
   std::vector<std::vector<TaskId>> stream_tasks_;
   std::vector<PoolInfo> pools_;

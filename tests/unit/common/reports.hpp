@@ -13,9 +13,9 @@ inline double comm_bytes(const driver::RunReport& r, lower::Category category) {
   const auto& g = r.step->lowered.graph;
   double bytes = 0;
   for (std::uint32_t t = 0; t < g.num_tasks(); ++t) {
-    const auto& task = g.task(sim::TaskId{t});
-    if (task.category != static_cast<std::uint16_t>(category)) continue;
-    if (const auto* c = std::get_if<sim::CommWork>(&task.work)) bytes += static_cast<double>(c->bytes);
+    if (g.category(sim::TaskId{t}) != static_cast<std::uint16_t>(category)) continue;
+    const auto work = g.work(sim::TaskId{t});
+    if (const auto* c = std::get_if<sim::CommWork>(&work)) bytes += static_cast<double>(c->bytes);
   }
   return bytes;
 }
