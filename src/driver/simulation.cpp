@@ -8,8 +8,9 @@ namespace {
 
 using Interval = std::pair<std::int64_t, std::int64_t>;
 
+// The union of intervals as sorted, disjoint intervals. One stream's tasks come in order.
 std::vector<Interval> merged(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end());
+  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
   std::vector<Interval> out;
   for (const auto& i : v) {
     if (i.second <= i.first) continue;
@@ -58,19 +59,32 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
   std::map<std::string, double> comm_busy;
   std::map<std::string, double> exposed_by_category;
   const double n = static_cast<double>(lowered.ranks.size());
+  // per rank: seconds of compute, and of non-pipeline communication no compute hides
+  std::vector<double> busy_s(lowered.ranks.size());
+  std::vector<std::int64_t> exposed_ps(lowered.ranks.size());
+  // per category (by index; empty when the rank has no task of it), reused from rank to rank
+  std::vector<std::vector<Interval>> per_category;
+  std::vector<std::vector<Interval>> exposable;  // non-pipeline communication
+  std::vector<Interval> compute;
+  std::vector<Interval> comm;
   for (std::size_t r = 0; r < lowered.ranks.size(); ++r) {
     const auto& rank = lowered.ranks[r];
     by_stage[rank.stage].push_back(r);
-    std::vector<Interval> compute;
-    std::vector<Interval> comm;
-    std::map<std::uint16_t, std::vector<Interval>> per_category;
-    std::map<std::uint16_t, std::vector<Interval>> exposable;  // non-pipeline communication
+    compute.clear();
+    comm.clear();
+    for (auto& v : per_category) v.clear();
+    for (auto& v : exposable) v.clear();
     for (int k = 0; k < lower::kStreamKinds; ++k) {
       const auto kind = static_cast<lower::StreamKind>(k);
       for (const auto t : g.stream_tasks(rank.streams[static_cast<std::size_t>(k)])) {
         const auto& span = timeline.tasks[t.index()];
         const Interval i{span.start.ps, span.end.ps};
-        per_category[g.category(t)].push_back(i);
+        const auto category = g.category(t);
+        if (category >= per_category.size()) {
+          per_category.resize(category + 1u);
+          exposable.resize(category + 1u);
+        }
+        per_category[category].push_back(i);
         if (kind == lower::StreamKind::Compute) {
           compute.push_back(i);
           continue;
@@ -78,20 +92,23 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
         const bool pipeline = kind >= lower::StreamKind::PpSendNext;
         if (!pipeline) {
           comm.push_back(i);
-          exposable[g.category(t)].push_back(i);
+          exposable[category].push_back(i);
         }
       }
     }
     const auto busy = merged(compute);
-    for (const auto& [cat, intervals] : exposable)
-      exposed_by_category[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
-          static_cast<double>(minus(merged(intervals), busy)) * 1e-12 / n;
-    const auto exposed = minus(merged(comm), busy);
+    for (std::size_t cat = 0; cat < exposable.size(); ++cat)
+      if (!exposable[cat].empty())
+        exposed_by_category[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
+            static_cast<double>(minus(merged(exposable[cat]), busy)) * 1e-12 / n;
+    exposed_ps[r] = minus(merged(comm), busy);
+    busy_s[r] = length(busy) * 1e-12;
     out.breakdown.compute_s += length(busy) * 1e-12 / n;
-    out.breakdown.exposed_comm_s += exposed * 1e-12 / n;
-    for (const auto& [cat, intervals] : per_category)
-      comm_busy[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
-          length(merged(intervals)) * 1e-12 / n;
+    out.breakdown.exposed_comm_s += exposed_ps[r] * 1e-12 / n;
+    for (std::size_t cat = 0; cat < per_category.size(); ++cat)
+      if (!per_category[cat].empty())
+        comm_busy[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
+            length(merged(per_category[cat])) * 1e-12 / n;
     const auto& pool = timeline.pools[rank.pool.index()];
     if (pool.peak > out.peak_memory) {
       out.peak_memory = pool.peak;
@@ -106,22 +123,9 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
     StageFigures f{.stage = stage};
     double idle = 0;
     for (const auto r : ranks) {
-      const auto& rank = lowered.ranks[r];
-      std::vector<Interval> compute;
-      std::vector<Interval> comm;
-      for (int k = 0; k < lower::kStreamKinds; ++k)
-        for (const auto t : g.stream_tasks(rank.streams[static_cast<std::size_t>(k)])) {
-          const auto& span = timeline.tasks[t.index()];
-          if (k == 0)
-            compute.push_back({span.start.ps, span.end.ps});
-          else if (static_cast<lower::StreamKind>(k) < lower::StreamKind::PpSendNext)
-            comm.push_back({span.start.ps, span.end.ps});
-        }
-      const auto busy = merged(compute);
-      const double busy_s = length(busy) * 1e-12;
-      f.busy_s += busy_s / static_cast<double>(ranks.size());
-      idle += (step - busy_s - minus(merged(comm), busy) * 1e-12) / static_cast<double>(ranks.size());
-      const auto& pool = timeline.pools[rank.pool.index()];
+      f.busy_s += busy_s[r] / static_cast<double>(ranks.size());
+      idle += (step - busy_s[r] - exposed_ps[r] * 1e-12) / static_cast<double>(ranks.size());
+      const auto& pool = timeline.pools[lowered.ranks[r].pool.index()];
       if (pool.peak > f.peak_memory) {
         f.peak_memory = pool.peak;
         f.memory_at_peak = pool.at_peak;
