@@ -41,6 +41,7 @@ struct LinkState {
   std::vector<OnLink> flows;  // in the order they began
   double demand = 0;          // sum of the shares
   bool congested = false;
+  std::uint32_t visited = 0;  // the component search that last reached it
 };
 
 // The progress of a running task whose speed can change: a transfer, or compute beside
@@ -53,6 +54,7 @@ struct Flow {
   std::uint32_t version = 0;  // finish events of other versions are stale
   std::uint32_t visited = 0;  // the component search that last reached it
   bool active = false;        // a transfer on its links
+  bool scheduled = false;     // its finish event is pushed
   std::vector<LinkShare> shared;  // a transfer's congested links (the only ones that can slow it)
 };
 
@@ -107,7 +109,12 @@ class Engine {
 
   Timeline run() {
     for (std::uint32_t t = 0; t < g_.num_tasks(); ++t) try_start(t);
-    while (!events_.empty()) {
+    while (!events_.empty() || !dirty_.empty()) {
+      // every change at this instant is in: new rates for the transfers they touched, once
+      if (!dirty_.empty() && (events_.empty() || events_.top().time > now_)) {
+        solve_dirty();
+        continue;
+      }
       const Event e = events_.top();
       events_.pop();
       ++timeline_.events;
@@ -119,6 +126,7 @@ class Engine {
       }
     }
     check_all_finished();
+
     timeline_.makespan = now_;
     for (std::size_t p = 0; p < pool_bytes_.size(); ++p) timeline_.pools[p].final = pool_bytes_[p];
     return std::move(timeline_);
@@ -150,6 +158,7 @@ class Engine {
     free_slots_.pop_back();
     auto& f = flows_[slot_[task]];
     ++f.version;  // events of the slot's earlier tasks never match
+    f.scheduled = false;
     return f;
   }
 
@@ -209,11 +218,10 @@ class Engine {
       congested = congested || link.congested;
     }
     // No link it crosses can fill up (the common case): full speed, nothing else changes.
-    if (!congested) {
+    if (congested)
+      dirty_.push_back(task);
+    else
       schedule_finish(task);
-      return;
-    }
-    reschedule(component_of(task));
   }
 
   // A compute task runs at full rate, or, while communication kernels hold some of its process's
@@ -241,7 +249,8 @@ class Engine {
 
   // The flow's finish at its current rate (earlier events of older versions are ignored).
   void schedule_finish(std::uint32_t task) {
-    const auto& f = flow(task);
+    auto& f = flow(task);
+    f.scheduled = true;
     push(now_ + Duration{static_cast<std::int64_t>(std::ceil(f.remaining_ps / f.rate))}, task, EventKind::Finish,
          f.version);
   }
@@ -286,7 +295,6 @@ class Engine {
         hold(id, -share);
       }
     }
-    neighbours_.clear();
     if (slot_[task] != kNoSlot && flow(task).active) {
       flow(task).active = false;
       for (const auto& s : g_.load(std::get<CommWork>(g_.work(id)).load)) {
@@ -297,7 +305,7 @@ class Engine {
         link.demand = 0;
         for (const auto& o : link.flows) link.demand += o.share;
         if (!link.congested) continue;
-        for (const auto& o : link.flows) neighbours_.push_back(o.task);
+        for (const auto& o : link.flows) dirty_.push_back(o.task);  // their rates change
         if (link.demand <= kFull) {  // the link can no longer fill up
           link.congested = false;
           for (const auto& o : link.flows) {
@@ -312,19 +320,6 @@ class Engine {
     for (const auto s : g_.streams(id)) {
       busy_[s.index()] = false;
       ++position_[s.index()];
-    }
-    if (!neighbours_.empty()) {
-      std::sort(neighbours_.begin(), neighbours_.end());
-      neighbours_.erase(std::unique(neighbours_.begin(), neighbours_.end()), neighbours_.end());
-      std::vector<std::uint32_t> component;
-      for (const auto n : neighbours_) {
-        if (std::binary_search(component.begin(), component.end(), n)) continue;
-        const auto more = component_of(n);
-        std::vector<std::uint32_t> merged;
-        std::set_union(component.begin(), component.end(), more.begin(), more.end(), std::back_inserter(merged));
-        component = std::move(merged);
-      }
-      reschedule(component);
     }
     for (const auto s : g_.streams(id)) {
       const auto& order = g_.stream_tasks(s);
@@ -342,14 +337,33 @@ class Engine {
     return flows_on_link_[link];
   }
 
-  // Active transfers connected to `task` through congested links, sorted.
-  std::vector<std::uint32_t> component_of(std::uint32_t task) {
+  // The transfers whose links changed at this instant (began, ended, filled up or freed), with
+  // every transfer connected to them through congested links, get their max-min rates: one solve
+  // per connected set and instant, however many transfers began or ended at it.
+  void solve_dirty() {
+    std::sort(dirty_.begin(), dirty_.end());
+    dirty_.erase(std::unique(dirty_.begin(), dirty_.end()), dirty_.end());
     ++visit_;
-    std::vector<std::uint32_t> seen{task};
+    for (const auto t : dirty_) {
+      if (slot_[t] == kNoSlot || !flow(t).active || flow(t).visited == visit_) continue;
+      component_of(t);
+      reschedule(component_);
+    }
+    dirty_.clear();
+  }
+
+  // Active transfers connected to `task` through congested links, sorted, into component_ (the
+  // search's marks are those of the current visit_).
+  void component_of(std::uint32_t task) {
+    auto& seen = component_;
+    seen.assign(1, task);
     flow(task).visited = visit_;
     for (std::size_t next = 0; next < seen.size(); ++next) {
       for (const auto& s : flow(seen[next]).shared) {
-        for (const auto& o : flows_on_link_[s.link].flows) {
+        auto& link = flows_on_link_[s.link];
+        if (link.visited == visit_) continue;  // its transfers are all seen already
+        link.visited = visit_;
+        for (const auto& o : link.flows) {
           auto& f = flow(o.task);
           if (f.visited == visit_) continue;
           f.visited = visit_;
@@ -358,19 +372,19 @@ class Engine {
       }
     }
     std::sort(seen.begin(), seen.end());
-    return seen;
   }
 
   void reschedule(const std::vector<std::uint32_t>& ids) {
     loads_.clear();
-    for (const auto t : ids) {
-      advance(flow(t));
-      loads_.push_back(&flow(t).shared);  // links this transfer cannot fill never limit it
-    }
+    for (const auto t : ids) loads_.push_back(&flow(t).shared);  // links it cannot fill never limit it
     const auto& rates = solver_.solve(loads_);
+    dbg_sizes_ += ids.size(); for (auto t: ids) dbg_links_ += flow(t).shared.size();
     ++timeline_.rate_updates;
     for (std::size_t i = 0; i < ids.size(); ++i) {
       auto& f = flow(ids[i]);
+      // at an unchanged rate its finish stands (a transfer that just began has none yet)
+      if (f.scheduled && rates[i] == f.rate) continue;
+      advance(f);
       f.rate = rates[i];
       ++f.version;
       schedule_finish(ids[i]);
@@ -419,9 +433,11 @@ class Engine {
   std::vector<std::uint32_t> free_slots_;
   std::vector<LinkState> flows_on_link_;  // per link id
   std::uint32_t visit_ = 0;
+  std::uint64_t dbg_sizes_ = 0, dbg_links_ = 0;
   MaxMinSolver solver_;
   // scratch space
-  std::vector<std::uint32_t> neighbours_;
+  std::vector<std::uint32_t> dirty_;      // transfers whose rates are due at this instant
+  std::vector<std::uint32_t> component_;
   std::vector<std::uint32_t> processes_;
   std::vector<const std::vector<LinkShare>*> loads_;
   // Compute slowed by communication kernels (only when some task holds compute units).
