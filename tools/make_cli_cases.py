@@ -328,9 +328,20 @@ case('perturb-absurd-slowdown', PR, 2,
 case('perturb-rank-outside-job', PR, 2,
      'error: --perturb: /slow_gpus: rank 64 is outside the job\'s 32 ranks (0 to 31)',
      {'p.json': {"slow_gpus": [{"rank": 64, "compute_factor": 1.5}]}})
-case('perturb-links-not-yet', PR, 2,
-     'error: @p.json: /degraded_links: not supported yet: links are not perturbed (slow_gpus and noise are)',
-     {'p.json': {"degraded_links": [{"node": 0, "nic": 1, "bandwidth_factor": 0.5}]}})
+case('perturb-nic-bandwidth-zero', PR, 2,
+     'error: @p.json: /degraded_links/0/bandwidth_fraction: 0 is out of range; expected a value in [0.001, 1]',
+     {'p.json': {"degraded_links": [{"nic_of_rank": 3, "bandwidth_fraction": 0}]}})
+case('perturb-nic-outside-job', PR, 2,
+     'error: --perturb: /degraded_links: rank 40 is outside the job\'s 32 ranks (0 to 31)',
+     {'p.json': {"degraded_links": [{"nic_of_rank": 40, "bandwidth_fraction": 0.5}]}})
+case('perturb-nic-rank-and-count', PR, 2,
+     'error: @p.json: /degraded_links/0: give nic_of_rank (one NIC) or count (drawn from seed), not both',
+     {'p.json': {"degraded_links": [{"nic_of_rank": 1, "count": 2, "bandwidth_fraction": 0.5}]}})
+case('perturb-nic-on-torus',
+     'run -t topologies/tpu-v4-pod.json -w workloads/megatron2021-7.5b.json -s tp=4,gpus=16 --perturb @p.json', 2,
+     'error: --perturb: /degraded_links: rank 2 has no NIC in topology tpu-v4-pod (a torus or a single node): no '
+     'network link to degrade',
+     {'p.json': {"degraded_links": [{"nic_of_rank": 2, "bandwidth_fraction": 0.5}]}})
 
 # Profiler traces (trace summary, replay, calibrate)
 import gzip

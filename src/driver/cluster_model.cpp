@@ -7,6 +7,11 @@ ClusterModel::ClusterModel(const spec::ClusterSpec& cluster, cost::CollectiveTun
   cost::register_builtin_algorithms(registry_);
 }
 
+ClusterModel::ClusterModel(topo::Topology topology, cost::CollectiveTuning tuning)
+    : topology_(std::move(topology)), tuning_(std::move(tuning)) {
+  cost::register_builtin_algorithms(registry_);
+}
+
 std::unique_ptr<cost::CostModel> ClusterModel::cost_model() const {
   return cost_model(tuning_);
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -32,32 +34,36 @@ void simulate(RunReport& r, const spec::Job& job, const lower::LoweringOptions& 
   r.step = std::move(step);
 }
 
+// The ranks a perturbation names: one given rank, or `count` drawn from `seed` (a seeded partial
+// Fisher-Yates shuffle of the job's ranks).
+std::vector<int> chosen_ranks(std::optional<std::int64_t> rank, std::int64_t count, std::uint64_t seed,
+                              std::int64_t gpus, const std::string& path, std::string_view what) {
+  if (rank) {
+    if (*rank >= gpus)
+      throw SpecError("--perturb", path,
+                      fmt::format("rank {} is outside the job's {} ranks (0 to {})", *rank, gpus, gpus - 1));
+    return {static_cast<int>(*rank)};
+  }
+  if (count > gpus) throw SpecError("--perturb", path, fmt::format("{} {} of a job of {}", count, what, gpus));
+  std::vector<int> all(static_cast<std::size_t>(gpus));
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  Random random(seed);
+  std::vector<int> ranks;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const auto j = static_cast<std::size_t>(i) + static_cast<std::size_t>(random.below(static_cast<std::uint64_t>(gpus - i)));
+    std::swap(all[static_cast<std::size_t>(i)], all[j]);
+    ranks.push_back(all[static_cast<std::size_t>(i)]);
+  }
+  return ranks;
+}
+
 // The ranks' compute factors for step `step`: the slow GPUs' factors, times each rank's noise.
 std::vector<double> compute_factors(const spec::PerturbSpec& p, std::int64_t gpus, int step,
                                     std::vector<int>& slow_ranks) {
   std::vector<double> f(static_cast<std::size_t>(gpus), 1.0);
   slow_ranks.clear();
   for (const auto& s : p.slow_gpus) {
-    std::vector<int> ranks;
-    if (s.rank) {
-      if (*s.rank >= gpus)
-        throw SpecError("--perturb", "/slow_gpus",
-                        fmt::format("rank {} is outside the job's {} ranks (0 to {})", *s.rank, gpus, gpus - 1));
-      ranks.push_back(static_cast<int>(*s.rank));
-    } else {
-      if (s.count > gpus)
-        throw SpecError("--perturb", "/slow_gpus", fmt::format("{} slow GPUs of a job of {}", s.count, gpus));
-      // a seeded partial Fisher-Yates shuffle of the ranks
-      std::vector<int> all(static_cast<std::size_t>(gpus));
-      for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-      Random random(s.seed);
-      for (std::int64_t i = 0; i < s.count; ++i) {
-        const auto j = static_cast<std::size_t>(i) + static_cast<std::size_t>(random.below(static_cast<std::uint64_t>(gpus - i)));
-        std::swap(all[static_cast<std::size_t>(i)], all[j]);
-        ranks.push_back(all[static_cast<std::size_t>(i)]);
-      }
-    }
-    for (const int r : ranks) {
+    for (const int r : chosen_ranks(s.rank, s.count, s.seed, gpus, "/slow_gpus", "slow GPUs")) {
       f[static_cast<std::size_t>(r)] *= s.compute_factor;
       slow_ranks.push_back(r);
     }
@@ -71,38 +77,111 @@ std::vector<double> compute_factors(const spec::PerturbSpec& p, std::int64_t gpu
   return f;
 }
 
-// Stragglers: `steps` steps with every rank simulated, each with its own factors; the report keeps
-// the last step's timeline and the mean step.
+// The job's cluster with the perturbation's NICs degraded; fills `ranks` with theirs.
+std::unique_ptr<ClusterModel> degraded_cluster(const spec::Job& job, const spec::PerturbSpec& p,
+                                               const cost::CollectiveTuning& tuning, std::vector<int>& ranks) {
+  auto topology = topo::Topology::build(job.cluster);
+  ranks.clear();
+  for (const auto& d : p.degraded_links) {
+    for (const int r : chosen_ranks(d.rank, d.count, d.seed, job.gpus, "/degraded_links", "degraded NICs")) {
+      if (topology.degrade_nic(topo::DeviceId{static_cast<std::uint32_t>(r)}, d.bandwidth_fraction) == 0)
+        throw SpecError("--perturb", "/degraded_links",
+                        fmt::format("rank {} has no NIC in topology {} (a torus or a single node): no network "
+                                    "link to degrade",
+                                    r, job.cluster.name));
+      ranks.push_back(r);
+    }
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return std::make_unique<ClusterModel>(std::move(topology), tuning);
+}
+
+// The critical path of a simulated step, walked back from the task that ended last through
+// whichever dependency or stream predecessor ended last: the rank with the most compute on it,
+// and the resource (compute, or a kind of communication) that held it longest.
+void critical_path(const SimulatedStep& step, Perturbation& p) {
+  const auto& g = step.lowered.graph;
+  const auto& spans = step.timeline.tasks;
+  if (g.num_tasks() == 0) return;
+  sim::TaskId current{0};
+  for (std::uint32_t t = 0; t < g.num_tasks(); ++t)
+    if (spans[t].end > spans[current.index()].end) current = sim::TaskId{t};
+  std::map<std::uint32_t, double> compute_by_process;
+  std::map<std::uint16_t, double> by_category;
+  double total = 0;
+  for (;;) {
+    const auto& span = spans[current.index()];
+    std::optional<sim::TaskId> next;
+    const auto consider = [&](sim::TaskId d) {
+      if (!next || spans[d.index()].end > spans[next->index()].end) next = d;
+    };
+    g.for_each_dependency(current, consider);
+    for (const auto s : g.streams(current)) {
+      // a stream's tasks are in increasing id order: the one before `current`
+      const auto& order = g.stream_tasks(s);
+      const auto at = std::lower_bound(order.begin(), order.end(), current);
+      if (at != order.begin()) consider(*(at - 1));
+    }
+    const auto from = next ? std::max(span.start, spans[next->index()].end) : span.start;
+    const double seconds = (span.end - std::min(from, span.end)).seconds();
+    total += seconds;
+    by_category[g.category(current)] += seconds;
+    if (!g.is_transfer(current)) compute_by_process[g.stream(g.streams(current).front()).process] += seconds;
+    if (!next || spans[next->index()].end <= Duration::zero()) break;
+    current = *next;
+  }
+  double most = -1;
+  for (const auto& [process, seconds] : compute_by_process)
+    if (seconds > most) {
+      most = seconds;
+      p.critical_rank = static_cast<int>(process);
+    }
+  most = -1;
+  for (const auto& [category, seconds] : by_category)
+    if (seconds > most) {
+      most = seconds;
+      p.critical_resource = std::string(lower::category_name(static_cast<lower::Category>(category)));
+      p.critical_share = total > 0 ? seconds / total : 0;
+    }
+}
+
+// Stragglers: `steps` steps with every rank simulated, each with its own factors, against the
+// unperturbed step with every rank simulated too (folding ignores traffic of other groups on shared
+// links, which an every-rank simulation sees); the report keeps the last step's timeline and the
+// mean step. Without noise every step is the same: one is simulated.
 void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& options,
                         const spec::Tunables& tunables, cost::CostModel& costs) {
+  const auto& spec = *options.perturb;
   Perturbation p;
   p.steps = options.steps;
+  std::unique_ptr<ClusterModel> degraded;
+  std::unique_ptr<cost::CostModel> degraded_costs;
+  if (!spec.degraded_links.empty()) {
+    degraded = degraded_cluster(job, spec, tunables.collectives, p.degraded_ranks);
+    degraded_costs = degraded->cost_model();
+  }
+  compute_factors(spec, job.gpus, 0, p.slow_ranks);  // its ranks checked before the long part
+  auto lowering = options.lowering(tunables);
+  lowering.full = true;
+  if (r.simulation->simulated_ranks < static_cast<std::size_t>(job.gpus)) simulate(r, job, lowering, costs);
   p.unperturbed_step_s = r.simulation->step_time_s;
+  auto& step_costs = degraded_costs ? *degraded_costs : costs;
+  const bool noisy = spec.noise && spec.noise->sigma > 0;
   std::vector<double> steps;
   double slowest = -1;
-  for (int s = 0; s < options.steps; ++s) {
-    auto lowering = options.lowering(tunables);
-    lowering.full = true;
-    lowering.compute_factor = compute_factors(*options.perturb, job.gpus, s, p.slow_ranks);
-    simulate(r, job, lowering, costs);
+  for (int s = 0; s < (noisy ? options.steps : 1); ++s) {
+    lowering.compute_factor = compute_factors(spec, job.gpus, s, p.slow_ranks);
+    simulate(r, job, lowering, step_costs);
     const double t = r.simulation->step_time_s;
     steps.push_back(t);
     if (t > slowest) {
-      // the straggler of the slowest step: the rank whose compute stream was busiest
       slowest = t;
-      const auto& lowered = r.step->lowered;
-      double most = -1;
-      for (const auto& rank : lowered.ranks) {
-        double busy = 0;
-        for (const auto task : lowered.graph.stream_tasks(rank.streams[0]))
-          busy += (r.step->timeline.tasks[task.index()].end - r.step->timeline.tasks[task.index()].start).seconds();
-        if (busy > most) {
-          most = busy;
-          p.critical_rank = rank.rank;
-        }
-      }
+      critical_path(*r.step, p);
     }
   }
+  if (!noisy) steps.assign(static_cast<std::size_t>(options.steps), steps.front());
+  if (degraded_costs)
+    for (auto& w : degraded_costs->warnings()) r.warnings.push_back(std::move(w));
   for (const double t : steps) p.mean_step_s += t / static_cast<double>(steps.size());
   p.p50 = percentile(steps, 0.5);
   p.p90 = percentile(steps, 0.9);

@@ -166,6 +166,9 @@ ordered_json to_json(const RunReport& r) {
                              {"unperturbed_step_time_s", p->unperturbed_step_s},
                              {"slowdown", p->mean_step_s / p->unperturbed_step_s - 1},
                              {"slow_ranks", p->slow_ranks},
+                             {"degraded_nic_ranks", p->degraded_ranks},
+                             {"critical_resource", p->critical_resource},
+                             {"critical_resource_share", p->critical_share},
                              {"gpu_hours_per_day", p->gpu_hours_per_day}};
     }
     out["tokens_per_s"] = r.tokens_per_s;
@@ -272,9 +275,13 @@ std::string to_table(const RunReport& r) {
     if (const auto& p = r.perturbation)
       line("stragglers",
            fmt::format("mean of {} steps, every rank simulated: p50 {:.4f} s, p90 {:.4f} s, p99 {:.4f} s; {:+.1f}% "
-                       "against {:.4f} s unperturbed, {:.0f} GPU-hours a day; critical rank {}",
+                       "against {:.4f} s unperturbed, {:.0f} GPU-hours a day; critical path: rank {}, {} {:.0f}%",
                        p->steps, p->p50, p->p90, p->p99, (p->mean_step_s / p->unperturbed_step_s - 1) * 100,
-                       p->unperturbed_step_s, p->gpu_hours_per_day, p->critical_rank));
+                       p->unperturbed_step_s, p->gpu_hours_per_day, p->critical_rank, p->critical_resource,
+                       p->critical_share * 100) +
+               (p->degraded_ranks.empty()
+                    ? std::string()
+                    : fmt::format("; NICs degraded: rank {}", fmt::join(p->degraded_ranks, ", "))));
     line("throughput", fmt::format("{:.1f} TFLOP/s per GPU, MFU {:.1f}%", r.tflops_per_gpu, r.mfu * 100));
     line("breakdown",
          fmt::format("compute {:.4f} s, exposed comm {:.4f} s, bubble {:.4f} s ({:.1f}%)", sim.breakdown.compute_s,

@@ -11,6 +11,8 @@ namespace trainsim::spec {
 bool PerturbSpec::active() const {
   for (const auto& s : slow_gpus)
     if (s.compute_factor != 1) return true;
+  for (const auto& d : degraded_links)
+    if (d.bandwidth_fraction != 1) return true;
   return noise && noise->sigma > 0;
 }
 
@@ -42,8 +44,23 @@ PerturbSpec read_perturb_spec(const nlohmann::json& json, const std::string& sou
                            .seed = static_cast<std::uint64_t>(n->integer_or("seed", 1, {0, std::int64_t{1} << 62}))};
     n->finish();
   }
-  if (root.has("degraded_links"))
-    root.error_at("degraded_links", "not supported yet: links are not perturbed (slow_gpus and noise are)");
+  // a port below a thousandth of its rate is down (a failure: see goodput), not degraded
+  constexpr NumberRange kFraction{1e-3, 1};
+  if (const auto* list = root.value("degraded_links")) {
+    if (!list->is_array()) root.error_at("degraded_links", fmt::format("expected a list, got {}", describe(*list)));
+    for (std::size_t i = 0; list->is_array() && i < list->size(); ++i) {
+      Reader r((*list)[i], fmt::format("/degraded_links/{}", i), diagnostics);
+      DegradedNics d;
+      d.rank = r.optional_integer("nic_of_rank", {0, std::int64_t{1} << 22});
+      d.count = r.integer_or("count", 0, {1, std::int64_t{1} << 22});
+      if (d.rank.has_value() == (d.count > 0))
+        r.error("give nic_of_rank (one NIC) or count (drawn from seed), not both");
+      d.seed = static_cast<std::uint64_t>(r.integer_or("seed", 1, {0, std::int64_t{1} << 62}));
+      d.bandwidth_fraction = r.number("bandwidth_fraction", kFraction);
+      r.finish();
+      p.degraded_links.push_back(d);
+    }
+  }
   root.finish();
   diagnostics.throw_if_any(source);
   return p;

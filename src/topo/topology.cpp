@@ -82,6 +82,22 @@ Topology Topology::build(const spec::ClusterSpec& cluster) {
   return topo;
 }
 
+std::size_t Topology::degrade_nic(DeviceId d, double fraction) {
+  SIM_ASSERT(fraction > 0 && fraction <= 1, "a link degraded to {} of its rate", fraction);
+  std::vector<VertexId> nics;
+  for (const auto& l : links_)
+    if (l.cls == LinkClass::Host && l.from == vertex_of(d) && vertex_kind(l.to) == VertexKind::Nic) nics.push_back(l.to);
+  std::size_t changed = 0;
+  for (auto& l : links_) {
+    if (l.cls != LinkClass::Network) continue;
+    if (std::find(nics.begin(), nics.end(), l.from) == nics.end() && std::find(nics.begin(), nics.end(), l.to) == nics.end())
+      continue;
+    l.bandwidth = l.bandwidth * fraction;
+    ++changed;
+  }
+  return changed;
+}
+
 VertexId Topology::add_vertex(VertexKind kind) {
   return {static_cast<std::uint32_t>(boost::add_vertex(VertexProps{kind}, graph_->g))};
 }

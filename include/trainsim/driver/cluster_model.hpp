@@ -14,6 +14,8 @@ namespace trainsim::driver {
 class ClusterModel {
  public:
   ClusterModel(const spec::ClusterSpec& cluster, cost::CollectiveTuning tuning);
+  // On a topology already built (one with degraded links, say).
+  ClusterModel(topo::Topology topology, cost::CollectiveTuning tuning);
   ClusterModel(const ClusterModel&) = delete;
   ClusterModel& operator=(const ClusterModel&) = delete;
 

@@ -64,8 +64,13 @@ struct Perturbation {
   double p50 = 0;
   double p90 = 0;
   double p99 = 0;
-  int critical_rank = 0;            // the rank with the most compute in the slowest step
+  // On the slowest step's critical path: the rank with the most compute, and the resource (compute,
+  // or a kind of communication) that held the path longest, with its share of the path.
+  int critical_rank = 0;
+  std::string critical_resource;
+  double critical_share = 0;
   std::vector<int> slow_ranks;      // the ranks made slow
+  std::vector<int> degraded_ranks;  // the ranks whose NIC runs below its line rate
   double gpu_hours_per_day = 0;     // what the slowdown costs the job per day of training
 };
 

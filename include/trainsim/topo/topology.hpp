@@ -84,6 +84,11 @@ class Topology {
 
   bool intra_node_reduction() const { return spec_.node.fabric.in_network_reduction; }
   bool network_reduction() const;
+  // Runs the network links of device d's NICs (both directions of each NIC-to-leaf cable) at
+  // `fraction` of their line rate; returns how many links changed (0 where d has no NIC: a torus or
+  // a single node).
+  std::size_t degrade_nic(DeviceId d, double fraction);
+
   // Approximate heap footprint, for the benchmark.
   std::size_t memory_bytes() const;
 

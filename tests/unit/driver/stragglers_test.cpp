@@ -1,9 +1,12 @@
 // Stragglers on the event engine: the properties a slow GPU must have in synchronous training.
+#include <set>
+
 #include <doctest/doctest.h>
 
 #include "common/jobs.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/report/format.hpp"
+#include "trainsim/topo/topology.hpp"
 #include "trainsim/util/error.hpp"
 
 using namespace trainsim;
@@ -73,6 +76,69 @@ TEST_CASE("noise: a seed gives the same steps; percentiles in order; bad input n
   CHECK_THROWS_WITH_AS(spec::read_perturb_spec(nlohmann::json{{"slow_gpus", {{{"rank", 1}, {"compute_factor", 0.5}}}}},
                                                "p.json"),
                        doctest::Contains("/slow_gpus/0/compute_factor"), SpecError);
+}
+
+TEST_CASE("a degraded NIC slows exactly the collectives routed through it") {
+  const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", "tp=8,pp=2,gpus=32");
+  constexpr int kRank = 9;
+  // the links that change: both directions of the cable between rank 9's NIC and its leaf
+  auto plain_topology = topo::Topology::build(job.cluster);
+  auto slow_topology = topo::Topology::build(job.cluster);
+  REQUIRE(slow_topology.degrade_nic(topo::DeviceId{kRank}, 0.1) == 2);
+  std::set<std::uint32_t> degraded;
+  for (std::uint32_t l = 0; l < plain_topology.num_links(); ++l) {
+    const auto& before = plain_topology.link(topo::LinkId{l});
+    const auto& after = slow_topology.link(topo::LinkId{l});
+    if (before == after) continue;
+    degraded.insert(l);
+    CHECK(after.bandwidth.bytes_per_s == doctest::Approx(0.1 * before.bandwidth.bytes_per_s));
+    // one end is the NIC that rank 9's device reaches over its host link
+    const auto nic = slow_topology.vertex_kind(after.from) == topo::VertexKind::Nic ? after.from : after.to;
+    bool hosts_rank = false;
+    for (std::uint32_t h = 0; h < plain_topology.num_links(); ++h) {
+      const auto& host = plain_topology.link(topo::LinkId{h});
+      hosts_rank = hosts_rank || (host.cls == topo::LinkClass::Host && host.from.value == kRank && host.to == nic);
+    }
+    CHECK(hosts_rank);
+  }
+  CHECK(degraded.size() == 2);
+
+  driver::RunOptions full;
+  full.full = true;
+  const auto base = driver::build_run_report(job, full);
+  spec::PerturbSpec p;
+  p.degraded_links.push_back({.rank = kRank, .bandwidth_fraction = 0.1});
+  const auto slow = perturbed(job, p);
+  CHECK(slow.perturbation->degraded_ranks == std::vector<int>{kRank});
+  CHECK(slow.perturbation->unperturbed_step_s == doctest::Approx(base.simulation->step_time_s).epsilon(1e-12));
+  CHECK(slow.simulation->step_time_s > base.simulation->step_time_s);
+  const auto& a = base.step->lowered.graph;
+  const auto& b = slow.step->lowered.graph;
+  REQUIRE(a.num_tasks() == b.num_tasks());
+  int routed = 0;
+  int elsewhere = 0;
+  std::vector<std::string> wrong;  // tasks whose cost changed without the NIC on their route, or not with it
+  for (std::uint32_t t = 0; t < a.num_tasks(); ++t) {
+    const sim::TaskId id{t};
+    const auto before = a.work(id);
+    const auto after = b.work(id);
+    if (!b.is_transfer(id)) {
+      if (std::get<sim::ComputeWork>(before).duration != std::get<sim::ComputeWork>(after).duration)
+        wrong.push_back(b.name(id));
+      continue;
+    }
+    const auto& comm = std::get<sim::CommWork>(after);
+    bool through = false;
+    for (const auto& share : b.load(comm.load)) through = through || degraded.contains(share.link);
+    const auto was = std::get<sim::CommWork>(before).transfer;
+    if ((comm.transfer > was) != through || comm.transfer < was) wrong.push_back(b.name(id));
+    (through ? routed : elsewhere) += 1;
+  }
+  CHECK(wrong.empty());
+  CAPTURE(routed);
+  CAPTURE(elsewhere);
+  CHECK(routed > 0);     // the pipeline transfers and data-parallel collectives of rank 9
+  CHECK(elsewhere > 0);  // NVLink collectives, other ranks' transfers
 }
 
 }  // namespace stragglers_test
