@@ -55,6 +55,7 @@ struct Flow {
   std::uint32_t visited = 0;  // the component search that last reached it
   bool active = false;        // a transfer on its links
   bool scheduled = false;     // its finish event is pushed
+  bool dirty = false;         // in Engine::dirty_
   std::vector<LinkShare> shared;  // a transfer's congested links (the only ones that can slow it)
 };
 
@@ -159,6 +160,7 @@ class Engine {
     auto& f = flows_[slot_[task]];
     ++f.version;  // events of the slot's earlier tasks never match
     f.scheduled = false;
+    f.dirty = false;
     return f;
   }
 
@@ -219,7 +221,7 @@ class Engine {
     }
     // No link it crosses can fill up (the common case): full speed, nothing else changes.
     if (congested)
-      dirty_.push_back(task);
+      mark_dirty(task);
     else
       schedule_finish(task);
   }
@@ -305,7 +307,7 @@ class Engine {
         link.demand = 0;
         for (const auto& o : link.flows) link.demand += o.share;
         if (!link.congested) continue;
-        for (const auto& o : link.flows) dirty_.push_back(o.task);  // their rates change
+        for (const auto& o : link.flows) mark_dirty(o.task);  // their rates change
         if (link.demand <= kFull) {  // the link can no longer fill up
           link.congested = false;
           for (const auto& o : link.flows) {
@@ -342,14 +344,22 @@ class Engine {
   // per connected set and instant, however many transfers began or ended at it.
   void solve_dirty() {
     std::sort(dirty_.begin(), dirty_.end());
-    dirty_.erase(std::unique(dirty_.begin(), dirty_.end()), dirty_.end());
     ++visit_;
     for (const auto t : dirty_) {
-      if (slot_[t] == kNoSlot || !flow(t).active || flow(t).visited == visit_) continue;
+      if (slot_[t] == kNoSlot) continue;  // ended since
+      flow(t).dirty = false;
+      if (!flow(t).active || flow(t).visited == visit_) continue;
       component_of(t);
       reschedule(component_);
     }
     dirty_.clear();
+  }
+
+  void mark_dirty(std::uint32_t task) {
+    auto& f = flow(task);
+    if (f.dirty) return;
+    f.dirty = true;
+    dirty_.push_back(task);
   }
 
   // Active transfers connected to `task` through congested links, sorted, into component_ (the
