@@ -35,6 +35,7 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
       kernels_(model::kernel_context(job, options.kernel)),
       shape_(model::gpu_layer_shape(job)) {
   stage_ranks_.resize(static_cast<std::size_t>(job.strategy.pp));
+  stage_position_.assign(static_cast<std::size_t>(placement_.world_size()), kNotSimulated);
   const auto memory = model::estimate_memory(job, options.memory, options.nccl_channels);
   const auto runtime = model::runtime_memory(job, options.memory, options.nccl_channels);
   for (const int r : simulated_ranks(placement_, options.full)) {
@@ -54,6 +55,7 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
     const std::int64_t baseline = (b.params + b.grads + b.optimizer + runtime).count;
     sr.pool = out.graph.add_pool({static_cast<std::uint32_t>(r), baseline});
     rank_index_[r] = out.ranks.size();
+    stage_position_[static_cast<std::size_t>(r)] = stage_ranks_[static_cast<std::size_t>(sr.stage)].size();
     stage_ranks_[static_cast<std::size_t>(sr.stage)].push_back(out.ranks.size());
     out.ranks.push_back(sr);
   }
@@ -149,26 +151,41 @@ void Context::record(CollectiveChoice choice) {
   if (choices_.insert(choice).second) out_->collectives.push_back(std::move(choice));
 }
 
+const std::vector<Context::StageGroup>& Context::groups_of(int stage, std::span<const ParallelDim> dims,
+                                                           Subgroup subgroup) {
+  std::uint32_t mask = 0;
+  for (const auto d : dims) mask |= 1u << static_cast<unsigned>(d);
+  auto [it, inserted] = stage_groups_.try_emplace({stage, mask, subgroup.size, subgroup.across});
+  if (!inserted) return it->second;
+  const auto& ranks = stage_ranks(stage);
+  std::vector<bool> grouped(ranks.size(), false);
+  // in the order of their first member in the stage
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (grouped[i]) continue;
+    const int r = rank(ranks[i]).rank;
+    const auto devices = narrow(placement_.group(dims, r), r, subgroup);
+    StageGroup g;
+    g.size = devices.size();
+    // the simulated members of r's group, in the stage's order
+    for (const auto d : devices) {
+      const auto at = stage_position_[d.index()];
+      if (at != kNotSimulated && rank(ranks[at]).stage == stage) g.members.push_back(at);
+    }
+    std::sort(g.members.begin(), g.members.end());
+    for (const auto j : g.members) grouped[j] = true;
+    g.group = costs_->intern(cost::Group{devices});
+    it->second.push_back(std::move(g));
+  }
+  return it->second;
+}
+
 TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                              std::span<const ParallelDim> dims, StreamKind stream, Category category, double fraction,
                              std::string_view algorithm, Subgroup subgroup) {
   const auto& ranks = stage_ranks(stage);
   TaskList out(ranks.size(), kNoTask);
-  const std::vector<ParallelDim> key_dims(dims.begin(), dims.end());
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (out[i] != kNoTask) continue;
-    const int r = rank(ranks[i]).rank;
-    const auto devices = narrow(placement_.group(dims, r), r, subgroup);
-    // the simulated members of r's group, in the stage's order
-    std::vector<std::size_t> members;
-    for (std::size_t j = i; j < ranks.size(); ++j)
-      if (std::binary_search(devices.begin(), devices.end(),
-                             topo::DeviceId{static_cast<std::uint32_t>(rank(ranks[j]).rank)}))
-        members.push_back(j);
-    auto [it, inserted] = groups_.try_emplace(
-        {key_dims, static_cast<int>(devices.front().value), subgroup.size, subgroup.across}, 0);
-    if (inserted) it->second = costs_->intern(cost::Group{devices});
-    auto c = costs_->cost(cost::make_collective(kind, bytes), it->second, algorithm);
+  for (const auto& g : groups_of(stage, dims, subgroup)) {
+    auto c = costs_->cost(cost::make_collective(kind, bytes), g.group, algorithm);
     if (fraction != 1.0) {
       c.time = Duration::from_seconds(c.time.seconds() * fraction);
       c.latency = Duration::from_seconds(c.latency.seconds() * fraction);
@@ -176,22 +193,21 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
     record(CollectiveChoice{.label = std::string(name.label),
                             .op = std::string(cost::collective_name(kind)),
                             .bytes = Bytes::from_double(bytes.as_double() * fraction).count,
-                            .group_size = static_cast<std::int64_t>(devices.size()),
+                            .group_size = static_cast<std::int64_t>(g.size),
                             .algorithm = c.algorithm,
                             .protocol = std::string(cost::protocol_name(c.protocol))});
-    std::vector<sim::StreamId> streams;
-    std::vector<sim::TaskId> deps;
-    for (const auto j : members) {
-      streams.push_back(stream_of(ranks[j], stream));
+    streams_.clear();
+    deps_.clear();
+    for (const auto j : g.members) {
+      streams_.push_back(stream_of(ranks[j], stream));
       const auto d = take_pending(ranks[j], stream);
-      deps.insert(deps.end(), d.begin(), d.end());
+      deps_.insert(deps_.end(), d.begin(), d.end());
     }
-    std::sort(deps.begin(), deps.end());
+    std::sort(deps_.begin(), deps_.end());
     // tensor-parallel collectives block the compute stream (pipelined ones are charged in the GEMM)
     const auto work = comm_work(c, Bytes::from_double(bytes.as_double() * fraction), stream != StreamKind::TpComm);
-    const auto task = graph().add_task(name, streams, work,
-                                       deps, static_cast<std::uint16_t>(category));
-    for (const auto j : members) out[j] = task;
+    const auto task = graph().add_task(name, streams_, work, deps_, static_cast<std::uint16_t>(category));
+    for (const auto j : g.members) out[j] = task;
   }
   return out;
 }

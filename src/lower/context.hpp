@@ -87,7 +87,20 @@ class Context {
   std::vector<std::array<std::vector<sim::TaskId>, kStreamKinds>> pending_;
   std::map<const cost::CollectivePlan*, sim::LoadId> loads_;
   std::set<CollectiveChoice> choices_;
-  std::map<std::tuple<std::vector<spec::ParallelDim>, int, int, bool>, cost::GroupId> groups_;
+  // A stage's groups along some dims: the group's size, its simulated members (positions in
+  // stage_ranks, in order) and its interned members for the cost model.
+  struct StageGroup {
+    std::size_t size = 0;
+    std::vector<std::size_t> members;
+    cost::GroupId group;
+  };
+  const std::vector<StageGroup>& groups_of(int stage, std::span<const spec::ParallelDim> dims, Subgroup subgroup);
+  static constexpr std::size_t kNotSimulated = ~std::size_t{0};
+  std::vector<std::size_t> stage_position_;  // per rank: its position in its stage's list
+  // by (stage, dims as a bit set, subgroup size, across), in the order of their first member
+  std::map<std::tuple<int, std::uint32_t, int, bool>, std::vector<StageGroup>> stage_groups_;
+  std::vector<sim::StreamId> streams_;  // scratch space
+  std::vector<sim::TaskId> deps_;
 };
 
 }  // namespace trainsim::lower
