@@ -31,16 +31,26 @@ struct Event {
 // A transfer on a link and its share of the link's capacity.
 struct OnLink {
   std::uint32_t task;
+  std::uint32_t load_index;  // the link's position in the transfer's load
   double share;
 };
+
+// Shares summed in fixed point (2^-40 of a link's capacity): exact and independent of the order
+// transfers begin and end in, so no rounding accumulates over a long run.
+using FixedShare = std::int64_t;
+constexpr FixedShare kWholeLink = FixedShare{1} << 40;
+FixedShare fixed_share(double share) {
+  return static_cast<FixedShare>(std::llround(share * static_cast<double>(kWholeLink)));
+}
 
 // The transfers on a link. While their shares sum to at most the link's capacity the link cannot
 // fill up (every rate is at most 1), so it cannot slow any of them: only congested links couple
 // transfers into one max-min problem.
 struct LinkState {
-  std::vector<OnLink> flows;  // in the order they began
-  double demand = 0;          // sum of the shares
+  std::vector<OnLink> flows;
+  FixedShare demand = 0;  // sum of the shares
   bool congested = false;
+  bool dirty = false;         // in Engine::dirty_links_
   std::uint32_t visited = 0;  // the component search that last reached it
 };
 
@@ -57,6 +67,7 @@ struct Flow {
   bool scheduled = false;     // its finish event is pushed
   bool dirty = false;         // in Engine::dirty_
   std::vector<LinkShare> shared;  // a transfer's congested links (the only ones that can slow it)
+  std::vector<std::uint32_t> on_link;  // per link of its load: its position in LinkState::flows
 };
 
 class Engine {
@@ -110,9 +121,9 @@ class Engine {
 
   Timeline run() {
     for (std::uint32_t t = 0; t < g_.num_tasks(); ++t) try_start(t);
-    while (!events_.empty() || !dirty_.empty()) {
+    while (!events_.empty() || !dirty_.empty() || !dirty_links_.empty()) {
       // every change at this instant is in: new rates for the transfers they touched, once
-      if (!dirty_.empty() && (events_.empty() || events_.top().time > now_)) {
+      if ((!dirty_.empty() || !dirty_links_.empty()) && (events_.empty() || events_.top().time > now_)) {
         solve_dirty();
         continue;
       }
@@ -205,11 +216,14 @@ class Engine {
     f.rate = 1.0;
     f.active = true;
     bool congested = false;
-    for (const auto& s : load) {
+    f.on_link.clear();
+    for (std::uint32_t k = 0; k < load.size(); ++k) {
+      const auto& s = load[k];
       auto& link = on_link(s.link);
       const bool was = link.congested;
-      link.flows.push_back({task, s.share});
-      link.demand += s.share;
+      f.on_link.push_back(static_cast<std::uint32_t>(link.flows.size()));
+      link.flows.push_back({task, k, s.share});
+      link.demand += fixed_share(s.share);
       if (was) {
         f.shared.push_back(s);
       } else if (link.demand > kFull) {
@@ -299,15 +313,23 @@ class Engine {
     }
     if (slot_[task] != kNoSlot && flow(task).active) {
       flow(task).active = false;
-      for (const auto& s : g_.load(std::get<CommWork>(g_.work(id)).load)) {
+      const auto& load = g_.load(std::get<CommWork>(g_.work(id)).load);
+      for (std::uint32_t k = 0; k < load.size(); ++k) {
+        const auto& s = load[k];
         auto& link = flows_on_link_[s.link];
-        link.flows.erase(
-            std::find_if(link.flows.begin(), link.flows.end(), [&](const OnLink& o) { return o.task == task; }));
-        // summed afresh, in order, so that no rounding accumulates over a long run
-        link.demand = 0;
-        for (const auto& o : link.flows) link.demand += o.share;
+        // out of the link's list: the last entry takes its place
+        const auto at = flow(task).on_link[k];
+        if (at + 1 != link.flows.size()) {
+          link.flows[at] = link.flows.back();
+          flow(link.flows[at].task).on_link[link.flows[at].load_index] = at;
+        }
+        link.flows.pop_back();
+        link.demand -= fixed_share(s.share);
         if (!link.congested) continue;
-        for (const auto& o : link.flows) mark_dirty(o.task);  // their rates change
+        if (!link.dirty) {  // the rates of its transfers change
+          link.dirty = true;
+          dirty_links_.push_back(s.link);
+        }
         if (link.demand <= kFull) {  // the link can no longer fill up
           link.congested = false;
           for (const auto& o : link.flows) {
@@ -343,6 +365,12 @@ class Engine {
   // every transfer connected to them through congested links, get their max-min rates: one solve
   // per connected set and instant, however many transfers began or ended at it.
   void solve_dirty() {
+    for (const auto l : dirty_links_) {
+      auto& link = flows_on_link_[l];
+      link.dirty = false;
+      for (const auto& o : link.flows) mark_dirty(o.task);
+    }
+    dirty_links_.clear();
     std::sort(dirty_.begin(), dirty_.end());
     ++visit_;
     for (const auto t : dirty_) {
@@ -388,7 +416,6 @@ class Engine {
     loads_.clear();
     for (const auto t : ids) loads_.push_back(&flow(t).shared);  // links it cannot fill never limit it
     const auto& rates = solver_.solve(loads_);
-    dbg_sizes_ += ids.size(); for (auto t: ids) dbg_links_ += flow(t).shared.size();
     ++timeline_.rate_updates;
     for (std::size_t i = 0; i < ids.size(); ++i) {
       auto& f = flow(ids[i]);
@@ -443,17 +470,17 @@ class Engine {
   std::vector<std::uint32_t> free_slots_;
   std::vector<LinkState> flows_on_link_;  // per link id
   std::uint32_t visit_ = 0;
-  std::uint64_t dbg_sizes_ = 0, dbg_links_ = 0;
   MaxMinSolver solver_;
   // scratch space
-  std::vector<std::uint32_t> dirty_;      // transfers whose rates are due at this instant
+  std::vector<std::uint32_t> dirty_;        // transfers whose rates are due at this instant
+  std::vector<std::uint32_t> dirty_links_;  // congested links a transfer left at this instant
   std::vector<std::uint32_t> component_;
   std::vector<std::uint32_t> processes_;
   std::vector<const std::vector<LinkShare>*> loads_;
   // Compute slowed by communication kernels (only when some task holds compute units).
   static constexpr double kMinComputeRate = 0.05;
   // A link is congested above this sum of shares (a margin for the shares' rounding).
-  static constexpr double kFull = 1.0 + 1e-9;
+  static constexpr FixedShare kFull = kWholeLink + (kWholeLink >> 30);
   bool contention_ = false;
   std::vector<double> held_share_;  // per process
   std::vector<int> holders_;        // per process: communication tasks holding units
