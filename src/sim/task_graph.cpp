@@ -22,9 +22,11 @@ LoadId TaskGraph::add_load(std::vector<LinkShare> shares) {
 }
 
 std::uint32_t TaskGraph::intern(std::string_view name) {
-  const auto [it, inserted] = name_index_.try_emplace(std::string(name), static_cast<std::uint32_t>(names_.size()));
-  if (inserted) names_.emplace_back(name);
-  return it->second;
+  if (const auto it = name_index_.find(name); it != name_index_.end()) return it->second;
+  const auto id = static_cast<std::uint32_t>(names_.size());
+  name_index_.emplace(std::string(name), id);
+  names_.emplace_back(name);
+  return id;
 }
 
 std::string TaskGraph::name(TaskId t) const {

@@ -167,8 +167,13 @@ class TaskGraph {
   std::vector<PoolInfo> pools_;
   std::vector<std::vector<LinkShare>> loads_;
   std::vector<std::string> names_;
-  // Looked up only, never iterated: hash order cannot reach any output.
-  std::unordered_map<std::string, std::uint32_t> name_index_;
+  // Looked up only, never iterated: hash order cannot reach any output. Transparent, so that a
+  // label is looked up without building a string.
+  struct LabelHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::uint32_t, LabelHash, std::equal_to<>> name_index_;
 };
 
 }  // namespace trainsim::sim
