@@ -18,6 +18,7 @@ namespace trainsim::driver {
 namespace {
 
 void simulate(RunReport& r, const spec::Job& job, const lower::LoweringOptions& lowering, cost::CostModel& costs) {
+  r.step.reset();  // a step before this one is let go first: one every-rank step at a time in memory
   auto step = std::make_shared<SimulatedStep>();
   step->lowered = lower::lower(job, costs, lowering);
   step->timeline = sim::run(step->lowered.graph);
