@@ -146,10 +146,10 @@ void critical_path(const SimulatedStep& step, Perturbation& p) {
     }
 }
 
-// Stragglers: `steps` steps with every rank simulated, each with its own factors, against the
-// unperturbed step with every rank simulated too (folding ignores traffic of other groups on shared
-// links, which an every-rank simulation sees); the report keeps the last step's timeline and the
-// mean step. Without noise every step is the same: one is simulated.
+// Stragglers: `steps` steps, each with its own factors, against the unperturbed step simulated
+// with the same ranks (folding ignores traffic of other groups on shared links: a baseline folded
+// differently would count that as the perturbation's); the report keeps the last step's timeline
+// and the mean step. Without noise every step is the same: one is simulated.
 void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& options,
                         const spec::Tunables& tunables, cost::CostModel& costs) {
   const auto& spec = *options.perturb;
@@ -162,12 +162,21 @@ void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& op
     degraded_costs = degraded->cost_model();
   }
   compute_factors(spec, job.gpus, 0, p.slow_ranks);  // its ranks checked before the long part
+  const bool noisy = spec.noise && spec.noise->sigma > 0;
+  // Noise makes every rank different (and --full asks for every rank): all are simulated.
+  // Otherwise the slow GPUs and the ranks of degraded NICs are simulated on their own, with every
+  // rank they make different, and the rest folded. Either way the unperturbed step is simulated
+  // with the same ranks, so that the slowdown is the perturbation's alone.
   auto lowering = options.lowering(tunables);
-  lowering.full = true;
-  if (r.simulation->simulated_ranks < static_cast<std::size_t>(job.gpus)) simulate(r, job, lowering, costs);
+  lowering.full = options.full || noisy;
+  if (!lowering.full) {
+    lowering.distinct_ranks = p.slow_ranks;
+    lowering.distinct_ranks.insert(lowering.distinct_ranks.end(), p.degraded_ranks.begin(), p.degraded_ranks.end());
+  }
+  if (!lowering.full || r.simulation->simulated_ranks < static_cast<std::size_t>(job.gpus))
+    simulate(r, job, lowering, costs);
   p.unperturbed_step_s = r.simulation->step_time_s;
   auto& step_costs = degraded_costs ? *degraded_costs : costs;
-  const bool noisy = spec.noise && spec.noise->sigma > 0;
   std::vector<double> steps;
   double slowest = -1;
   for (int s = 0; s < (noisy ? options.steps : 1); ++s) {

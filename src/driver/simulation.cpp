@@ -1,6 +1,7 @@
 #include "trainsim/driver/simulation.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 namespace trainsim::driver {
@@ -58,7 +59,16 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
   std::map<int, std::vector<std::size_t>> by_stage;
   std::map<std::string, double> comm_busy;
   std::map<std::string, double> exposed_by_category;
-  const double n = static_cast<double>(lowered.ranks.size());
+  // Each rank weighs as many ranks as it stands for, relative to the fewest any stands for: 1 each
+  // when all stand for as many (folded or every rank), so the means are plain means.
+  std::int64_t fewest = std::numeric_limits<std::int64_t>::max();
+  for (const auto& rank : lowered.ranks) fewest = std::min(fewest, rank.stands_for);
+  std::vector<double> weight(lowered.ranks.size());
+  double n = 0;
+  for (std::size_t r = 0; r < lowered.ranks.size(); ++r) {
+    weight[r] = static_cast<double>(lowered.ranks[r].stands_for / fewest);
+    n += weight[r];
+  }
   // per rank: seconds of compute, and of non-pipeline communication no compute hides
   std::vector<double> busy_s(lowered.ranks.size());
   std::vector<std::int64_t> exposed_ps(lowered.ranks.size());
@@ -100,15 +110,15 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
     for (std::size_t cat = 0; cat < exposable.size(); ++cat)
       if (!exposable[cat].empty())
         exposed_by_category[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
-            static_cast<double>(minus(merged(exposable[cat]), busy)) * 1e-12 / n;
+            static_cast<double>(minus(merged(exposable[cat]), busy)) * 1e-12 * weight[r] / n;
     exposed_ps[r] = minus(merged(comm), busy);
     busy_s[r] = length(busy) * 1e-12;
-    out.breakdown.compute_s += length(busy) * 1e-12 / n;
-    out.breakdown.exposed_comm_s += exposed_ps[r] * 1e-12 / n;
+    out.breakdown.compute_s += length(busy) * 1e-12 * weight[r] / n;
+    out.breakdown.exposed_comm_s += exposed_ps[r] * 1e-12 * weight[r] / n;
     for (std::size_t cat = 0; cat < per_category.size(); ++cat)
       if (!per_category[cat].empty())
         comm_busy[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
-            length(merged(per_category[cat])) * 1e-12 / n;
+            length(merged(per_category[cat])) * 1e-12 * weight[r] / n;
     const auto& pool = timeline.pools[rank.pool.index()];
     if (pool.peak > out.peak_memory) {
       out.peak_memory = pool.peak;
@@ -122,9 +132,11 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
   for (const auto& [stage, ranks] : by_stage) {
     StageFigures f{.stage = stage};
     double idle = 0;
+    double stage_weight = 0;
+    for (const auto r : ranks) stage_weight += weight[r];
     for (const auto r : ranks) {
-      f.busy_s += busy_s[r] / static_cast<double>(ranks.size());
-      idle += (step - busy_s[r] - exposed_ps[r] * 1e-12) / static_cast<double>(ranks.size());
+      f.busy_s += busy_s[r] * weight[r] / stage_weight;
+      idle += (step - busy_s[r] - exposed_ps[r] * 1e-12) * weight[r] / stage_weight;
       const auto& pool = timeline.pools[lowered.ranks[r].pool.index()];
       if (pool.peak > f.peak_memory) {
         f.peak_memory = pool.peak;

@@ -1,6 +1,8 @@
 #include "lower/context.hpp"
 
 #include <algorithm>
+#include <array>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -12,14 +14,42 @@ namespace {
 
 using spec::ParallelDim;
 
-// Ranks simulated: all of them, or the first rank of every pipeline stage (tp = cp = ep = dp = 0),
-// which stands for its stage: identical data-parallel replicas and tensor-parallel peers.
-std::vector<int> simulated_ranks(const topo::Placement& p, bool full) {
-  std::vector<int> out;
+constexpr ParallelDim kFoldedDims[] = {ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Ep, ParallelDim::Dp};
+
+// Ranks simulated, each with the number of ranks it stands for: all of them (each for itself), or
+// per pipeline stage the ranks whose coordinates along tp, cp, ep and dp are each either one of
+// the distinct ranks' coordinates or the first coordinate that is none of them. A rank stands for
+// every rank that shares its distinct coordinates and has any other coordinate elsewhere: those
+// run the same tasks at the same times, as identical data-parallel replicas and tensor-parallel
+// peers do (docs/performance.md "What is simulated and what is folded"). Without distinct ranks:
+// the first rank of every stage (tp = cp = ep = dp = 0), standing for gpus / pp ranks.
+std::vector<std::pair<int, std::int64_t>> simulated_ranks(const topo::Placement& p, bool full,
+                                                          const std::vector<int>& distinct) {
+  std::vector<std::pair<int, std::int64_t>> out;
+  if (full) {
+    for (int r = 0; r < p.world_size(); ++r) out.emplace_back(r, 1);
+    return out;
+  }
+  constexpr std::size_t kDims = std::size(kFoldedDims);
+  std::array<std::vector<int>, kDims> special;  // per dim: the distinct ranks' coordinates
+  std::array<int, kDims> generic{};             // per dim: the first coordinate that is none of them
+  for (std::size_t d = 0; d < kDims; ++d) {
+    for (const int r : distinct) special[d].push_back(p.coordinate(r, kFoldedDims[d]));
+    std::sort(special[d].begin(), special[d].end());
+    special[d].erase(std::unique(special[d].begin(), special[d].end()), special[d].end());
+    generic[d] = 0;
+    while (std::binary_search(special[d].begin(), special[d].end(), generic[d])) ++generic[d];
+  }
   for (int r = 0; r < p.world_size(); ++r) {
-    const bool first = p.coordinate(r, ParallelDim::Tp) == 0 && p.coordinate(r, ParallelDim::Cp) == 0 &&
-                       p.coordinate(r, ParallelDim::Ep) == 0 && p.coordinate(r, ParallelDim::Dp) == 0;
-    if (full || first) out.push_back(r);
+    std::int64_t stands_for = 1;
+    bool simulated = true;
+    for (std::size_t d = 0; d < kDims && simulated; ++d) {
+      const int c = p.coordinate(r, kFoldedDims[d]);
+      if (std::binary_search(special[d].begin(), special[d].end(), c)) continue;
+      simulated = c == generic[d];
+      stands_for *= p.size(kFoldedDims[d]) - static_cast<std::int64_t>(special[d].size());
+    }
+    if (simulated) out.emplace_back(r, stands_for);
   }
   return out;
 }
@@ -38,9 +68,10 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
   stage_position_.assign(static_cast<std::size_t>(placement_.world_size()), kNotSimulated);
   const auto memory = model::estimate_memory(job, options.memory, options.nccl_channels);
   const auto runtime = model::runtime_memory(job, options.memory, options.nccl_channels);
-  for (const int r : simulated_ranks(placement_, options.full)) {
+  for (const auto& [r, stands_for] : simulated_ranks(placement_, options.full, options.distinct_ranks)) {
     SimulatedRank sr;
     sr.rank = r;
+    sr.stands_for = stands_for;
     sr.stage = placement_.coordinate(r, ParallelDim::Pp);
     for (int k = 0; k < kStreamKinds; ++k) {
       sr.streams[static_cast<std::size_t>(k)] =

@@ -274,9 +274,13 @@ std::string to_table(const RunReport& r) {
     line("step time", fmt::format("{:.4f} s  ({:.0f} tokens/s)", sim.step_time_s, r.tokens_per_s));
     if (const auto& p = r.perturbation)
       line("stragglers",
-           fmt::format("mean of {} steps, every rank simulated: p50 {:.4f} s, p90 {:.4f} s, p99 {:.4f} s; {:+.1f}% "
+           fmt::format("mean of {} steps, {}: p50 {:.4f} s, p90 {:.4f} s, p99 {:.4f} s; {:+.1f}% "
                        "against {:.4f} s unperturbed, {:.0f} GPU-hours a day; critical path: rank {}, {} {:.0f}%",
-                       p->steps, p->p50, p->p90, p->p99, (p->mean_step_s / p->unperturbed_step_s - 1) * 100,
+                       p->steps,
+                       sim.simulated_ranks == static_cast<std::size_t>(job.gpus)
+                           ? std::string("every rank simulated")
+                           : fmt::format("{} of {} ranks simulated (the rest folded)", sim.simulated_ranks, job.gpus),
+                       p->p50, p->p90, p->p99, (p->mean_step_s / p->unperturbed_step_s - 1) * 100,
                        p->unperturbed_step_s, p->gpu_hours_per_day, p->critical_rank, p->critical_resource,
                        p->critical_share * 100) +
                (p->degraded_ranks.empty()

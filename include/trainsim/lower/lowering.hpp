@@ -45,6 +45,9 @@ struct LoweringOptions {
   // Perturbations (stragglers): each rank's compute kernels run this many times slower (indexed by
   // rank; empty or missing: 1)
   std::vector<double> compute_factor;
+  // Ranks a perturbation makes different: simulated on their own with every rank they make
+  // different (their coordinates along tp, cp, ep and dp), the rest folded. Ignored with `full`.
+  std::vector<int> distinct_ranks;
   // Megatron-LM's data-parallel bucket: max(40M, 1M · dp) parameters.
   double min_bucket_params = 40e6;
 };
@@ -52,6 +55,7 @@ struct LoweringOptions {
 struct SimulatedRank {
   int rank = 0;
   int stage = 0;
+  std::int64_t stands_for = 1;  // ranks of the job that run as this one does (itself included)
   std::array<sim::StreamId, kStreamKinds> streams{};
   sim::PoolId pool;
   model::StageMemory static_memory;  // params, grads, optimizer, runtime buffers
@@ -73,7 +77,8 @@ struct Lowered {
   // one entry per distinct (label, bytes, group size, algorithm, protocol), sorted
   std::vector<CollectiveChoice> collectives;
   std::vector<SimulatedRank> ranks;
-  // Each simulated rank stands for this many identical ranks (1 with LoweringOptions::full).
+  // Ranks of the job per simulated rank (1 with LoweringOptions::full; rounded down, and a mean,
+  // when ranks stand for different numbers: SimulatedRank::stands_for).
   std::int64_t fold = 1;
 };
 

@@ -4,7 +4,9 @@
 #include <doctest/doctest.h>
 
 #include "common/jobs.hpp"
+#include "trainsim/driver/cluster_model.hpp"
 #include "trainsim/driver/run.hpp"
+#include "trainsim/sim/engine.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/topo/topology.hpp"
 #include "trainsim/util/error.hpp"
@@ -103,18 +105,24 @@ TEST_CASE("a degraded NIC slows exactly the collectives routed through it") {
   }
   CHECK(degraded.size() == 2);
 
-  driver::RunOptions full;
-  full.full = true;
-  const auto base = driver::build_run_report(job, full);
+  // the same lowering (rank 9 simulated on its own, the rest folded) costed on both topologies
+  const auto tuning = driver::RunOptions{}.tunables(job.cluster).values;
+  const driver::ClusterModel plain_cluster(std::move(plain_topology), tuning.collectives);
+  const driver::ClusterModel slow_cluster(std::move(slow_topology), tuning.collectives);
+  auto options = driver::RunOptions{}.lowering(tuning);
+  options.distinct_ranks = {kRank};
+  const auto plain_lowered = lower::lower(job, *plain_cluster.cost_model(), options);
+  const auto slow_lowered = lower::lower(job, *slow_cluster.cost_model(), options);
+  const auto& a = plain_lowered.graph;
+  const auto& b = slow_lowered.graph;
+  REQUIRE(a.num_tasks() == b.num_tasks());
+  CHECK(sim::run(b).makespan > sim::run(a).makespan);
+
   spec::PerturbSpec p;
   p.degraded_links.push_back({.rank = kRank, .bandwidth_fraction = 0.1});
   const auto slow = perturbed(job, p);
   CHECK(slow.perturbation->degraded_ranks == std::vector<int>{kRank});
-  CHECK(slow.perturbation->unperturbed_step_s == doctest::Approx(base.simulation->step_time_s).epsilon(1e-12));
-  CHECK(slow.simulation->step_time_s > base.simulation->step_time_s);
-  const auto& a = base.step->lowered.graph;
-  const auto& b = slow.step->lowered.graph;
-  REQUIRE(a.num_tasks() == b.num_tasks());
+  CHECK(slow.simulation->step_time_s > slow.perturbation->unperturbed_step_s);
   int routed = 0;
   int elsewhere = 0;
   std::vector<std::string> wrong;  // tasks whose cost changed without the NIC on their route, or not with it
@@ -139,6 +147,32 @@ TEST_CASE("a degraded NIC slows exactly the collectives routed through it") {
   CAPTURE(elsewhere);
   CHECK(routed > 0);     // the pipeline transfers and data-parallel collectives of rank 9
   CHECK(elsewhere > 0);  // NVLink collectives, other ranks' transfers
+}
+
+TEST_CASE("simulating only the ranks a perturbation makes different gives every rank's step") {
+  // where folding is exact (no other group's traffic on a shared link), the perturbed step with the
+  // slow GPU's and the degraded NIC's ranks simulated on their own, the rest folded, is the step
+  // with every rank simulated
+  const auto job = test::make_job("dgx-a100-superpod", "megatron2021-7.5b", "tp=4,pp=2,gpus=32");
+  spec::PerturbSpec p;
+  p.slow_gpus.push_back({.rank = 5, .compute_factor = 1.3});
+  p.degraded_links.push_back({.rank = 22, .bandwidth_fraction = 0.3});
+  driver::RunOptions every;
+  every.full = true;
+  every.perturb = p;
+  const auto all = driver::build_run_report(job, every);
+  const auto some = perturbed(job, p);
+  CHECK(all.simulation->simulated_ranks == 32);
+  // rank = tp + 4·dp + 16·pp: rank 5 is (tp 1, dp 1), rank 22 (tp 2, dp 1); per stage the ranks
+  // with tp in {1, 2} or one other (0), dp 1 or one other (0): 3 × 2, of 16
+  CHECK(some.simulation->simulated_ranks == 2 * 3 * 2);
+  CHECK(some.simulation->step_time_s == doctest::Approx(all.simulation->step_time_s).epsilon(1e-9));
+  CHECK(some.perturbation->unperturbed_step_s ==
+        doctest::Approx(all.perturbation->unperturbed_step_s).epsilon(1e-9));
+  CHECK(some.perturbation->critical_rank == all.perturbation->critical_rank);
+  CHECK(some.simulation->breakdown.compute_s == doctest::Approx(all.simulation->breakdown.compute_s).epsilon(1e-9));
+  CHECK(some.simulation->bubble_fraction == doctest::Approx(all.simulation->bubble_fraction).epsilon(1e-9));
+  CHECK(some.simulation->step_time_s > some.perturbation->unperturbed_step_s);
 }
 
 }  // namespace stragglers_test
