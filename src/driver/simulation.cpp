@@ -10,10 +10,16 @@ namespace {
 using Interval = std::pair<std::int64_t, std::int64_t>;
 
 // The union of intervals as sorted, disjoint intervals. One stream's tasks come in order.
-std::vector<Interval> merged(std::vector<Interval> v) {
-  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+std::vector<Interval> merged(const std::vector<Interval>& intervals) {
+  std::vector<Interval> sorted;
+  const auto* v = &intervals;
+  if (!std::is_sorted(intervals.begin(), intervals.end())) {
+    sorted = intervals;
+    std::sort(sorted.begin(), sorted.end());
+    v = &sorted;
+  }
   std::vector<Interval> out;
-  for (const auto& i : v) {
+  for (const auto& i : *v) {
     if (i.second <= i.first) continue;
     if (!out.empty() && i.first <= out.back().second)
       out.back().second = std::max(out.back().second, i.second);

@@ -111,23 +111,23 @@ void Context::wait(int stage, StreamKind stream, const TaskList& tasks) {
     if (tasks[i] != kNoTask) pending_[ranks[i]][static_cast<std::size_t>(stream)].push_back(tasks[i]);
 }
 
-std::vector<sim::TaskId> Context::take_pending(std::size_t rank_index, StreamKind kind) {
-  auto deps = std::move(pending_[rank_index][static_cast<std::size_t>(kind)]);
-  pending_[rank_index][static_cast<std::size_t>(kind)].clear();
-  std::sort(deps.begin(), deps.end());
-  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-  return deps;
+void Context::take_pending(std::size_t rank_index, StreamKind kind, std::vector<sim::TaskId>& into) {
+  auto& pending = pending_[rank_index][static_cast<std::size_t>(kind)];
+  std::sort(pending.begin(), pending.end());
+  into.insert(into.end(), pending.begin(), std::unique(pending.begin(), pending.end()));
+  pending.clear();  // keeps its capacity for the stream's next waits
 }
 
 TaskList Context::compute(int stage, sim::TaskName name, Duration duration, Category category) {
   TaskList out;
   const auto& factors = options_->compute_factor;
   for (const auto i : stage_ranks(stage)) {
-    const auto deps = take_pending(i, StreamKind::Compute);
+    deps_.clear();
+    take_pending(i, StreamKind::Compute, deps_);
     const auto r = static_cast<std::size_t>(rank(i).rank);
     const auto d = r < factors.size() && factors[r] != 1.0 ? Duration::from_seconds(duration.seconds() * factors[r])
                                                            : duration;
-    out.push_back(graph().add_task(name, stream_of(i, StreamKind::Compute), sim::ComputeWork{d}, deps,
+    out.push_back(graph().add_task(name, stream_of(i, StreamKind::Compute), sim::ComputeWork{d}, deps_,
                                    static_cast<std::uint16_t>(category)));
   }
   return out;
@@ -231,8 +231,7 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
     deps_.clear();
     for (const auto j : g.members) {
       streams_.push_back(stream_of(ranks[j], stream));
-      const auto d = take_pending(ranks[j], stream);
-      deps_.insert(deps_.end(), d.begin(), d.end());
+      take_pending(ranks[j], stream, deps_);
     }
     std::sort(deps_.begin(), deps_.end());
     // tensor-parallel collectives block the compute stream (pipelined ones are charged in the GEMM)
@@ -255,16 +254,15 @@ TaskList Context::collective_between(int stage_a, int stage_b, sim::TaskName nam
     const auto c = costs_->cost(cost::AllReduce{bytes},
                                 cost::Group{{topo::DeviceId{static_cast<std::uint32_t>(std::min(ra, rb))},
                                              topo::DeviceId{static_cast<std::uint32_t>(std::max(ra, rb))}}});
-    auto deps = take_pending(i, stream);
-    const auto more = take_pending(j, stream);
-    deps.insert(deps.end(), more.begin(), more.end());
-    std::sort(deps.begin(), deps.end());
+    deps_.clear();
+    take_pending(i, stream, deps_);
+    take_pending(j, stream, deps_);
+    std::sort(deps_.begin(), deps_.end());
     const sim::StreamId streams[] = {stream_of(i, stream), stream_of(j, stream)};
-    const auto task =
-        graph().add_task(name, streams, comm_work(c, bytes, true), deps, static_cast<std::uint16_t>(Category::DpComm));
+    const auto task = graph().add_task(name, streams, comm_work(c, bytes, true), deps_,
+                                       static_cast<std::uint16_t>(Category::DpComm));
     out.push_back(task);
-    const auto& b = stage_ranks(stage_b);
-    on_b[static_cast<std::size_t>(std::find(b.begin(), b.end(), j) - b.begin())] = task;
+    on_b[stage_position_[static_cast<std::size_t>(rb)]] = task;
   }
   return out;
 }
@@ -280,14 +278,14 @@ TaskList Context::transfer(int from, int to, sim::TaskName name, Bytes bytes, bo
     const auto j = index_of_rank(dst);
     const auto c = costs_->p2p(topo::DeviceId{static_cast<std::uint32_t>(src)},
                                topo::DeviceId{static_cast<std::uint32_t>(dst)}, bytes);
-    auto deps = take_pending(i, send);
-    const auto more = take_pending(j, recv);
-    deps.insert(deps.end(), more.begin(), more.end());
-    std::sort(deps.begin(), deps.end());
+    deps_.clear();
+    take_pending(i, send, deps_);
+    take_pending(j, recv, deps_);
+    std::sort(deps_.begin(), deps_.end());
     const sim::StreamId streams[] = {stream_of(i, send), stream_of(j, recv)};
-    const auto task =
-        graph().add_task(name, streams, comm_work(c, bytes, true), deps, static_cast<std::uint16_t>(Category::PpComm));
-    out[static_cast<std::size_t>(std::find(receivers.begin(), receivers.end(), j) - receivers.begin())] = task;
+    const auto task = graph().add_task(name, streams, comm_work(c, bytes, true), deps_,
+                                       static_cast<std::uint16_t>(Category::PpComm));
+    out[stage_position_[static_cast<std::size_t>(dst)]] = task;
   }
   return out;
 }

@@ -70,7 +70,8 @@ class Context {
   sim::LoadId load_for(const cost::CollectivePlan& plan);
   // `overlaps_compute`: the collective runs beside compute, which loses the SMs its channels hold.
   sim::CommWork comm_work(const cost::CollectiveCost& cost, Bytes bytes, bool overlaps_compute);
-  std::vector<sim::TaskId> take_pending(std::size_t rank_index, StreamKind kind);
+  // Appends the waits pending on the rank's stream (sorted, without repeats) to `into`; none remain.
+  void take_pending(std::size_t rank_index, StreamKind kind, std::vector<sim::TaskId>& into);
   // Keeps how a collective was costed, once per distinct choice (Lowered::collectives).
   void record(CollectiveChoice choice);
   std::size_t index_of_rank(int rank) const;
