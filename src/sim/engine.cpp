@@ -39,8 +39,8 @@ struct OnLink {
 // transfers begin and end in, so no rounding accumulates over a long run.
 using FixedShare = std::int64_t;
 constexpr FixedShare kWholeLink = FixedShare{1} << 40;
-FixedShare fixed_share(double share) {
-  return static_cast<FixedShare>(std::llround(share * static_cast<double>(kWholeLink)));
+FixedShare fixed_share(double share) {  // shares are in (0, 1]: rounded half up
+  return static_cast<FixedShare>(share * static_cast<double>(kWholeLink) + 0.5);
 }
 
 // The transfers on a link. While their shares sum to at most the link's capacity the link cannot
@@ -312,13 +312,14 @@ class Engine {
       }
     }
     if (slot_[task] != kNoSlot && flow(task).active) {
-      flow(task).active = false;
+      auto& mine = flow(task);
+      mine.active = false;
       const auto& load = g_.load(std::get<CommWork>(g_.work(id)).load);
       for (std::uint32_t k = 0; k < load.size(); ++k) {
         const auto& s = load[k];
         auto& link = flows_on_link_[s.link];
         // out of the link's list: the last entry takes its place
-        const auto at = flow(task).on_link[k];
+        const auto at = mine.on_link[k];
         if (at + 1 != link.flows.size()) {
           link.flows[at] = link.flows.back();
           flow(link.flows[at].task).on_link[link.flows[at].load_index] = at;
