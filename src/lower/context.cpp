@@ -200,7 +200,8 @@ const std::vector<Context::StageGroup>& Context::groups_of(int stage, std::span<
     // the simulated members of r's group, in the stage's order
     for (const auto d : devices) {
       const auto at = stage_position_[d.index()];
-      if (at != kNotSimulated && rank(ranks[at]).stage == stage) g.members.push_back(at);
+      if (at != kNotSimulated && placement_.coordinate(static_cast<int>(d.value), ParallelDim::Pp) == stage)
+        g.members.push_back(at);
     }
     std::sort(g.members.begin(), g.members.end());
     for (const auto j : g.members) grouped[j] = true;

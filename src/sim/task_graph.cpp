@@ -56,6 +56,8 @@ TaskId TaskGraph::add_task(TaskName name, std::span<const StreamId> streams, Wor
   }
   for (const auto s : streams) {
     SIM_ASSERT(s.index() < streams_.size(), "unknown stream");
+    SIM_ASSERT(stream_tasks_[s.index()].empty() || stream_tasks_[s.index()].back() != id,
+               "task {} twice on one stream", name.label);
     stream_tasks_[s.index()].push_back(id);
   }
   task_streams_.insert(task_streams_.end(), streams.begin(), streams.end());
