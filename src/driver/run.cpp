@@ -112,17 +112,7 @@ void critical_path(const SimulatedStep& step, Perturbation& p) {
   double total = 0;
   for (;;) {
     const auto& span = spans[current.index()];
-    std::optional<sim::TaskId> next;
-    const auto consider = [&](sim::TaskId d) {
-      if (!next || spans[d.index()].end > spans[next->index()].end) next = d;
-    };
-    g.for_each_dependency(current, consider);
-    for (const auto s : g.streams(current)) {
-      // a stream's tasks are in increasing id order: the one before `current`
-      const auto& order = g.stream_tasks(s);
-      const auto at = std::lower_bound(order.begin(), order.end(), current);
-      if (at != order.begin()) consider(*(at - 1));
-    }
+    const auto next = sim::last_predecessor(g, step.timeline, current);
     const auto from = next ? std::max(span.start, spans[next->index()].end) : span.start;
     const double seconds = (span.end - std::min(from, span.end)).seconds();
     total += seconds;

@@ -494,4 +494,19 @@ Timeline run(const TaskGraph& graph) {
   return Engine(graph).run();
 }
 
+std::optional<TaskId> last_predecessor(const TaskGraph& graph, const Timeline& timeline, TaskId task) {
+  std::optional<TaskId> last;
+  const auto consider = [&](TaskId p) {
+    if (!last || timeline.tasks[p.index()].end > timeline.tasks[last->index()].end) last = p;
+  };
+  graph.for_each_dependency(task, consider);
+  for (const auto s : graph.streams(task)) {
+    // a stream's tasks are in increasing id order: the one before `task`
+    const auto& order = graph.stream_tasks(s);
+    const auto at = std::lower_bound(order.begin(), order.end(), task);
+    if (at != order.begin()) consider(*(at - 1));
+  }
+  return last;
+}
+
 }  // namespace trainsim::sim

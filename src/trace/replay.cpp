@@ -387,21 +387,10 @@ std::vector<std::string> ReplayBuilder::uncosted() const {
   return {fmt::format("{} of {} NCCL kernel(s) keep their recorded time: {}", missed, missed + c.costed, why)};
 }
 
-// Each task's predecessors on its streams, for walking critical paths back.
-std::vector<std::vector<TaskId>> stream_predecessors(const sim::TaskGraph& graph) {
-  std::vector<std::vector<TaskId>> out(graph.num_tasks());
-  for (std::size_t s = 0; s < graph.num_streams(); ++s) {
-    const auto& tasks = graph.stream_tasks(sim::StreamId{static_cast<std::uint32_t>(s)});
-    for (std::size_t i = 1; i < tasks.size(); ++i) out[tasks[i].index()].push_back(tasks[i - 1]);
-  }
-  return out;
-}
-
 // The replayed step's critical path from its end marker back to its start: each task's time on it
 // (the part after the step's start) goes to its kind, then the walk moves to whichever dependency
 // or stream predecessor ended last.
-CriticalPath critical_path(const sim::TaskGraph& graph, const sim::Timeline& timeline,
-                           const std::vector<std::vector<TaskId>>& predecessors, TaskId start, TaskId end) {
+CriticalPath critical_path(const sim::TaskGraph& graph, const sim::Timeline& timeline, TaskId start, TaskId end) {
   CriticalPath out;
   const auto from = timeline.tasks[start.index()].start;
   for (auto current = end;;) {
@@ -417,12 +406,7 @@ CriticalPath critical_path(const sim::TaskGraph& graph, const sim::Timeline& tim
       out.wait_s += seconds;
     else
       out.compute_s += seconds;
-    std::optional<TaskId> next;
-    const auto consider = [&](TaskId p) {
-      if (!next || timeline.tasks[p.index()].end > timeline.tasks[next->index()].end) next = p;
-    };
-    graph.for_each_dependency(current, consider);
-    for (const auto p : predecessors[current.index()]) consider(p);
+    const auto next = sim::last_predecessor(graph, timeline, current);
     if (!next) break;
     current = *next;
   }
@@ -462,7 +446,6 @@ TraceReport replay(const std::vector<RankTrace>& traces, const ReplayOptions& op
                    options.fits.has_value();
   const auto& graph = builder.graph();
   const auto timeline = sim::run(graph);
-  const auto predecessors = stream_predecessors(graph);
   for (std::size_t r = 0; r < traces.size(); ++r) {
     const auto& t = traces[r];
     add_file_and_collectives(t, report);
@@ -472,7 +455,7 @@ TraceReport replay(const std::vector<RankTrace>& traces, const ReplayOptions& op
       auto f = recorded_step(t, s, steps[s]);
       const auto& [start, end] = rg.steps[s];
       f.replayed_s = (timeline.tasks[end.index()].end - timeline.tasks[start.index()].start).seconds();
-      f.critical_path = critical_path(graph, timeline, predecessors, start, end);
+      f.critical_path = critical_path(graph, timeline, start, end);
       // what the replayed GPU did for the step
       Intervals all, compute, comm;
       for (const auto i : steps[s]) {
