@@ -51,41 +51,26 @@ std::int64_t minus(const std::vector<Interval>& a, const std::vector<Interval>& 
   return total;
 }
 
-}  // namespace
-
-Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timeline) {
-  Simulation out;
-  const auto& g = lowered.graph;
-  const double step = timeline.makespan.seconds();
-  out.step_time_s = step;
-  out.tasks = g.num_tasks();
-  out.events = timeline.events;
-  out.simulated_ranks = lowered.ranks.size();
-  out.fold = lowered.fold;
-  std::map<int, std::vector<std::size_t>> by_stage;
-  std::map<std::string, double> comm_busy;
-  std::map<std::string, double> exposed_by_category;
-  // Each rank weighs as many ranks as it stands for, relative to the fewest any stands for: 1 each
-  // when all stand for as many (folded or every rank), so the means are plain means.
+// Each rank weighs as many ranks as it stands for, relative to the fewest any stands for: 1 each
+// when all stand for as many (folded or every rank), so the means are plain means.
+std::vector<double> rank_weights(const std::vector<lower::SimulatedRank>& ranks) {
   std::int64_t fewest = std::numeric_limits<std::int64_t>::max();
-  for (const auto& rank : lowered.ranks) fewest = std::min(fewest, rank.stands_for);
-  std::vector<double> weight(lowered.ranks.size());
-  double n = 0;
-  for (std::size_t r = 0; r < lowered.ranks.size(); ++r) {
-    weight[r] = static_cast<double>(lowered.ranks[r].stands_for / fewest);
-    n += weight[r];
-  }
-  // per rank: seconds of compute, and of non-pipeline communication no compute hides
-  std::vector<double> busy_s(lowered.ranks.size());
-  std::vector<std::int64_t> exposed_ps(lowered.ranks.size());
-  // per category (by index; empty when the rank has no task of it), reused from rank to rank
-  std::vector<std::vector<Interval>> per_category;
-  std::vector<std::vector<Interval>> exposable;  // non-pipeline communication
+  for (const auto& rank : ranks) fewest = std::min(fewest, rank.stands_for);
+  std::vector<double> weight(ranks.size());
+  for (std::size_t r = 0; r < ranks.size(); ++r) weight[r] = static_cast<double>(ranks[r].stands_for / fewest);
+  return weight;
+}
+
+// One rank's task intervals: compute, non-pipeline communication, and per category (by index;
+// empty when the rank has none of it) all of them and the non-pipeline communication. Kept from
+// rank to rank for its space.
+struct RankIntervals {
   std::vector<Interval> compute;
   std::vector<Interval> comm;
-  for (std::size_t r = 0; r < lowered.ranks.size(); ++r) {
-    const auto& rank = lowered.ranks[r];
-    by_stage[rank.stage].push_back(r);
+  std::vector<std::vector<Interval>> per_category;
+  std::vector<std::vector<Interval>> exposable;
+
+  void collect(const sim::TaskGraph& g, const sim::Timeline& timeline, const lower::SimulatedRank& rank) {
     compute.clear();
     comm.clear();
     for (auto& v : per_category) v.clear();
@@ -103,15 +88,41 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
         per_category[category].push_back(i);
         if (kind == lower::StreamKind::Compute) {
           compute.push_back(i);
-          continue;
-        }
-        const bool pipeline = kind >= lower::StreamKind::PpSendNext;
-        if (!pipeline) {
+        } else if (kind < lower::StreamKind::PpSendNext) {  // not pipeline communication
           comm.push_back(i);
           exposable[category].push_back(i);
         }
       }
     }
+  }
+};
+
+}  // namespace
+
+Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timeline) {
+  Simulation out;
+  const auto& g = lowered.graph;
+  const double step = timeline.makespan.seconds();
+  out.step_time_s = step;
+  out.tasks = g.num_tasks();
+  out.events = timeline.events;
+  out.simulated_ranks = lowered.ranks.size();
+  out.fold = lowered.fold;
+  std::map<int, std::vector<std::size_t>> by_stage;
+  std::map<std::string, double> comm_busy;
+  std::map<std::string, double> exposed_by_category;
+  const auto weight = rank_weights(lowered.ranks);
+  double n = 0;
+  for (const double w : weight) n += w;
+  // per rank: seconds of compute, and of non-pipeline communication no compute hides
+  std::vector<double> busy_s(lowered.ranks.size());
+  std::vector<std::int64_t> exposed_ps(lowered.ranks.size());
+  RankIntervals in;
+  for (std::size_t r = 0; r < lowered.ranks.size(); ++r) {
+    const auto& rank = lowered.ranks[r];
+    by_stage[rank.stage].push_back(r);
+    in.collect(g, timeline, rank);
+    const auto& [compute, comm, per_category, exposable] = in;
     const auto busy = merged(compute);
     for (std::size_t cat = 0; cat < exposable.size(); ++cat)
       if (!exposable[cat].empty())
