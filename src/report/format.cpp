@@ -142,6 +142,30 @@ ordered_json busy_json(const driver::Simulation& s) {
   return out;
 }
 
+ordered_json perturbation_json(const driver::Perturbation& p) {
+  return {{"steps", p.steps},
+          {"unperturbed_step_time_s", p.unperturbed_step_s},
+          {"slowdown", p.mean_step_s / p.unperturbed_step_s - 1},
+          {"slow_ranks", p.slow_ranks},
+          {"degraded_nic_ranks", p.degraded_ranks},
+          {"critical_resource", p.critical_resource},
+          {"critical_resource_share", p.critical_share},
+          {"gpu_hours_per_day", p.gpu_hours_per_day}};
+}
+
+std::string stragglers_line(const driver::Perturbation& p, const driver::Simulation& sim, std::int64_t gpus) {
+  return fmt::format("mean of {} steps, {}: p50 {:.4f} s, p90 {:.4f} s, p99 {:.4f} s; {:+.1f}% against {:.4f} s "
+                     "unperturbed, {:.0f} GPU-hours a day; critical path: rank {}, {} {:.0f}%",
+                     p.steps,
+                     sim.simulated_ranks == static_cast<std::size_t>(gpus)
+                         ? std::string("every rank simulated")
+                         : fmt::format("{} of {} ranks simulated (the rest folded)", sim.simulated_ranks, gpus),
+                     p.p50, p.p90, p.p99, (p.mean_step_s / p.unperturbed_step_s - 1) * 100, p.unperturbed_step_s,
+                     p.gpu_hours_per_day, p.critical_rank, p.critical_resource, p.critical_share * 100) +
+         (p.degraded_ranks.empty() ? std::string()
+                                   : fmt::format("; NICs degraded: rank {}", fmt::join(p.degraded_ranks, ", ")));
+}
+
 }  // namespace
 
 ordered_json to_json(const RunReport& r) {
@@ -162,14 +186,7 @@ ordered_json to_json(const RunReport& r) {
     if (const auto& p = r.perturbation) {
       out["step_time_percentiles"] = {{"p50", p->p50}, {"p90", p->p90}, {"p99", p->p99}};
       out["critical_rank"] = p->critical_rank;
-      out["perturbation"] = {{"steps", p->steps},
-                             {"unperturbed_step_time_s", p->unperturbed_step_s},
-                             {"slowdown", p->mean_step_s / p->unperturbed_step_s - 1},
-                             {"slow_ranks", p->slow_ranks},
-                             {"degraded_nic_ranks", p->degraded_ranks},
-                             {"critical_resource", p->critical_resource},
-                             {"critical_resource_share", p->critical_share},
-                             {"gpu_hours_per_day", p->gpu_hours_per_day}};
+      out["perturbation"] = perturbation_json(*p);
     }
     out["tokens_per_s"] = r.tokens_per_s;
     out["tflops_per_gpu"] = r.tflops_per_gpu;
@@ -272,20 +289,7 @@ std::string to_table(const RunReport& r) {
   if (r.simulation) {
     const auto& sim = *r.simulation;
     line("step time", fmt::format("{:.4f} s  ({:.0f} tokens/s)", sim.step_time_s, r.tokens_per_s));
-    if (const auto& p = r.perturbation)
-      line("stragglers",
-           fmt::format("mean of {} steps, {}: p50 {:.4f} s, p90 {:.4f} s, p99 {:.4f} s; {:+.1f}% "
-                       "against {:.4f} s unperturbed, {:.0f} GPU-hours a day; critical path: rank {}, {} {:.0f}%",
-                       p->steps,
-                       sim.simulated_ranks == static_cast<std::size_t>(job.gpus)
-                           ? std::string("every rank simulated")
-                           : fmt::format("{} of {} ranks simulated (the rest folded)", sim.simulated_ranks, job.gpus),
-                       p->p50, p->p90, p->p99, (p->mean_step_s / p->unperturbed_step_s - 1) * 100,
-                       p->unperturbed_step_s, p->gpu_hours_per_day, p->critical_rank, p->critical_resource,
-                       p->critical_share * 100) +
-               (p->degraded_ranks.empty()
-                    ? std::string()
-                    : fmt::format("; NICs degraded: rank {}", fmt::join(p->degraded_ranks, ", "))));
+    if (const auto& p = r.perturbation) line("stragglers", stragglers_line(*p, sim, job.gpus));
     line("throughput", fmt::format("{:.1f} TFLOP/s per GPU, MFU {:.1f}%", r.tflops_per_gpu, r.mfu * 100));
     line("breakdown",
          fmt::format("compute {:.4f} s, exposed comm {:.4f} s, bubble {:.4f} s ({:.1f}%)", sim.breakdown.compute_s,
