@@ -231,7 +231,35 @@ case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: attention, compile, cp, '
      'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, framework, gpus, grad_reduce_dtype, '
      'last_stage_layers, loss, mb, order, overlap_grad_reduce, overlap_param_gather, pp, recompute, recompute_layers, '
-     'reshard_after_forward, schedule, sources, sp, tp, tp_overlap, vpp, zero, zero_group')
+     'recompute_modules, recompute_period, repeat_kv, reshard_after_forward, schedule, sources, sp, tp, tp_overlap, '
+     'vpp, zero, zero_group')
+# checkpointing policies (docs/model.md "Checkpointing policies")
+R64 = f'run -t {T} -w {W} -s tp=8,pp=8,gpus=64'
+case('recompute-module-unknown', f'{R64},recompute=selective,recompute_modules=core_attn+mlpp', 2,
+     'error: strategy "tp=8,pp=8,gpus=64,recompute=selective,recompute_modules=c...": /recompute_modules: "mlpp" is '
+     "not a module selective recomputation knows; expected names joined by '+' from: core_attn, layernorm, mlp, moe, "
+     'moe_act, shared_experts, mla_up_proj')
+case('recompute-module-twice', f'{R64},recompute=selective,recompute_modules=mlp+mlp', 2,
+     'error: strategy "tp=8,pp=8,gpus=64,recompute=selective,recompute_modules=m...": /recompute_modules: "mlp" '
+     'appears twice in "mlp+mlp"')
+case('recompute-modules-without-selective', f'{R64},recompute=full,recompute_modules=mlp', 2,
+     'error: strategy "tp=8,pp=8,gpus=64,recompute=full,recompute_modules=mlp": /recompute_modules: recompute_modules '
+     'needs recompute=selective (they are what it recomputes), not full')
+case('recompute-period-not-dividing', f'{R64},recompute=full,recompute_period=5', 2,
+     'error: strategy "tp=8,pp=8,gpus=64,recompute=full,recompute_period=5": /recompute_period: 5 does not divide the '
+     "12 layers of stage 0's model chunks (periods that do: 1, 2, 3, 4, 6, 12)")
+case('recompute-period-without-full', f'{R64},recompute=op,recompute_period=2', 2,
+     'error: strategy "tp=8,pp=8,gpus=64,recompute=op,recompute_period=2": /recompute_period: recompute_period needs '
+     'recompute=full (every n-th layer is wholly recomputed), not op')
+case('recompute-period-and-layers', f'{R64},recompute=full,recompute_period=2,recompute_layers=4', 2,
+     'error: strategy "tp=8,pp=8,gpus=64,recompute=full,recompute_period=2,recom...": /recompute_period: '
+     'recompute_period and recompute_layers contradict each other (give one)')
+case('recompute-policy-unknown', f'{RUN} tp=8,gpus=8,recompute=partial', 2,
+     'error: strategy "tp=8,gpus=8,recompute=partial": /recompute: "partial" is not valid; expected one of: none, '
+     'selective, full, op')
+case('loss-unknown', f'{RUN} tp=8,gpus=8,loss=chunky', 2,
+     'error: strategy "tp=8,gpus=8,loss=chunky": /loss: "chunky" is not valid; expected one of: vocab_parallel, '
+     'upcast, fused, fused_inplace')
 case('sweep-without-inputs', 'sweep --top 3', 2,
      'error: command line: sweep needs --topology and --workload (or: sweep merge FILE...)')
 case('sweep-merge-missing-file', 'sweep merge @nope.json', 2,

@@ -175,13 +175,12 @@ def nemo():
 
 
 # TorchTitan's activation checkpointing as trainsim's recompute keys. "selective layer" checkpoints
-# every second layer (ac_freq 2): half the layers recomputed in full. "selective op" saves the
-# outputs of every other matmul and of attention and recomputes the rest: about half a layer's
-# forward, modelled as half the layers recomputed (docs/validation.md).
+# every second layer (selective_ac_option "2"): recompute=full,recompute_period=2. "selective op"
+# (selective_ac_option "op") saves the outputs of every other matmul and of attention and recomputes
+# the rest: recompute=op (docs/model.md "Checkpointing policies").
 def titan_recompute(text, layers_per_stage):
-    text = text.split(" (")[0]
     if text.startswith("selective"):
-        return f"full,recompute_layers={layers_per_stage // 2}"
+        return "op" if "op" in text.split("selective", 1)[1] else "full,recompute_period=2"
     return text
 
 

@@ -170,8 +170,10 @@ std::string gantt(std::string_view id, const std::vector<Row>& rows, double end,
       Span s = spans[j];
       std::size_t k = j + 1;
       if (merge)
-        while (k < spans.size() && spans[k].css == s.css && spans[k].start - s.end < pixel &&
-               spans[k].end - s.start < 4 * pixel)
+        // (a neighbour under half a unit wide is invisible in its own colour: it joins whatever run it is in)
+        while (k < spans.size() &&
+               (spans[k].css == s.css || spans[k].end - spans[k].start < 0.5 * pixel) &&
+               spans[k].start - s.end < pixel && spans[k].end - s.start < 4 * pixel)
           s.end = spans[k++].end;
       if (k - j > 1) {
         s.title = fmt::format("{} tasks merged, {} to {}", k - j, seconds_text(s.start), seconds_text(s.end));

@@ -81,9 +81,9 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
     const auto& stage_memory = memory.stages.at(static_cast<std::size_t>(sr.stage));
     sr.static_memory = stage_memory;
     const auto& b = stage_memory.bytes;
-    // Weights, gradients, optimizer state and the runtime reserve are held all step; activations
-    // and communication buffers come and go with the tasks.
-    const std::int64_t baseline = (b.params + b.grads + b.optimizer + runtime).count;
+    // Weights, gradients, optimizer state, the runtime reserve and FP8 weight copies are held all
+    // step; activations and communication buffers come and go with the tasks.
+    const std::int64_t baseline = (b.params + b.grads + b.optimizer + runtime + stage_memory.held_buffers).count;
     sr.pool = out.graph.add_pool({static_cast<std::uint32_t>(r), baseline});
     rank_index_[r] = out.ranks.size();
     stage_position_[static_cast<std::size_t>(r)] = stage_ranks_[static_cast<std::size_t>(sr.stage)].size();

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "trainsim/model/memory.hpp"
+#include "trainsim/model/saved_tensors.hpp"
 #include "trainsim/model/params.hpp"
 #include "trainsim/util/error.hpp"
 
@@ -215,26 +216,43 @@ Duration Passes::duration(int unit, const std::vector<Kernel>& kernels) {
   return it->second;
 }
 
-std::int64_t Passes::stored_activations(int unit) const {
+const model::LayerCheckpoint& Passes::checkpoint(int unit, bool recomputed) {
+  const auto& m = ctx_.job().workload.model;
+  const bool moe = model::is_moe_layer(m, unit);
+  const auto key = std::pair{moe, recomputed};
+  auto it = checkpoints_.find(key);
+  if (it == checkpoints_.end())
+    it = checkpoints_.emplace(key, model::layer_checkpoint(ctx_.job(), m, ctx_.shape(), moe, recomputed)).first;
+  return it->second;
+}
+
+std::int64_t Passes::stored_activations(int unit, bool recomputed) {
   const auto& m = ctx_.job().workload.model;
   const auto& shape = ctx_.shape();
   if (unit == kEmbeddingUnit) return static_cast<std::int64_t>(model::embedding_activation_bytes(m, shape));
   if (unit == kHeadUnit) return static_cast<std::int64_t>(model::head_activation_bytes(m, shape));
-  // a layer full recomputation leaves alone keeps everything
-  auto recompute = ctx_.job().strategy.recompute;
-  if (recompute == spec::Recompute::Full) recompute = spec::Recompute::None;
-  // flash attention never stores the attention scores: as selective recomputation does
-  if (recompute == spec::Recompute::None && spec::is_fused(ctx_.kernels().attention))
-    recompute = spec::Recompute::Selective;
-  return static_cast<std::int64_t>(model::layer_activation_bytes(m, shape, recompute, model::is_moe_layer(m, unit)));
+  return static_cast<std::int64_t>(checkpoint(unit, recomputed).kept);
 }
 
-std::int64_t Passes::recompute_activations(int unit) const {
-  const auto& m = ctx_.job().workload.model;
-  if (unit < 0 || ctx_.job().strategy.recompute != spec::Recompute::Full) return 0;
-  const auto kept =
-      spec::is_fused(ctx_.kernels().attention) ? spec::Recompute::Selective : spec::Recompute::None;
-  return static_cast<std::int64_t>(model::layer_activation_bytes(m, ctx_.shape(), kept, model::is_moe_layer(m, unit)));
+std::int64_t Passes::rebuilt_activations(int unit, bool recomputed) {
+  if (unit < 0) return 0;
+  const auto& c = checkpoint(unit, recomputed);
+  return c.whole_layer || !c.replayed.empty() ? static_cast<std::int64_t>(c.rebuilt) : 0;
+}
+
+// What the checkpointing policy replays before a layer's backward: its whole forward (full
+// recomputation, the collectives included) or the kernels it did not keep the outputs of.
+void Passes::replay(Writer& w, int unit, bool recomputed) {
+  if (unit < 0) return;
+  const auto& c = checkpoint(unit, recomputed);
+  if (c.whole_layer) {
+    unit_forward(w, unit, Category::Recompute);
+    return;
+  }
+  if (c.replayed.empty()) return;
+  w.flush(Category::Compute);
+  for (const auto& op : c.replayed) w.add(unit, {op.op}, {Pass::Forward}, op.share);
+  w.flush(Category::Recompute);
 }
 
 // The MLP's forward without TP overlap: the sequence-parallel all-gather of its input, the (MoE or
@@ -416,12 +434,6 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
     if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
     w.add(unit, {"out_proj"}, bwd);
   }
-  if (job.strategy.recompute == spec::Recompute::Selective &&
-      ctx_.kernels().attention == spec::AttentionImpl::Unfused) {
-    w.flush(Category::Compute);
-    w.add(unit, {"attention"}, {Pass::Forward});  // selective recomputation: the attention core again
-    w.flush(Category::Recompute);
-  }
   if (s.cp > 1 && job.strategy.cp_comm == spec::CpComm::Ring) {
     ring_attention(w, unit, bwd, true, Category::Compute);
   } else {
@@ -528,12 +540,7 @@ TaskList Passes::forward(int stage, int chunk, int microbatch) {
     unit_forward(w, unit, Category::Compute);
     const auto last = w.last();
     dp_.after_pass(stage, unit, true, microbatch, last);
-    // full recomputation keeps only each layer's input (its checkpoint)
-    const std::int64_t kept = recomputed
-                                  ? static_cast<std::int64_t>(model::layer_activation_bytes(
-                                        ctx_.job().workload.model, ctx_.shape(), spec::Recompute::Full, false))
-                                  : stored_activations(unit);
-    ctx_.memory(stage, last, kept, MemoryKind::Activations, true);
+    ctx_.memory(stage, last, stored_activations(unit, recomputed), MemoryKind::Activations, true);
     previous = last;
   }
   return previous;
@@ -547,18 +554,14 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
   TaskList previous(ctx_.stage_ranks(stage).size(), kNoTask);
   for (const int unit : units) {
     dp_.before_pass(stage, chunk, unit, microbatch, false, previous);
-    const bool recompute = recomputed.contains(unit);
-    if (recompute) {
-      unit_forward(w, unit, Category::Recompute);
-      ctx_.memory(stage, w.last(), recompute_activations(unit), MemoryKind::Activations, true);
-    }
+    const bool full = recomputed.contains(unit);
+    const std::int64_t rebuilt = rebuilt_activations(unit, full);
+    replay(w, unit, full);
+    if (rebuilt > 0) ctx_.memory(stage, w.last(), rebuilt, MemoryKind::Activations, true);
     unit_backward(w, unit, !split_);
     const auto last = w.last();
     dp_.after_pass(stage, unit, false, microbatch, last);
-    const std::int64_t kept = recompute ? static_cast<std::int64_t>(model::layer_activation_bytes(
-                                              ctx_.job().workload.model, ctx_.shape(), spec::Recompute::Full, false)) +
-                                              recompute_activations(unit)
-                                        : stored_activations(unit);
+    const std::int64_t kept = stored_activations(unit, full) + rebuilt;
     ctx_.memory(stage, last, -(split_ ? static_cast<std::int64_t>(kept * (1 - kWeightGradShare)) : kept),
                 MemoryKind::Activations, true);
     if (!split_) dp_.gradients_ready(stage, chunk, unit, microbatch, last);
@@ -576,10 +579,7 @@ TaskList Passes::weight_grad(int stage, int chunk, int microbatch) {
     for (const auto& op : ops_of(unit)) w.add(unit, {op.name}, {Pass::BackwardWeight});
     const auto last = w.flush(Category::Compute);
     const bool full = recomputed.contains(unit);
-    const std::int64_t kept = full ? static_cast<std::int64_t>(model::layer_activation_bytes(
-                                         ctx_.job().workload.model, ctx_.shape(), spec::Recompute::Full, false)) +
-                                         recompute_activations(unit)
-                                   : stored_activations(unit);
+    const std::int64_t kept = stored_activations(unit, full) + rebuilt_activations(unit, full);
     ctx_.memory(stage, last, -(kept - static_cast<std::int64_t>(kept * (1 - kWeightGradShare))),
                 MemoryKind::Activations, true);
     dp_.gradients_ready(stage, chunk, unit, microbatch, last);

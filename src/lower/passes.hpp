@@ -11,6 +11,7 @@
 
 #include "lower/context.hpp"
 #include "lower/data_parallel.hpp"
+#include "trainsim/model/saved_tensors.hpp"
 
 namespace trainsim::lower {
 
@@ -50,8 +51,11 @@ class Passes {
   void mlp_forward(Writer& w, int unit, bool moe, Category category, cost::CollectiveKind tp_out, Bytes act);
   void mlp_backward(Writer& w, int unit, const std::vector<model::Pass>& bwd, bool moe, cost::CollectiveKind tp_in,
                     Bytes act);
-  std::int64_t stored_activations(int unit) const;
-  std::int64_t recompute_activations(int unit) const;
+  // The checkpointing policy's effect on a layer (full recomputation takes it or not).
+  const model::LayerCheckpoint& checkpoint(int unit, bool recomputed);
+  std::int64_t stored_activations(int unit, bool recomputed);
+  std::int64_t rebuilt_activations(int unit, bool recomputed);
+  void replay(Writer& w, int unit, bool recomputed);
   Bytes kv_gather_bytes() const;
   bool overlap_shared_experts() const;
   // The layers of a chunk's units that full recomputation recomputes.
@@ -72,6 +76,7 @@ class Passes {
   bool split_;
   std::map<int, std::vector<model::Op>> ops_;  // per unit kind: 0 dense, 1 MoE, embedding, head
   std::map<std::pair<int, std::string>, Duration> durations_;
+  std::map<std::pair<bool, bool>, model::LayerCheckpoint> checkpoints_;  // by (MoE, recomputed)
 };
 
 }  // namespace trainsim::lower

@@ -1,6 +1,7 @@
 #include "trainsim/model/flops.hpp"
 
 #include "trainsim/model/params.hpp"
+#include "trainsim/model/saved_tensors.hpp"
 
 namespace trainsim::model {
 
@@ -17,6 +18,19 @@ LayerShape gpu_layer_shape(const spec::Job& job) {
                     .loss_bytes_per_logit = spec::loss_bytes_per_logit(s.loss)};
 }
 
+double replayed_fwd_flops(const std::vector<Op>& ops, const LayerCheckpoint& checkpoint) {
+  double flops = 0;
+  for (const auto& op : ops) {
+    if (checkpoint.whole_layer) {
+      flops += op.fwd_flops;
+      continue;
+    }
+    for (const auto& r : checkpoint.replayed)
+      if (r.op == op.name) flops += op.fwd_flops * r.share;
+  }
+  return flops;
+}
+
 StepFlops step_flops(const spec::Job& job) {
   // Count the whole batch on one unsharded "GPU": sharding changes who computes, not how much.
   spec::ModelSpec model = job.workload.model;
@@ -28,7 +42,7 @@ StepFlops step_flops(const spec::Job& job) {
   double recompute = 0;
   // the share of the layers full recomputation recomputes (all, or recompute_layers per chunk)
   double recomputed_share = 1.0;
-  if (job.strategy.recompute_layers && !job.stage_layers.empty()) {
+  if ((job.strategy.recompute_layers || job.strategy.recompute_period) && !job.stage_layers.empty()) {
     int recomputed = 0;
     for (std::size_t s = 0; s < job.stage_layers.size(); ++s)
       recomputed += spec::recomputed_layers(job, static_cast<int>(s));
@@ -43,7 +57,8 @@ StepFlops step_flops(const spec::Job& job) {
         recompute += flops.fwd * recomputed_share;
         break;
       case spec::Recompute::Selective:
-        recompute += attention_core_fwd_flops(ops);
+      case spec::Recompute::Op:
+        recompute += replayed_fwd_flops(ops, layer_checkpoint(job, model, whole, is_moe_layer(model, layer), false));
         break;
       case spec::Recompute::None:
         break;

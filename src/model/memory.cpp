@@ -5,6 +5,7 @@
 
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/params.hpp"
+#include "trainsim/model/saved_tensors.hpp"
 #include "trainsim/util/error.hpp"
 
 namespace trainsim::model {
@@ -27,57 +28,6 @@ ModelStateBytes model_state_bytes(double params, int zero_stage, std::int64_t sh
   return {.weights = per_param.weights * params / (zero_stage >= 3 ? n : 1),
           .grads = per_param.grads * params / (zero_stage >= 2 ? n : 1),
           .optimizer = per_param.optimizer * params / (zero_stage >= 1 ? n : 1)};
-}
-
-double layer_activation_bytes(const spec::ModelSpec& m, const LayerShape& s, Recompute recompute, bool moe) {
-  const double e = s.activation_bytes;
-  const double mask = m.dropout ? 1 : 0;
-  const double t = s.tp;
-  const double seq_local = static_cast<double>(s.seq_len / s.cp);
-  const double b = static_cast<double>(s.micro_batch);
-  const double T = b * seq_local;
-  const double h = static_cast<double>(m.hidden);
-  const double sp_div = s.sp ? t : 1;
-  // Full recomputation keeps only the layer input (Korthikanti Table 2: 2sbh; sharded under SP).
-  if (recompute == Recompute::Full) return e * T * h / sp_div;
-
-  // Replicated across tp unless SP shards them along the sequence: the inputs of both norms, of
-  // the QKV and first MLP GEMMs, and two dropout masks — Korthikanti's "10sbh".
-  const double replicated = (4 * e + 2 * mask) * T * h / sp_div;
-
-  const double d = static_cast<double>(m.head_dim);
-  const double q_width = static_cast<double>(m.heads) / t * d;
-  const double kv_width = std::max(1.0, static_cast<double>(m.kv_heads) / t) * d;
-  // Q and K for Q·Kᵀ, V for P·V, and the input of the output projection.
-  double sharded = e * T * (2 * q_width + 2 * kv_width);
-  if (m.mla) {
-    // MLA: the heads' queries and keys (qk each), values and output-projection inputs (v each);
-    // and, replicated across tp, the latents' norm inputs and the up projections' inputs
-    const auto& a = *m.mla;
-    const double heads = static_cast<double>(m.heads) / t;
-    sharded = e * T * heads * static_cast<double>(2 * a.qk_head_dim() + 2 * a.v_head_dim) +
-              e * T * 2 * static_cast<double>(a.q_lora_rank + a.kv_lora_rank);
-  }
-  // Softmax output, its dropout mask and dropout output: Korthikanti's 5as²b (over kv_len under CP).
-  // Selective recomputation (and flash attention) does not keep them.
-  if (recompute == Recompute::None)
-    sharded += (2 * e + mask) * b * (static_cast<double>(m.heads) / t) * seq_local * static_cast<double>(s.seq_len);
-
-  const bool swiglu = m.mlp == spec::MlpKind::Swiglu;
-  const auto mlp = [&](double tokens, double ffn) {
-    // activation input (GeLU: f, SwiGLU: gate and up, 2f) and second GEMM input (f), split over tp
-    return e * tokens * ((swiglu ? 2 : 1) * ffn + ffn) / t;
-  };
-  if (!moe) return replicated + sharded + mlp(T, static_cast<double>(m.ffn_hidden));
-
-  const auto& x = *m.moe;
-  const double routed = static_cast<double>(s.routed_tokens()) * x.top_k * x.capacity_factor;
-  const double ffn = static_cast<double>(x.expert_ffn_hidden);
-  const double router_probs = 4 * T * x.experts / sp_div;  // fp32 gate scores
-  const double dispatched = e * routed * h;                // permuted expert inputs
-  // the routed experts' activations, split over the expert tensor-parallel ranks
-  const double experts = e * routed * ((swiglu ? 2 : 1) * ffn + ffn) / s.etp;
-  return replicated + sharded + router_probs + dispatched + experts + mlp(T, x.shared_experts * ffn);
 }
 
 namespace {
@@ -132,21 +82,17 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   const LayerShape shape = gpu_layer_shape(job);
   const int pp = st.pp;
   const int layers = job.stage_layers[stage];
+  const int chunk = std::max(1, layers / std::max(1, st.vpp));
   const auto s = static_cast<int>(stage);
-  // Average bytes per layer of this stage (dense and MoE layers may mix).
+  // Average bytes per layer of this stage (dense and MoE layers, recomputed or not, may mix), and
+  // the most one layer's recomputation rebuilds during its backward.
   double per_layer_sum = 0;
-  double working_set = 0;  // full recompute rebuilds one layer's activations during its backward
-  // Flash attention never stores the attention scores: it keeps what selective recomputation keeps.
-  const bool flash = spec::is_fused(spec::attention_of(st));
-  // layers full recomputation leaves alone (recompute_layers) keep everything but the scores
-  const auto kept = st.recompute == Recompute::Selective || flash ? Recompute::Selective : Recompute::None;
-  const int recomputed = spec::recomputed_layers(job, s);
+  double working_set = 0;
   for (int i = 0; i < layers; ++i) {
-    const bool moe = is_moe_layer(m, first_layer + i);
-    per_layer_sum += layer_activation_bytes(m, shape, i < recomputed ? Recompute::Full : kept, moe);
-    if (st.recompute == Recompute::Full)
-      working_set =
-          std::max(working_set, layer_activation_bytes(m, shape, flash ? Recompute::Selective : Recompute::None, moe));
+    const auto c = layer_checkpoint(job, m, shape, is_moe_layer(m, first_layer + i),
+                                    spec::recomputes_layer(st, i % chunk));
+    per_layer_sum += c.kept;
+    working_set = std::max(working_set, c.rebuilt);
   }
   const double per_layer = layers > 0 ? per_layer_sum / layers : 0;
   double bytes = per_layer * inflight_layer_microbatches(st.schedule, s, pp, st.vpp, job.micro_batches, layers);
@@ -224,7 +170,8 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
         buffers += (per_param.weights + (st.pp > 1 ? per_param.grads : 0.0)) * p.total();
     }
     if (st.zero == 2) buffers += per_param.grads * p.largest_layer;
-    if (fp8_weight_cache) buffers += 2.0 * p.total();
+    const double held = fp8_weight_cache ? 2.0 * p.total() : 0.0;
+    buffers += held;
     StageMemory sm{
         .stage = static_cast<int>(stage),
         .params = p.total(),
@@ -232,7 +179,8 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
                   .grads = Bytes::saturating_from_double(dense.grads + expert.grads),
                   .optimizer = Bytes::saturating_from_double(dense.optimizer + expert.optimizer),
                   .activations = Bytes::saturating_from_double(stage_activation_bytes(job, stage, first_layer)),
-                  .buffers = Bytes::saturating_from_double(buffers)}};
+                  .buffers = Bytes::saturating_from_double(buffers)},
+        .held_buffers = Bytes::saturating_from_double(held)};
     sm.bytes.fragmentation = fragmentation_bytes(sm.bytes.activations + sm.bytes.buffers, assumptions);
     sm.bytes.buffers = sm.bytes.buffers + runtime;
     estimate.stages.push_back(sm);

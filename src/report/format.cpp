@@ -113,14 +113,15 @@ namespace {
 
 // Memory of a stage: static parts from the model, the rest as the timeline saw it at the peak.
 model::MemoryBreakdown stage_breakdown(const RunReport& r, int stage) {
-  auto m = r.memory.stages.at(static_cast<std::size_t>(stage)).bytes;
+  const auto& estimate = r.memory.stages.at(static_cast<std::size_t>(stage));
+  auto m = estimate.bytes;
   if (!r.simulation) return m;
   for (const auto& f : r.simulation->per_stage) {
     if (f.stage != stage) continue;
     m.activations = Bytes{f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]};
     m.buffers = Bytes{f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Buffers)]};
     m.fragmentation = model::fragmentation_bytes(m.activations + m.buffers, r.memory_tuning);
-    m.buffers = m.buffers + r.runtime_memory;
+    m.buffers = m.buffers + r.runtime_memory + estimate.held_buffers;
   }
   return m;
 }

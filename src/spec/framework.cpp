@@ -24,6 +24,8 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::VocabParallel,
+     .repeat_kv = false,
+     .fp8_saves_casts = true,
      .zero_stages = kMegatronZero,
      .source = "Megatron-LM megatron/training/arguments.py: --use-distributed-optimizer, --overlap-grad-reduce, "
                "--overlap-param-gather and --tp-comm-overlap default off; with --bf16 gradients accumulate and "
@@ -40,6 +42,8 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::VocabParallel,
+     .repeat_kv = false,
+     .fp8_saves_casts = true,
      .zero_stages = kMegatronZero,
      .source = "Megatron-LM as Narayanan et al. (2021) and Korthikanti et al. (2022) ran it: local DDP all-reducing "
                "the gradients in the training precision after the backward pass, fused scale-mask-softmax "
@@ -54,6 +58,8 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::VocabParallel,
+     .repeat_kv = false,
+     .fp8_saves_casts = true,
      .zero_stages = kMegatronZero,
      .source = "NeMo 2 / Megatron-Bridge pre-training recipes on Megatron-Core: distributed optimizer with "
                "overlap_grad_reduce and overlap_param_gather, tp_comm_overlap with sequence parallelism, "
@@ -68,6 +74,8 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
      .fp8_scaling = Fp8Scaling::Current,
      .fp8_weight_cache = false,
      .loss = LossImpl::Upcast,
+     .repeat_kv = true,
+     .fp8_saves_casts = false,
      .zero_stages = kFsdpZero,
      .source = "TorchTitan config_manager.py: FSDP2 (fully_shard) with mixed_precision_param bfloat16 and "
                "mixed_precision_reduce float32, prefetching the next block's all-gather and reducing each block "
@@ -85,6 +93,8 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::VocabParallel,
+     .repeat_kv = false,
+     .fp8_saves_casts = true,
      .zero_stages = kDeepSpeedZero,
      .source = "DeepSpeed ZeRO-3 as Narayanan et al. (2021) Table 2 compared it: fp16 gradients reduce-scattered "
                "with overlap_comm, parameters gathered before each module's use without prefetch, "
@@ -104,6 +114,14 @@ double loss_bytes_per_logit(LossImpl loss) {
       // the backward of F.cross_entropy(logits.float()): the saved fp32 log-softmax (4), the
       // gradient of the NLL loss (4) and the log-softmax's input gradient (4)
       return 12;
+    case LossImpl::Fused:
+      // the saved bf16 logits and the bf16 gradient the backward writes (flash-attn
+      // flash_attn/losses/cross_entropy.py without inplace_backward; fp32 scalars per row aside)
+      return 4;
+    case LossImpl::FusedInplace:
+      // the bf16 logits, overwritten by their gradient in the forward (Transformer Engine
+      // pytorch/triton/cross_entropy.py)
+      return 2;
   }
   SIM_ASSERT(false, "unhandled loss implementation");
   return 0;

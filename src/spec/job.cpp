@@ -197,10 +197,42 @@ void check_zero_group(Job& job, Rules& rules) {
     rules.strategy("/zero_group", fmt::format("{} does not divide dp·cp = {}", *s.zero_group, ranks));
 }
 
+// "1, 2, 4, 8" for 8
+std::string divisors_text(int n) {
+  std::string out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) out += fmt::format("{}{}", out.empty() ? "" : ", ", d);
+  return out;
+}
+
 void check_recompute(Job& job, Rules& rules) {
   const auto& s = job.strategy;
   if (s.recompute_layers && s.recompute != Recompute::Full)
     rules.strategy("/recompute_layers", "recompute_layers needs recompute=full (it counts the layers recomputed)");
+  if (!s.recompute_modules.empty() && s.recompute != Recompute::Selective)
+    rules.strategy("/recompute_modules",
+                   fmt::format("recompute_modules needs recompute=selective (they are what it recomputes), not {}",
+                               recompute_name(s.recompute)));
+  if (!s.recompute_period) return;
+  if (s.recompute != Recompute::Full) {
+    rules.strategy("/recompute_period", fmt::format("recompute_period needs recompute=full (every n-th layer is "
+                                                    "wholly recomputed), not {}",
+                                                    recompute_name(s.recompute)));
+    return;
+  }
+  if (s.recompute_layers) {
+    rules.strategy("/recompute_period", "recompute_period and recompute_layers contradict each other (give one)");
+    return;
+  }
+  for (std::size_t stage = 0; stage < job.stage_layers.size(); ++stage) {
+    const int chunk = job.stage_layers[stage] / std::max(1, s.vpp);
+    if (chunk % *s.recompute_period != 0) {
+      rules.strategy("/recompute_period",
+                     fmt::format("{} does not divide the {} layers of stage {}'s model chunks (periods that do: {})",
+                                 *s.recompute_period, chunk, stage, divisors_text(chunk)));
+      return;
+    }
+  }
 }
 
 // The framework keys that depend on the device and the training dtype: the attention kernel and
@@ -235,6 +267,7 @@ int recomputed_layers(const Job& job, int stage) {
   const auto& s = job.strategy;
   const int layers = job.stage_layers.at(static_cast<std::size_t>(stage));
   if (s.recompute != Recompute::Full) return 0;
+  if (s.recompute_period) return layers / *s.recompute_period;
   if (!s.recompute_layers) return layers;
   return std::min(layers, *s.recompute_layers * s.vpp);
 }

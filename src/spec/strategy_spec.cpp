@@ -16,8 +16,18 @@ constexpr std::array<Choice<Schedule>, 4> kSchedules{{{"gpipe", Schedule::GPipe}
                                                       {"1f1b", Schedule::OneFOneB},
                                                       {"interleaved", Schedule::Interleaved},
                                                       {"zb-h1", Schedule::ZbH1}}};
-constexpr std::array<Choice<Recompute>, 3> kRecompute{
-    {{"none", Recompute::None}, {"selective", Recompute::Selective}, {"full", Recompute::Full}}};
+constexpr std::array<Choice<Recompute>, 4> kRecompute{{{"none", Recompute::None},
+                                                      {"selective", Recompute::Selective},
+                                                      {"full", Recompute::Full},
+                                                      {"op", Recompute::Op}}};
+// Megatron-Core's names (transformer_config.py recompute_modules)
+constexpr std::array<Choice<RecomputeModule>, 7> kRecomputeModules{{{"core_attn", RecomputeModule::CoreAttn},
+                                                                    {"layernorm", RecomputeModule::Layernorm},
+                                                                    {"mlp", RecomputeModule::Mlp},
+                                                                    {"moe", RecomputeModule::Moe},
+                                                                    {"moe_act", RecomputeModule::MoeAct},
+                                                                    {"shared_experts", RecomputeModule::SharedExperts},
+                                                                    {"mla_up_proj", RecomputeModule::MlaUpProj}}};
 constexpr std::array<Choice<AttentionImpl>, 5> kAttention{{{"flash", AttentionImpl::Flash},
                                                            {"flash3", AttentionImpl::Flash3},
                                                            {"cudnn", AttentionImpl::Cudnn},
@@ -42,8 +52,10 @@ constexpr std::array<Choice<Fp8Recipe>, 5> kFp8{{{"off", Fp8Recipe::Off},
                                                  {"rowwise", Fp8Recipe::Rowwise},
                                                  {"blockwise", Fp8Recipe::Blockwise},
                                                  {"on", Fp8Recipe::Tensorwise}}};
-constexpr std::array<Choice<LossImpl>, 2> kLoss{{{"vocab_parallel", LossImpl::VocabParallel},
-                                                 {"upcast", LossImpl::Upcast}}};
+constexpr std::array<Choice<LossImpl>, 4> kLoss{{{"vocab_parallel", LossImpl::VocabParallel},
+                                                 {"upcast", LossImpl::Upcast},
+                                                 {"fused", LossImpl::Fused},
+                                                 {"fused_inplace", LossImpl::FusedInplace}}};
 constexpr std::array<Choice<Dtype>, 3> kReduceDtypes{
     {{"fp32", Dtype::Fp32}, {"bf16", Dtype::Bf16}, {"fp16", Dtype::Fp16}}};
 
@@ -135,6 +147,37 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   s.compile = preset_switch("compile", preset.compile, !preset.compile);
   s.loss = r.choice_or<LossImpl>("loss", preset.loss, kLoss);
   if (!r.has("loss")) assume("loss", loss_name(s.loss));
+  s.repeat_kv = preset_switch("repeat_kv", preset.repeat_kv, preset.repeat_kv);
+}
+
+// "core_attn+mlp": each a Megatron-Core module name, none twice.
+std::vector<RecomputeModule> read_recompute_modules(Reader& r) {
+  std::vector<RecomputeModule> modules;
+  if (!r.has("recompute_modules")) return modules;
+  const std::string text = r.string("recompute_modules");
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('+', start), text.size());
+    const std::string_view token(text.data() + start, end - start);
+    const auto it =
+        std::find_if(kRecomputeModules.begin(), kRecomputeModules.end(), [&](const auto& c) { return c.name == token; });
+    if (it == kRecomputeModules.end()) {
+      std::string names;
+      for (const auto& c : kRecomputeModules) names += fmt::format("{}{}", names.empty() ? "" : ", ", c.name);
+      r.error_at("recompute_modules",
+                 fmt::format("\"{}\" is not a module selective recomputation knows; expected names joined by '+' "
+                             "from: {}",
+                             token, names));
+      return {};
+    }
+    if (std::find(modules.begin(), modules.end(), it->value) != modules.end()) {
+      r.error_at("recompute_modules", fmt::format("\"{}\" appears twice in \"{}\"", token, text));
+      return {};
+    }
+    modules.push_back(it->value);
+    start = end + 1;
+  }
+  return modules;
 }
 
 // The JSON value an inline "key=value" item stands for: an integer when it is one, else a string.
@@ -158,6 +201,13 @@ std::string_view schedule_name(Schedule schedule) {
 }
 std::string_view recompute_name(Recompute recompute) {
   return choice_name<Recompute>(kRecompute, recompute);
+}
+std::string_view recompute_module_name(RecomputeModule module) {
+  return choice_name<RecomputeModule>(kRecomputeModules, module);
+}
+std::vector<RecomputeModule> recompute_modules_of(const StrategySpec& s) {
+  if (s.recompute_modules.empty()) return {RecomputeModule::CoreAttn};
+  return s.recompute_modules;
 }
 std::string_view attention_name(AttentionImpl attention) {
   return choice_name<AttentionImpl>(kAttention, attention);
@@ -227,6 +277,12 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.pp > 1 || s.schedule != defaults.schedule) out += fmt::format(",schedule={}", schedule_name(s.schedule));
   out += fmt::format(",recompute={}", recompute_name(s.recompute));
   if (s.recompute_layers) out += fmt::format(",recompute_layers={}", *s.recompute_layers);
+  if (s.recompute_period) out += fmt::format(",recompute_period={}", *s.recompute_period);
+  if (!s.recompute_modules.empty()) {
+    out += ",recompute_modules=";
+    for (std::size_t i = 0; i < s.recompute_modules.size(); ++i)
+      out += fmt::format("{}{}", i ? "+" : "", recompute_module_name(s.recompute_modules[i]));
+  }
   if (s.attention && !s.assumed.contains("attention"))
     out += fmt::format(",attention={}", attention_name(*s.attention));
   if (s.fp8 && !s.assumed.contains("fp8")) out += fmt::format(",fp8={}", fp8_recipe_name(*s.fp8));
@@ -238,6 +294,7 @@ std::string strategy_text(const StrategySpec& s) {
     out += fmt::format(",overlap_param_gather={}", on_off(s.overlap_param_gather));
   if (s.compile != preset.compile) out += fmt::format(",compile={}", on_off(s.compile));
   if (s.loss != preset.loss) out += fmt::format(",loss={}", loss_name(s.loss));
+  if (s.repeat_kv != preset.repeat_kv) out += fmt::format(",repeat_kv={}", on_off(s.repeat_kv));
   if (s.reshard_after_forward) out += fmt::format(",reshard_after_forward={}", on_off(*s.reshard_after_forward));
   if (s.first_stage_layers) out += fmt::format(",first_stage_layers={}", *s.first_stage_layers);
   if (s.last_stage_layers) out += fmt::format(",last_stage_layers={}", *s.last_stage_layers);
@@ -264,6 +321,8 @@ StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& s
   s.schedule = r.choice_or<Schedule>("schedule", Schedule::OneFOneB, kSchedules);
   s.recompute = r.choice_or<Recompute>("recompute", Recompute::None, kRecompute);
   if (const auto n = r.optional_integer("recompute_layers", {0, 10000})) s.recompute_layers = static_cast<int>(*n);
+  if (const auto n = r.optional_integer("recompute_period", {1, 10000})) s.recompute_period = static_cast<int>(*n);
+  s.recompute_modules = read_recompute_modules(r);
   s.attention = r.optional_choice<AttentionImpl>("attention", kAttention);
   if (const auto f = r.optional_integer("first_stage_layers", {1, 10000})) s.first_stage_layers = static_cast<int>(*f);
   if (const auto l = r.optional_integer("last_stage_layers", {1, 10000})) s.last_stage_layers = static_cast<int>(*l);

@@ -14,6 +14,10 @@ struct StepFlops {
 
 // LayerShape of one micro-batch on one GPU of the job.
 LayerShape gpu_layer_shape(const spec::Job& job);
+
+struct LayerCheckpoint;
+// Forward FLOPs (GEMMs and attention) of the kernels a checkpointing policy replays.
+double replayed_fwd_flops(const std::vector<Op>& ops, const LayerCheckpoint& checkpoint);
 StepFlops step_flops(const spec::Job& job);
 
 // Narayanan et al. 2021 eq. (3): F = 72·B·s·l·h²·(1 + s/6h + V/12lh) without recomputation and

@@ -1,6 +1,7 @@
 #pragma once
-// Memory per GPU: model states (Rajbhandari et al. 2020, "ZeRO"), activations (Korthikanti et al.
-// 2022) held as the pipeline schedule dictates, and buffers. Analytic: the engine's memory
+// Memory per GPU: model states (Rajbhandari et al. 2020, "ZeRO"), activations (the saved tensors of
+// model/saved_tensors under the job's checkpointing policy) held as the pipeline schedule
+// dictates, and buffers. Analytic: the engine's memory
 // timeline refines the peak; these closed forms are what its accounting must reproduce.
 #include <cstdint>
 #include <vector>
@@ -31,11 +32,6 @@ struct ModelStateBytes {
 // also the weights (ZeRO paper, Figure 1).
 ModelStateBytes model_state_bytes(double params, int zero_stage, std::int64_t shards, StateBytesPerParam per_param);
 
-// Bytes of activations one transformer layer keeps for the backward pass, for one micro-batch on
-// one GPU: Korthikanti et al. 2022, Table 2, generalised to GQA, SwiGLU, any FFN width, and CP.
-double layer_activation_bytes(const spec::ModelSpec& model, const LayerShape& shape, spec::Recompute recompute,
-                              bool moe);
-
 // First stage: the embedding's dropout mask. Last stage: the final-norm and output-layer inputs and
 // the cross-entropy's working set at its peak (shape.loss_bytes_per_logit per logit of the rank's
 // vocabulary shard: spec::LossImpl). Per micro-batch.
@@ -63,6 +59,9 @@ struct StageMemory {
   int stage = 0;
   double params = 0;  // parameters held before ZeRO sharding
   MemoryBreakdown bytes;
+  // of bytes.buffers, what is held all step rather than allocated by the step's tasks (Transformer
+  // Engine's FP8 weight copies): the engine's memory pools start with it
+  Bytes held_buffers;
 };
 
 struct MemoryEstimate {

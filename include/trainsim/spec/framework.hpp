@@ -26,7 +26,12 @@ enum class Fp8Scaling { Delayed, Current };
 // reuses it as the gradient (6 bytes per logit with the bf16 logits); PyTorch's
 // F.cross_entropy on `logits.float()` (TorchTitan, Hugging Face) keeps the log-softmax output and
 // builds two fp32 gradients beside it in the backward (12 bytes per logit).
-enum class LossImpl { VocabParallel, Upcast };
+// Fused cross-entropy kernels keep the bf16 logits and a per-row log-sum-exp: flash-attn's
+// xentropy (llm-foundry's fused_crossentropy) writes a bf16 gradient beside them in the backward
+// (4 bytes per logit, `fused`); Transformer Engine's parallel_cross_entropy (Megatron's
+// --cross-entropy-fusion-impl te) and Liger write the gradient into the logits' own buffer during
+// the forward (2 bytes, `fused_inplace`).
+enum class LossImpl { VocabParallel, Upcast, Fused, FusedInplace };
 // Bytes per logit element (per rank's vocabulary shard) at the loss's peak.
 double loss_bytes_per_logit(LossImpl loss);
 
@@ -42,6 +47,10 @@ struct FrameworkPreset {
   // FP8 weight copies cast once per step and kept (Transformer Engine) or cast per micro-batch.
   bool fp8_weight_cache;
   LossImpl loss;
+  bool repeat_kv;  // see StrategySpec::repeat_kv
+  // The linear layers keep their inputs' FP8 casts for the backward (Transformer Engine) rather
+  // than the bf16 inputs (torchao's Float8Linear re-casts them in the backward).
+  bool fp8_saves_casts;
   // The ZeRO stages the framework offers (what a sweep tries).
   std::span<const int> zero_stages;
   std::string_view source;  // where the defaults come from

@@ -15,7 +15,13 @@
 namespace trainsim::spec {
 
 enum class Schedule { GPipe, OneFOneB, Interleaved, ZbH1 };
-enum class Recompute { None, Selective, Full };
+// What the backward recomputes instead of keeping (docs/model.md "Checkpointing policies"):
+// nothing; Megatron's selective recomputation of `recompute_modules` (the attention core by
+// default); every layer's whole forward (full, per block); TorchTitan's per-op policy (op: the
+// outputs of every other matmul and of attention kept, the rest recomputed).
+enum class Recompute { None, Selective, Full, Op };
+// Megatron-Core's --recompute-modules (megatron/core/transformer/transformer_config.py).
+enum class RecomputeModule { CoreAttn, Layernorm, Mlp, Moe, MoeAct, SharedExperts, MlaUpProj };
 // Fused attention kernels (causal half computed, scores never stored): FlashAttention-2 ("flash",
 // PyTorch's SDPA), FlashAttention-3 (Hopper), cuDNN fused attention (Transformer Engine's default
 // on Hopper); or the unfused softmax(Q·Kᵀ)·V of Megatron-LM before them (batched GEMMs and
@@ -65,6 +71,12 @@ struct StrategySpec {
   // With recompute=full: recompute only the first N layers of each model chunk (Megatron-LM's
   // --recompute-method block --recompute-num-layers N); absent: every layer.
   std::optional<int> recompute_layers;
+  // With recompute=full: every n-th layer of each model chunk, the n-th, 2n-th, ... (TorchTitan's
+  // layer policy, selective_ac_option = "n"); absent: every layer.
+  std::optional<int> recompute_period;
+  // With recompute=selective: the parts of each layer recomputed; empty: the attention core
+  // (Megatron-Core's default ["core_attn"]).
+  std::vector<RecomputeModule> recompute_modules;
   // absent: the framework's kernel for the device (resolve_job fills it in)
   std::optional<AttentionImpl> attention;
   std::optional<int> first_stage_layers;
@@ -91,6 +103,9 @@ struct StrategySpec {
   std::optional<bool> reshard_after_forward;
   // How the loss over the vocabulary runs (its memory at the head's peak).
   LossImpl loss = LossImpl::VocabParallel;
+  // K and V copied to the query heads' count before attention, which saves the copies (TorchTitan's
+  // Llama: repeat_kv before SDPA) instead of the kv_heads-wide tensors (Transformer Engine).
+  bool repeat_kv = false;
   AssumedKeys assumed;
   friend bool operator==(const StrategySpec&, const StrategySpec&) = default;
 };
@@ -119,8 +134,13 @@ inline AttentionImpl attention_of(const StrategySpec& s) {
 }
 // Whether full recomputation recomputes the layer at `index` of its model chunk.
 inline bool recomputes_layer(const StrategySpec& s, int index) {
-  return s.recompute == Recompute::Full && (!s.recompute_layers || index < *s.recompute_layers);
+  if (s.recompute != Recompute::Full) return false;
+  if (s.recompute_period) return (index + 1) % *s.recompute_period == 0;
+  return !s.recompute_layers || index < *s.recompute_layers;
 }
+// The modules selective recomputation recomputes (the attention core unless the strategy lists some).
+std::vector<RecomputeModule> recompute_modules_of(const StrategySpec& s);
+std::string_view recompute_module_name(RecomputeModule module);
 inline int expert_tp_of(const StrategySpec& s) {
   return s.etp.value_or(s.tp);
 }

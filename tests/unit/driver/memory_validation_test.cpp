@@ -14,6 +14,7 @@
 #include "common/jobs.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/model/memory.hpp"
+#include "trainsim/report/format.hpp"
 
 using namespace trainsim;
 
@@ -23,7 +24,7 @@ struct Row {
   std::string name;
   double predicted_gib = 0;
   double measured_gib = 0;
-  bool eager = false;  // torch.compile off: the activations the model counts
+  bool fsdp_only = false;  // no tensor or pipeline parallelism: the per-op policy's saved tensors
   double error() const { return predicted_gib / measured_gib - 1; }
 };
 
@@ -53,7 +54,7 @@ std::vector<Row> torchtitan_rows() {
     const auto report = driver::build_run_report(job);
     constexpr double kGiB = 1024.0 * 1024 * 1024;
     out.push_back({file, static_cast<double>(report.peak_memory - report.runtime_memory.count) / kGiB,
-                   row->at("memory_gib").get<double>(), !job.strategy.compile});
+                   row->at("memory_gib").get<double>(), job.strategy.tp == 1 && job.strategy.pp == 1});
   }
   std::sort(out.begin(), out.end(), [](const Row& a, const Row& b) { return a.name < b.name; });
   return out;
@@ -70,10 +71,12 @@ TEST_CASE("peak memory against TorchTitan's measured reserved peaks on H100") {
     // every row within 30% (the worst, Llama 3.1 70B with 16 sequences per rank: the DTensor loss
     // parallel's fp32 temporaries beyond the 12 bytes per logit the model counts)
     CHECK(std::abs(r.error()) < 0.30);
-    // the eager runs, whose activations the model counts as they are stored, within 5%
-    if (r.eager) CHECK(std::abs(r.error()) < 0.05);
+    // the FSDP runs of Llama 3.1 8B under TorchTitan's per-op checkpointing, whose kept tensors
+    // (block inputs, every other matmul's output, attention's output) the model counts op by op,
+    // within 8% (eager runs 6-8% low: the allocator's reserve under eager kernels is not modelled)
+    if (r.fsdp_only) CHECK(std::abs(r.error()) < 0.08);
   }
-  CHECK(sum / static_cast<double>(rows.size()) < 0.15);
+  CHECK(sum / static_cast<double>(rows.size()) < 0.10);
 }
 
 TEST_CASE("fragmentation and NCCL buffers: what each adds, by hand") {
@@ -93,6 +96,27 @@ TEST_CASE("fragmentation and NCCL buffers: what each adds, by hand") {
   const auto transient = some.activations + some.buffers - model::runtime_memory(job, t, 24);
   CHECK(some.fragmentation.as_double() == doctest::Approx(0.1 * transient.as_double()).epsilon(1e-9));
   CHECK(some.total() - none.total() == some.fragmentation);
+}
+
+}  // namespace memory_validation_test
+
+namespace memory_validation_test {
+
+TEST_CASE("Transformer Engine's FP8 weight copies are in the simulated peak, and the breakdown sums to it") {
+  // Megatron-Core keeps each weight's FP8 copy and its transpose all step: 2 bytes per parameter of
+  // the GPU (docs/model.md "FP8"), held from the first forward, so in the engine's pools too
+  const auto memory = [](const std::string& fp8) {
+    const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8,zero=1,mb=1,fp8=" + fp8);
+    const auto r = driver::build_run_report(job);
+    const auto j = report::to_json(r);
+    std::int64_t sum = 0;
+    for (const auto& [part, bytes] : j.at("memory").items()) sum += bytes.get<std::int64_t>();
+    CHECK(sum == r.peak_memory);
+    return std::pair{j.at("memory").at("buffers").get<double>(), r.params_per_gpu};
+  };
+  const auto [bf16_buffers, params] = memory("off");
+  const auto [fp8_buffers, same_params] = memory("tensorwise");
+  CHECK(fp8_buffers - bf16_buffers == doctest::Approx(2 * params).epsilon(1e-6));
 }
 
 }  // namespace memory_validation_test

@@ -2,6 +2,8 @@
 // activation peaks against their closed forms.
 #include <doctest/doctest.h>
 
+#include "trainsim/model/saved_tensors.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include "common/clusters.hpp"
@@ -116,8 +118,8 @@ TEST_CASE("activation memory follows the schedule") {
   const auto activations = [](const std::string& strategy) {
     const auto job = toy(strategy);
     const auto r = driver::build_run_report(job, free_communication());
-    const double per_layer = model::layer_activation_bytes(job.workload.model, model::gpu_layer_shape(job),
-                                                           spec::Recompute::Selective, false);
+    const double per_layer =
+        model::layer_checkpoint(job, job.workload.model, model::gpu_layer_shape(job), false, false).kept;
     std::vector<double> out;
     for (const auto& s : r.simulation->per_stage)
       out.push_back(static_cast<double>(s.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]) /

@@ -3,6 +3,7 @@
 #include "common/jobs.hpp"
 #include "trainsim/model/memory.hpp"
 #include "trainsim/model/params.hpp"
+#include "trainsim/model/saved_tensors.hpp"
 
 using namespace trainsim;
 using namespace trainsim::model;
@@ -76,31 +77,46 @@ spec::ModelSpec gpt_layer(const Dims& d) {
 
 }  // namespace
 
-TEST_CASE("activation memory per layer: every formula of Korthikanti Table 2") {
-  // reference/korthikanti2022.json, activation_bytes_per_layer_table2, on the configurations of Table 3
+// The table's bytes Korthikanti et al. count: all but the norms' per-token statistics (fp32 mean
+// and reciprocal deviation, 8 bytes per token and norm, which their Table 2 leaves out), and
+// without the tensors recomputing `dropped` drops.
+double korthikanti_bytes(const std::vector<SavedTensor>& tensors, LayerPart dropped = LayerPart::None) {
+  double sum = 0;
+  for (const auto& t : tensors)
+    if (t.what.find("statistics") == std::string_view::npos && !intersects(t.dropped_by, dropped)) sum += t.bytes;
+  return sum;
+}
+
+TEST_CASE("the saved tensors of a GPT-3 layer sum to every formula of Korthikanti Table 2") {
+  // reference/korthikanti2022.json, activation_bytes_per_layer_table2, on the configurations of Table 3:
+  // Megatron-LM's unfused attention, dropout, GeLU, LayerNorm
   const auto ref = test::load_reference("korthikanti2022.json");
+  const SaveOptions unfused{.fused_attention = false};
   for (const auto& cfg : ref["configs_table3"]) {
     const Dims d{2048, cfg["micro_batch"].get<double>(), cfg["hidden"].get<double>(), cfg["heads"].get<double>()};
     const double t = cfg["tp"].get<double>();
     const int tp = static_cast<int>(t);
     const auto m = gpt_layer(d);
     const double sbh = d.s * d.b * d.h;
+    const auto table = [&](int degree, bool sp) { return saved_tensors(m, shape_of(d, degree, sp), unfused, false); };
     CAPTURE(cfg["model"].get<std::string>());
     // s·b·h·(34 + 5as/h) with no parallelism
-    CHECK(layer_activation_bytes(m, shape_of(d, 1, false), Recompute::None, false) ==
-          doctest::Approx(sbh * (34 + 5 * d.a * d.s / d.h)).epsilon(1e-12));
+    CHECK(korthikanti_bytes(table(1, false)) == doctest::Approx(sbh * (34 + 5 * d.a * d.s / d.h)).epsilon(1e-12));
     // tensor parallel: sbh(10 + 24/t + 5as/(ht))
-    CHECK(layer_activation_bytes(m, shape_of(d, tp, false), Recompute::None, false) ==
+    CHECK(korthikanti_bytes(table(tp, false)) ==
           doctest::Approx(sbh * (10 + 24 / t + 5 * d.a * d.s / (d.h * t))).epsilon(1e-12));
     // tensor + sequence parallel: sbh/t·(34 + 5as/h)
-    CHECK(layer_activation_bytes(m, shape_of(d, tp, true), Recompute::None, false) ==
-          doctest::Approx(sbh / t * (34 + 5 * d.a * d.s / d.h)).epsilon(1e-12));
-    // tensor + sequence parallel + selective recompute: 34·sbh/t
-    CHECK(layer_activation_bytes(m, shape_of(d, tp, true), Recompute::Selective, false) ==
-          doctest::Approx(34 * sbh / t).epsilon(1e-12));
+    CHECK(korthikanti_bytes(table(tp, true)) == doctest::Approx(sbh / t * (34 + 5 * d.a * d.s / d.h)).epsilon(1e-12));
+    // tensor + sequence parallel + selective recompute (the attention core): 34·sbh/t
+    CHECK(korthikanti_bytes(table(tp, true), LayerPart::CoreAttn) == doctest::Approx(34 * sbh / t).epsilon(1e-12));
     // full recompute keeps the layer input: 2sbh
-    CHECK(layer_activation_bytes(m, shape_of(d, tp, false), Recompute::Full, false) ==
-          doctest::Approx(2 * sbh).epsilon(1e-12));
+    double input = 0;
+    for (const auto& x : table(tp, false))
+      if (x.layer_input) input += x.bytes;
+    CHECK(input == doctest::Approx(2 * sbh).epsilon(1e-12));
+    // the statistics Korthikanti leave out: 2 LayerNorms × 8 bytes per token
+    CHECK(total_bytes(table(1, false)) - korthikanti_bytes(table(1, false)) ==
+          doctest::Approx(2 * 8 * d.s * d.b).epsilon(1e-12));
   }
 }
 
@@ -143,10 +159,16 @@ TEST_CASE("ZeRO stages shrink memory monotonically and recompute shrinks activat
     CHECK(a < prev);
     prev = a;
   }
-  // flash attention never stores the a·s² scores: without recomputation it keeps what selective keeps
+  // flash attention never stores the a·s² scores: recomputing its core drops only the fp32
+  // log-sum-exp, 4 bytes per query row and head (b·s·a/t), in every layer-micro-batch held but the
+  // one being rebuilt
   const auto flash = test::make_job("dgx-a100-superpod", w, "tp=4,gpus=64,mb=8,recompute=none");
   const auto selective = test::make_job("dgx-a100-superpod", w, "tp=4,gpus=64,mb=8,recompute=selective");
-  CHECK(estimate_memory(flash).peak().bytes.activations == estimate_memory(selective).peak().bytes.activations);
+  const double lse = 4.0 * 8 * 2048 * (w.model.heads / 4);
+  const double held = w.model.layers;  // one micro-batch in flight without a pipeline
+  CHECK(estimate_memory(flash).peak().bytes.activations.as_double() -
+            estimate_memory(selective).peak().bytes.activations.as_double() ==
+        doctest::Approx((held - 1) * lse).epsilon(1e-6));
 }
 
 TEST_CASE("the peak stage of a 1F1B pipeline is the first one for a uniform model") {

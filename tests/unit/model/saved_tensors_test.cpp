@@ -1,0 +1,174 @@
+// The saved-tensor table and the checkpointing policies against layers derived by hand: what each
+// op of a Llama layer keeps for its backward (docs/model.md "Activations as autograd saves them").
+#include <doctest/doctest.h>
+
+#include "common/jobs.hpp"
+#include "trainsim/model/flops.hpp"
+#include "trainsim/model/memory.hpp"
+#include "trainsim/model/saved_tensors.hpp"
+
+using namespace trainsim;
+using namespace trainsim::model;
+
+namespace saved_tensors_test {
+
+// Llama 3 8B's layer: h 4096, 32 heads of 128, 8 KV heads, SwiGLU of 14336, RMSNorm, no dropout
+spec::ModelSpec llama8b() {
+  spec::ModelSpec m;
+  m.layers = 32;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.head_dim = 128;
+  m.ffn_hidden = 14336;
+  m.vocab = 128256;
+  m.mlp = spec::MlpKind::Swiglu;
+  m.norm = spec::NormKind::RmsNorm;
+  m.position = spec::PositionKind::Rope;
+  m.dropout = false;
+  m.bias = false;
+  return m;
+}
+
+constexpr double h = 4096, a = 32, kv = 8, d = 128, f = 14336;
+constexpr double kTokens = 2 * 8192;
+
+LayerShape shape(int tp = 1, bool sp = false) {
+  return LayerShape{.micro_batch = 2, .seq_len = 8192, .tp = tp, .sp = sp};
+}
+
+double per_token(const std::vector<SavedTensor>& t) {
+  return total_bytes(t) / kTokens;
+}
+
+TEST_CASE("a Llama layer with flash attention keeps, per token, what each op saves") {
+  // norm inputs 2h each and their fp32 rstd (4); the QKV GEMM's input 2h; q 2·a·d, k and v 2·kv·d;
+  // the fp32 log-sum-exp 4a; the output projection's input 2·a·d; the MLP's input 2h; SwiGLU's gate and
+  // up 2·2f; the second GEMM's input 2f
+  const double expected = 2 * (2 * h + 4) + 2 * h + 2 * a * d + 2 * 2 * kv * d + 4 * a + 2 * a * d + 2 * h +
+                          2 * 2 * f + 2 * f;
+  CHECK(per_token(saved_tensors(llama8b(), shape(), {}, false)) == doctest::Approx(expected).epsilon(1e-12));
+
+  SUBCASE("eager PyTorch adds each norm's fp32 upcast and SwiGLU's silu output") {
+    const SaveOptions eager{.eager = true};
+    CHECK(per_token(saved_tensors(llama8b(), shape(), eager, false)) ==
+          doctest::Approx(expected + 2 * 4 * h + 2 * f).epsilon(1e-12));
+  }
+  SUBCASE("repeat_kv keeps K and V at the query heads' count") {
+    const SaveOptions repeat{.repeat_kv = true};
+    CHECK(per_token(saved_tensors(llama8b(), shape(), repeat, false)) ==
+          doctest::Approx(expected + 2 * 2 * (a - kv) * d).epsilon(1e-12));
+  }
+  SUBCASE("Transformer Engine's FP8 keeps the four linear inputs as 1-byte casts") {
+    const SaveOptions fp8{.fp8_saved_casts = true};
+    CHECK(per_token(saved_tensors(llama8b(), shape(), fp8, false)) ==
+          doctest::Approx(expected - (h + a * d + h + f)).epsilon(1e-12));
+  }
+  SUBCASE("tensor parallelism splits the heads and the MLP; sequence parallelism also the rest") {
+    const double replicated = 2 * (2 * h + 4) + 2 * h + 2 * h;
+    const double split = expected - replicated;
+    CHECK(per_token(saved_tensors(llama8b(), shape(8, false), {}, false)) ==
+          doctest::Approx(replicated + split / 8).epsilon(1e-12));
+    CHECK(per_token(saved_tensors(llama8b(), shape(8, true), {}, false)) ==
+          doctest::Approx(expected / 8).epsilon(1e-12));
+  }
+}
+
+// The job of a policy, on 8 H100s with FSDP (no tensor or pipeline parallelism)
+spec::Job job_of(const std::string& recompute) {
+  spec::WorkloadSpec w;
+  w.name = "llama8b";
+  w.model = llama8b();
+  w.training = {.seq_len = 8192, .global_batch = 16, .dtype = spec::Dtype::Bf16, .optimizer = spec::Optimizer::Adam};
+  return test::make_job("dgx-h100-superpod", w, "gpus=8,mb=2,zero=3,attention=flash,recompute=" + recompute);
+}
+
+TEST_CASE("TorchTitan's op policy keeps the block input, every other matmul's output and attention's") {
+  const auto job = job_of("op");
+  const auto c = layer_checkpoint(job, job.workload.model, gpu_layer_shape(job), false, false);
+  // matmuls as the model issues them: wq(1) wk(2) wv(3) wo(4) w1(5) w3(6) w2(7); the odd ones kept:
+  // q 2·a·d, v 2·kv·d, w1 2f, w2 2h; attention's output 2·a·d and log-sum-exp 4a; the block input 2h
+  const double kept = 2 * h + 2 * a * d + 2 * kv * d + 2 * f + 2 * h + 2 * a * d + 4 * a;
+  CHECK(c.kept / kTokens == doctest::Approx(kept).epsilon(1e-12));
+  CHECK_FALSE(c.whole_layer);
+  // replayed: wk (its share of the fused QKV GEMM), wo, w3 (half the first MLP GEMM), and the
+  // element-wise kernels; never attention
+  const auto share = [&](std::string_view op) {
+    for (const auto& r : c.replayed)
+      if (r.op == op) return r.share;
+    return 0.0;
+  };
+  CHECK(share("qkv") == doctest::Approx(kv / (a + 2 * kv)));
+  CHECK(share("out_proj") == 1.0);
+  CHECK(share("fc1") == 0.5);
+  CHECK(share("fc2") == 0.0);
+  CHECK(share("attention") == 0.0);
+  CHECK(share("norm1") == 1.0);
+  // the recomputed FLOPs: 2·T·h·(kv·d) + 2·T·(a·d)·h + 2·T·h·f per layer
+  const auto flops = step_flops(job);
+  const double tokens = 16.0 * 8192;
+  CHECK((flops.hardware - flops.model) / job.workload.model.layers ==
+        doctest::Approx(2 * tokens * h * (kv * d) + 2 * tokens * a * d * h + 2 * tokens * h * f).epsilon(1e-9));
+}
+
+TEST_CASE("Megatron's recompute_modules drop what each module makes and replay its kernels") {
+  const auto m = llama8b();
+  const auto kept = [&](const std::string& modules) {
+    const auto job = job_of("selective,recompute_modules=" + modules);
+    return layer_checkpoint(job, m, gpu_layer_shape(job), false, false);
+  };
+  const double all = total_bytes(saved_tensors(m, shape(), {}, false)) / kTokens;
+  // the MLP's gate, up and the second GEMM's input: 3·2f
+  CHECK(kept("mlp").kept / kTokens == doctest::Approx(all - 3 * 2 * f).epsilon(1e-12));
+  CHECK(kept("mlp").rebuilt / kTokens == doctest::Approx(3 * 2 * f).epsilon(1e-12));
+  // the norms' outputs (the QKV and MLP inputs) and their statistics
+  CHECK(kept("layernorm").kept / kTokens == doctest::Approx(all - 2 * (2 * h + 4)).epsilon(1e-12));
+  // with flash attention the core's recomputation drops its log-sum-exp only, and replays the kernel
+  CHECK(kept("core_attn").kept / kTokens == doctest::Approx(all - 4 * a).epsilon(1e-12));
+  REQUIRE(kept("core_attn").replayed.size() == 1);
+  CHECK(kept("core_attn").replayed.front().op == "attention");
+  CHECK(kept("layernorm+mlp").kept / kTokens == doctest::Approx(all - 3 * 2 * f - 2 * (2 * h + 4)).epsilon(1e-12));
+}
+
+TEST_CASE("every policy trades memory for recomputation: less kept, more FLOPs replayed") {
+  // none → selective (attention core) → op → full: activations fall, hardware FLOPs rise
+  double last_memory = 1e300;
+  double last_flops = 0;
+  for (const auto* policy : {"none", "selective", "op", "full"}) {
+    const auto job = job_of(policy);
+    const double memory = estimate_memory(job).peak().bytes.activations.as_double();
+    const double flops = step_flops(job).hardware;
+    CAPTURE(policy);
+    CHECK(memory < last_memory);
+    CHECK(flops > last_flops);
+    last_memory = memory;
+    last_flops = flops;
+  }
+}
+
+TEST_CASE("TorchTitan's layer period recomputes the n-th, 2n-th, ... layer of a chunk") {
+  const auto job = job_of("full,recompute_period=4");
+  int recomputed = 0;
+  for (int i = 0; i < 32; ++i) recomputed += spec::recomputes_layer(job.strategy, i) ? 1 : 0;
+  CHECK(recomputed == 8);
+  CHECK(spec::recomputes_layer(job.strategy, 3));
+  CHECK_FALSE(spec::recomputes_layer(job.strategy, 0));
+  // a quarter of the layers' forward again
+  const auto none = step_flops(job_of("none"));
+  const auto full = step_flops(job_of("full"));
+  CHECK(step_flops(job).hardware - none.hardware == doctest::Approx((full.hardware - none.hardware) / 4).epsilon(1e-9));
+}
+
+TEST_CASE("an MoE layer keeps the router's probabilities, the dispatched tokens and the experts' outputs") {
+  auto m = llama8b();
+  m.moe = spec::MoeSpec{.experts = 8, .top_k = 2, .expert_ffn_hidden = 1024, .shared_experts = 1, .capacity_factor = 1};
+  // attention half as the dense layer; then, per token: the router's input 2h and fp32 probabilities
+  // 4·E; top_k copies of the token into the experts (2h each), their gate and up (2·2f_e), the second
+  // GEMM's input (2f_e) and their outputs (2h); the shared expert's 3·2f_e
+  const double attention = 2 * (2 * h + 4) + 2 * h + 2 * a * d + 2 * 2 * kv * d + 4 * a + 2 * a * d + 2 * h;
+  const double fe = 1024;
+  const double expected = attention + 4 * 8 + 2 * (2 * h + 3 * 2 * fe + 2 * h) + 3 * 2 * fe;
+  CHECK(per_token(saved_tensors(m, shape(), {}, true)) == doctest::Approx(expected).epsilon(1e-12));
+}
+
+}  // namespace saved_tensors_test
