@@ -84,18 +84,18 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
   const auto tunables = options.run.tunables(cluster).values;
   const auto memory = model::estimate_memory(job, tunables.memory, tunables.collectives.channels);
   const auto& peak = memory.peak().bytes;
-  // the memory a plan may use: the device's less the headroom
-  const auto device =
-      Bytes::from_double(job.cluster.device.memory.as_double() * (1 - options.run.memory_headroom));
+  // the memory a plan may use: the device's (a plan in the headroom is kept and flagged: published
+  // runs use the memory to the last few percent, docs/validation.md "Memory")
+  const auto device = job.cluster.device.memory;
   if (peak.total() > device) {
     out.verdict = Screened::Verdict::OutOfMemory;
     const auto states = peak.params + peak.grads + peak.optimizer;
     const auto& s = job.strategy;
     if (states > device) {
       out.reason =
-          fmt::format("model states exceed device memory less the headroom at tp·cp·pp = {}, zero={}", s.tp * s.cp * s.pp, s.zero);
+          fmt::format("model states exceed device memory at tp·cp·pp = {}, zero={}", s.tp * s.cp * s.pp, s.zero);
     } else {
-      out.reason = fmt::format("activations exceed device memory less the headroom at recompute={}, mb={}",
+      out.reason = fmt::format("activations exceed device memory at recompute={}, mb={}",
                                spec::recompute_name(s.recompute), s.mb);
     }
     out.example = fmt::format("{} (analytic peak {})", spec::strategy_text(s), report::human_bytes(peak.total()));
@@ -232,7 +232,7 @@ std::optional<Plan> simulate_one(const spec::Job& job, std::size_t index, double
   SIM_ASSERT(objective_of(options.objective, step, job.gpus, workload) >= bound * (1 - 1e-9),
              "the step-time bound {} s exceeds the simulated {} s for {}", bound, step,
              spec::strategy_text(job.strategy));
-  if (!report.fits || report.memory_at_risk) return std::nullopt;
+  if (!report.fits) return std::nullopt;
   const auto& sim = *report.simulation;
   return Plan{.index = index,
               .strategy = spec::strategy_text(job.strategy),
@@ -245,6 +245,7 @@ std::optional<Plan> simulate_one(const spec::Job& job, std::size_t index, double
               .exposed_comm_s = sim.breakdown.exposed_comm_s,
               .gpu_hours_per_mtoken = gpu_hours_per_mtoken(sim.step_time_s, job.gpus, workload),
               .peak_memory = report.peak_memory,
+              .memory_at_risk = report.memory_at_risk,
               .objective = objective_of(options.objective, sim.step_time_s, job.gpus, workload)};
 }
 

@@ -57,7 +57,8 @@ ordered_json to_json(const SweepResult& r) {
                    {"bubble_fraction", p.bubble_fraction},
                    {"exposed_comm_s", p.exposed_comm_s},
                    {"gpu_hours_per_mtoken", p.gpu_hours_per_mtoken},
-                   {"peak_memory_bytes", p.peak_memory}});
+                   {"peak_memory_bytes", p.peak_memory},
+                   {"memory_at_risk", p.memory_at_risk}});
   }
   out["top"] = std::move(top);
   ordered_json simulated = ordered_json::array();
@@ -136,7 +137,8 @@ SweepResult sweep_from_json(const nlohmann::json& json, const std::string& sourc
                            .bubble_fraction = p.number("bubble_fraction", {0, 1}),
                            .exposed_comm_s = p.number("exposed_comm_s", kNonNegative),
                            .gpu_hours_per_mtoken = p.number("gpu_hours_per_mtoken", kNonNegative),
-                           .peak_memory = p.integer("peak_memory_bytes", {0, std::int64_t{1} << 62})});
+                           .peak_memory = p.integer("peak_memory_bytes", {0, std::int64_t{1} << 62}),
+                           .memory_at_risk = p.boolean_or("memory_at_risk", false)});
   });
   if (r.has("simulated"))
     array_of("simulated", [&](spec::Reader& p) {
@@ -179,8 +181,11 @@ std::string to_table(const SweepResult& r) {
       out += fmt::format(
           "{:>4}  {:<{}}  {:>6}  {:>9.3f}  {:>10.0f}  {:>7.1f}  {:>5.3f}  {:>6.3f}  {:>8.3f}  {:>10}  {:>10.3f}\n",
           i + 1, p.strategy, width, p.gpus, p.step_time_s, p.tokens_per_s, p.tflops_per_gpu, p.mfu, p.bubble_fraction,
-          p.exposed_comm_s, report::human_bytes(Bytes{p.peak_memory}), p.gpu_hours_per_mtoken);
+          p.exposed_comm_s, report::human_bytes(Bytes{p.peak_memory}) + (p.memory_at_risk ? "!" : ""),
+          p.gpu_hours_per_mtoken);
     }
+    if (std::any_of(r.top.begin(), r.top.end(), [](const Plan& p) { return p.memory_at_risk; }))
+      out += "  ! the peak fits but enters the memory headroom (--memory-headroom): at risk, not pruned\n";
   }
   if (!r.pruned.empty()) {
     out += "\npruned, most common reasons first:\n";

@@ -11,9 +11,10 @@ namespace {
 constexpr std::array<int, 3> kMegatronZero{0, 1, 3};
 constexpr std::array<int, 2> kFsdpZero{0, 3};      // DDP (replicate) or FSDP
 constexpr std::array<int, 4> kDeepSpeedZero{0, 1, 2, 3};
+constexpr std::array<int, 3> kFsdp1Zero{0, 2, 3};  // NO_SHARD, SHARD_GRAD_OP, FULL_SHARD
 
 // One row per framework; docs/model.md "Frameworks" gives the same table with its sources.
-constexpr std::array<FrameworkPreset, 5> kPresets{{
+constexpr std::array<FrameworkPreset, 6> kPresets{{
     {.framework = Framework::MegatronCore,
      .zero = 0,
      .tp_overlap = false,
@@ -99,6 +100,25 @@ constexpr std::array<FrameworkPreset, 5> kPresets{{
      .source = "DeepSpeed ZeRO-3 as Narayanan et al. (2021) Table 2 compared it: fp16 gradients reduce-scattered "
                "with overlap_comm, parameters gathered before each module's use without prefetch, "
                "Megatron-DeepSpeed's fused softmax attention"},
+    {.framework = Framework::Composer,
+     .zero = 3,
+     .tp_overlap = false,
+     .grad_reduce_dtype = Dtype::Fp32,
+     .overlap_grad_reduce = true,
+     .overlap_param_gather = true,
+     .compile = true,
+     .fp8_scaling = Fp8Scaling::Delayed,
+     .fp8_weight_cache = true,
+     .loss = LossImpl::Fused,
+     .repeat_kv = false,
+     .fp8_saves_casts = true,
+     .zero_stages = kFsdp1Zero,
+     .source = "MosaicML Composer with PyTorch FSDP1 as llm-foundry runs it (scripts/train/benchmarking, "
+               "mosaicml/llm-foundry @ 5e85bd62): FULL_SHARD per transformer block, mixed precision DEFAULT "
+               "(bf16 parameters, fp32 gradient reduction), limit_all_gathers and BACKWARD_POST prefetch "
+               "(composer/trainer/dist_strategy.py, v0.16.4); MPT's fused kernels (low-precision LayerNorm, "
+               "GeLU) without torch.compile; flash-attn's fused cross entropy on bf16 logits (loss_fn "
+               "fused_crossentropy); Triton or FlashAttention-2 attention; Transformer Engine layers for FP8"},
 }};
 
 }  // namespace

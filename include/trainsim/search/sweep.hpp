@@ -60,6 +60,8 @@ struct Plan {
   double exposed_comm_s = 0;
   double gpu_hours_per_mtoken = 0;  // GPU-hours per million tokens
   std::int64_t peak_memory = 0;
+  // the peak fits but enters the memory headroom (--memory-headroom): kept and ranked, flagged
+  bool memory_at_risk = false;
   double objective = 0;  // minimised
 };
 

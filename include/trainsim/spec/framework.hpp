@@ -12,7 +12,7 @@
 
 namespace trainsim::spec {
 
-enum class Framework { MegatronCore, Megatron2021, Nemo, TorchTitan, DeepSpeed2021 };
+enum class Framework { MegatronCore, Megatron2021, Nemo, TorchTitan, DeepSpeed2021, Composer };
 // FP8 GEMMs and their scaling granularity: one scale per tensor (Transformer Engine's delayed
 // scaling, torchao's tensorwise), per row (torchao rowwise), per 128-element block (DeepSeek-V3,
 // MXFP8 on Blackwell).

@@ -6,6 +6,7 @@
 // runs' stated settings.
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <regex>
 
 #include <doctest/doctest.h>
@@ -117,6 +118,73 @@ TEST_CASE("Transformer Engine's FP8 weight copies are in the simulated peak, and
   const auto [bf16_buffers, params] = memory("off");
   const auto [fp8_buffers, same_params] = memory("tensorwise");
   CHECK(fp8_buffers - bf16_buffers == doctest::Approx(2 * params).epsilon(1e-6));
+}
+
+}  // namespace memory_validation_test
+
+namespace memory_validation_test {
+
+// llm-foundry's throughput tables (tests/reference/llmfoundry_benchmarks.json): Composer with FSDP1 on
+// 8 to 512 A100 40/80 GB and H100 80 GB, 125M to 70B MPT models. Each row ran, so each is a memory
+// measurement: it fitted.
+spec::Job llmfoundry_job(const nlohmann::json& row, const nlohmann::json& models) {
+  const auto& m = models.at(row.at("model").get<std::string>());
+  spec::WorkloadSpec w;
+  w.name = "mpt-" + row.at("model").get<std::string>();
+  w.model.layers = m.at("n_layers").get<int>();
+  w.model.hidden = m.at("d_model").get<std::int64_t>();
+  w.model.heads = m.at("n_heads").get<int>();
+  w.model.kv_heads = w.model.heads;
+  w.model.head_dim = w.model.hidden / w.model.heads;
+  w.model.ffn_hidden = m.at("expansion_ratio").get<std::int64_t>() * w.model.hidden;
+  w.model.vocab = 50368;  // models._shared.vocab_size
+  w.model.mlp = spec::MlpKind::Gelu;
+  w.model.norm = spec::NormKind::LayerNorm;
+  w.model.position = spec::PositionKind::Learned;
+  w.model.bias = true;
+  w.model.tied_embeddings = true;
+  w.model.dropout = false;
+  w.training = {.seq_len = row.at("seq_len").get<std::int64_t>(),
+                .global_batch = row.at("global_batch").get<std::int64_t>(),
+                .dtype = spec::Dtype::Bf16,
+                .optimizer = spec::Optimizer::Adam};
+  const auto gpu = row.at("gpu").get<std::string>();
+  const std::string topology = gpu == "a100_40gb"   ? "a100-40gb-roce"
+                               : gpu == "a100_80gb" ? "dgx-a100-superpod"
+                                                    : "dgx-h100-superpod";
+  const auto sharding = row.at("fsdp").get<std::string>();
+  const int zero = sharding == "FULL_SHARD" ? 3 : sharding == "SHARD_GRAD_OP" ? 2 : 0;
+  auto strategy = fmt::format("framework=composer,gpus={},mb={},zero={},recompute={}", row.at("gpus").get<int>(),
+                              row.at("micro_batch").get<int>(), zero,
+                              row.at("activation_checkpointing").get<bool>() ? "full" : "none");
+  if (row.at("precision").get<std::string>().find("fp8") != std::string::npos) strategy += ",fp8=tensorwise";
+  return test::make_job(topology, w, strategy);
+}
+
+TEST_CASE("every llm-foundry benchmark run fits its GPU, and the tables' largest runs use most of it") {
+  const auto ref = test::load_reference("llmfoundry_benchmarks.json");
+  std::map<std::string, double> largest;  // per table, the largest peak as a share of the device
+  int rows = 0;
+  for (const auto& row : ref.at("rows")) {
+    const auto job = llmfoundry_job(row, ref.at("models"));
+    const auto r = driver::build_run_report(job);
+    const double share = static_cast<double>(r.peak_memory) / r.device_memory.as_double();
+    CAPTURE(row.at("table").get<std::string>());
+    CAPTURE(spec::strategy_text(job.strategy));
+    CAPTURE(row.at("model").get<std::string>());
+    CAPTURE(row.at("seq_len").get<int>());
+    CHECK(r.fits);
+    auto& l = largest[row.at("table").get<std::string>()];
+    l = std::max(l, share);
+    ++rows;
+  }
+  CHECK(rows == 216);
+  // the micro-batches were chosen to fill the devices: a model that left half of each idle at the
+  // largest run of a table would be as wrong as one that overflowed
+  for (const auto& [table, share] : largest) {
+    MESSAGE(fmt::format("{}: largest peak {:.0f}% of the device", table, share * 100));
+    CHECK(share > 0.7);
+  }
 }
 
 }  // namespace memory_validation_test
