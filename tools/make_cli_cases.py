@@ -229,7 +229,7 @@ case('strategy-key-in-capitals', f'{RUN} TP=8,gpus=8', 2,
      'error: strategy "TP=8,gpus=8": /TP: unknown key "TP" (did you mean "tp"?)')
 case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: attention, compile, cp, '
-     'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, framework, gpus, grad_reduce_dtype, '
+     'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, framework, gpus, grad_reduce_dtype, '
      'last_stage_layers, loss, mb, order, overlap_grad_reduce, overlap_param_gather, pp, recompute, recompute_layers, '
      'recompute_modules, recompute_period, repeat_kv, reshard_after_forward, schedule, sources, sp, tp, tp_overlap, '
      'vpp, zero, zero_group')
@@ -257,6 +257,9 @@ case('recompute-period-and-layers', f'{R64},recompute=full,recompute_period=2,re
 case('recompute-policy-unknown', f'{RUN} tp=8,gpus=8,recompute=partial', 2,
      'error: strategy "tp=8,gpus=8,recompute=partial": /recompute: "partial" is not valid; expected one of: none, '
      'selective, full, op')
+case('fp8-param-gather-without-fp8', f'{RUN} tp=8,gpus=8,fp8_param_gather=on', 2,
+     'error: strategy "tp=8,gpus=8,fp8_param_gather=on": /fp8_param_gather: fp8_param_gather=on needs an FP8 recipe '
+     '(fp8=tensorwise, or training.dtype fp8)')
 case('loss-unknown', f'{RUN} tp=8,gpus=8,loss=chunky', 2,
      'error: strategy "tp=8,gpus=8,loss=chunky": /loss: "chunky" is not valid; expected one of: vocab_parallel, '
      'upcast, fused, fused_inplace')

@@ -147,6 +147,9 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
   // Transformer Engine keeps each weight's FP8 copy and its transpose for the whole step
   const bool fp8_weight_cache = spec::fp8_of(st) == spec::Fp8Recipe::Tensorwise &&
                                 spec::framework_preset(st.framework).fp8_weight_cache && st.zero < 3;
+  // FP8 parameters: the weight itself 1 byte, and only its transpose cached beside it
+  const bool fp8_params = fp8_weight_cache && st.fp8_param_gather;
+  if (fp8_params) per_param.weights = 1;
   const std::int64_t dense_shards = spec::zero_shards(job);
   // experts shard over the ranks that hold the same experts
   const std::int64_t expert_shards = std::max<std::int64_t>(1, dense_shards / spec::ep_outer(st));
@@ -170,7 +173,7 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
         buffers += (per_param.weights + (st.pp > 1 ? per_param.grads : 0.0)) * p.total();
     }
     if (st.zero == 2) buffers += per_param.grads * p.largest_layer;
-    const double held = fp8_weight_cache ? 2.0 * p.total() : 0.0;
+    const double held = fp8_weight_cache ? (fp8_params ? 1.0 : 2.0) * p.total() : 0.0;
     buffers += held;
     StageMemory sm{
         .stage = static_cast<int>(stage),

@@ -110,7 +110,15 @@ void attention_tensors(Table& t, const ModelSpec& m, const LayerShape& s, const 
       t.add("attention", "dropout output", z.e * scores, LayerPart::CoreAttn);
     }
   }
-  t.add("out_proj", "input (the attention's output)", z.linear_e * z.tokens * heads * v_dim);
+  const double output = z.tokens * heads * v_dim;
+  if (!o.fused_attention) {
+    t.add("out_proj", "input (the attention's output)", z.linear_e * output);
+    return;
+  }
+  // the fused kernel's output, which the output projection saves as its own input (the same
+  // tensor) unless it keeps an FP8 cast of it beside
+  t.add("attention", "output", z.e * output);
+  if (o.fp8_saved_casts) t.add("out_proj", "input (FP8 cast of the attention's output)", output);
 }
 
 void moe_tensors(Table& t, const ModelSpec& m, const LayerShape& s, const Sizes& z) {

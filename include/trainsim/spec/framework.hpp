@@ -51,6 +51,7 @@ struct FrameworkPreset {
   // The linear layers keep their inputs' FP8 casts for the backward (Transformer Engine) rather
   // than the bf16 inputs (torchao's Float8Linear re-casts them in the backward).
   bool fp8_saves_casts;
+  bool fp8_param_gather;  // see StrategySpec::fp8_param_gather
   // The ZeRO stages the framework offers (what a sweep tries).
   std::span<const int> zero_stages;
   std::string_view source;  // where the defaults come from

@@ -106,6 +106,10 @@ struct StrategySpec {
   // K and V copied to the query heads' count before attention, which saves the copies (TorchTitan's
   // Llama: repeat_kv before SDPA) instead of the kv_heads-wide tensors (Transformer Engine).
   bool repeat_kv = false;
+  // The weights kept in FP8 (Megatron's --fp8-param-gather: Transformer Engine's FP8 parameters,
+  // all-gathered as such by the distributed optimizer) instead of bf16 beside an FP8 copy: 1 byte per
+  // parameter plus its FP8 transpose, not 2 plus 2. Needs an FP8 recipe.
+  bool fp8_param_gather = false;
   AssumedKeys assumed;
   friend bool operator==(const StrategySpec&, const StrategySpec&) = default;
 };

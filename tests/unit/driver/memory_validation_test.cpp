@@ -188,3 +188,21 @@ TEST_CASE("every llm-foundry benchmark run fits its GPU, and the tables' largest
 }
 
 }  // namespace memory_validation_test
+
+namespace memory_validation_test {
+
+TEST_CASE("FP8 parameters (fp8_param_gather) hold 1 byte per weight and its FP8 transpose, not 2 + 2") {
+  const auto memory = [](const std::string& gather) {
+    const auto job =
+        test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8,zero=1,mb=1,fp8=tensorwise,fp8_param_gather=" + gather);
+    const auto r = driver::build_run_report(job);
+    return std::pair{report::to_json(r).at("memory"), r.params_per_gpu};
+  };
+  const auto [off, params] = memory("off");
+  const auto [on, same] = memory("on");
+  CHECK(on.at("params").get<double>() == doctest::Approx(params).epsilon(1e-6));
+  CHECK(off.at("params").get<double>() == doctest::Approx(2 * params).epsilon(1e-6));
+  CHECK(off.at("buffers").get<double>() - on.at("buffers").get<double>() == doctest::Approx(params).epsilon(1e-6));
+}
+
+}  // namespace memory_validation_test
