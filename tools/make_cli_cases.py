@@ -260,6 +260,9 @@ case('recompute-policy-unknown', f'{RUN} tp=8,gpus=8,recompute=partial', 2,
 case('fp8-param-gather-without-fp8', f'{RUN} tp=8,gpus=8,fp8_param_gather=on', 2,
      'error: strategy "tp=8,gpus=8,fp8_param_gather=on": /fp8_param_gather: fp8_param_gather=on needs an FP8 recipe '
      '(fp8=tensorwise, or training.dtype fp8)')
+case('timeline-without-simulation', f'{RUN} tp=8,gpus=8 --analytic --timeline @t.json', 2,
+     'error: command line: --timeline: the timeline (and the memory over the step) needs a simulated step; '
+     '--analytic skips the simulation (drop one of them)', {'.keep': ''})
 case('loss-unknown', f'{RUN} tp=8,gpus=8,loss=chunky', 2,
      'error: strategy "tp=8,gpus=8,loss=chunky": /loss: "chunky" is not valid; expected one of: vocab_parallel, '
      'upcast, fused, fused_inplace')

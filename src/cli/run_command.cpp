@@ -86,6 +86,10 @@ int run(const RunOptions& o) {
     workload = spec::load_workload_spec(o.workload, o.training.overrides());
     strategy = spec::load_strategy_spec(o.strategy, sources.strategy);
   }
+  if (o.analytic && !o.timeline.empty())
+    throw SpecError("command line", "--timeline",
+                    "the timeline (and the memory over the step) needs a simulated step; --analytic skips the "
+                    "simulation (drop one of them)");
   const spec::Job job = spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources);
   driver::RunOptions options;
   options.simulate = !o.analytic;

@@ -7,6 +7,7 @@
 
 #include "html/page.hpp"
 #include "trainsim/html/html.hpp"
+#include "trainsim/driver/memory_timeline.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/spec/strategy_spec.hpp"
 
@@ -97,44 +98,11 @@ std::string gantt_section(const driver::RunReport& r) {
 // Live memory of each stage's first simulated rank over the step: its baseline, then every task's
 // allocations and frees; sampled as the maximum of each of kMemoryPoints slices.
 std::string memory_section(const driver::RunReport& r) {
-  const auto& lowered = r.step->lowered;
-  const auto& g = lowered.graph;
-  const auto& tl = r.step->timeline;
-  const double end = tl.makespan.seconds();
-  std::map<std::uint32_t, std::vector<std::pair<double, double>>> events;  // pool -> (time, delta)
-  for (std::size_t t = 0; t < g.num_tasks(); ++t) {
-    const sim::TaskId id{static_cast<std::uint32_t>(t)};
-    g.for_each_memory(id, [&](const sim::MemoryEffect& m) {
-      const auto& span = tl.tasks[t];
-      events[m.pool.value].emplace_back((m.at_end ? span.end : span.start).seconds(), static_cast<double>(m.bytes));
-    });
-  }
   std::vector<Series> series;
-  std::vector<bool> seen(static_cast<std::size_t>(r.job->strategy.pp), false);
   const char* colours[] = {"c-fwd", "c-bwd", "c-opt", "c-tp", "c-dp", "c-pp", "c-ep", "c-w"};
-  for (const auto& rank : lowered.ranks) {
-    if (seen[static_cast<std::size_t>(rank.stage)]) continue;
-    seen[static_cast<std::size_t>(rank.stage)] = true;
-    auto e = events[rank.pool.value];
-    std::stable_sort(e.begin(), e.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<double> top(kMemoryPoints, 0);
-    double live = static_cast<double>(g.pool(rank.pool).baseline);
-    std::size_t slot = 0;
-    top[0] = live;
-    for (const auto& [time, delta] : e) {
-      const auto at = std::min(kMemoryPoints - 1, static_cast<std::size_t>(time / std::max(end, 1e-30) *
-                                                                            static_cast<double>(kMemoryPoints)));
-      while (slot < at) top[++slot] = live;  // a slice starts with what is live when it begins
-      live += delta;
-      top[slot] = std::max(top[slot], live);
-    }
-    while (slot + 1 < kMemoryPoints) top[++slot] = live;
-    Series s{fmt::format("stage {} (rank {})", rank.stage, rank.rank),
-             colours[static_cast<std::size_t>(rank.stage) % std::size(colours)], {}};
-    for (std::size_t k = 0; k < kMemoryPoints; ++k)
-      s.points.emplace_back(end * static_cast<double>(k) / static_cast<double>(kMemoryPoints), top[k]);
-    series.push_back(std::move(s));
-  }
+  for (auto& c : driver::memory_curves(r, kMemoryPoints))
+    series.push_back({fmt::format("stage {} (rank {})", c.stage, c.rank),
+                      colours[static_cast<std::size_t>(c.stage) % std::size(colours)], std::move(c.points)});
   return line_chart("memory-time", series, "s", "B", r.device_memory.as_double(), "device memory") +
          "<p class=\"note\">Live allocations; the report's peak adds the caching allocator's fragmentation.</p>";
 }

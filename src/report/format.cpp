@@ -1,5 +1,7 @@
 #include "trainsim/report/format.hpp"
 
+#include "trainsim/driver/memory_timeline.hpp"
+
 #include <cmath>
 
 #include <fmt/format.h>
@@ -111,6 +113,30 @@ std::string human_count(double count) {
 
 namespace {
 
+ordered_json memory_peak_json(const driver::MemoryPeak& p) {
+  return {{"stage", p.stage},
+          {"rank", p.rank},
+          {"time_s", p.time_s},
+          {"task", p.task.empty() ? ordered_json() : ordered_json(p.task)},
+          {"microbatch", p.microbatch >= 0 ? ordered_json(p.microbatch) : ordered_json()},
+          {"phase", p.phase.empty() ? ordered_json() : ordered_json(p.phase)},
+          {"live", {{"static", p.live_static.count},
+                    {"activations", p.live_activations.count},
+                    {"buffers", p.live_buffers.count}}}};
+}
+
+// Live bytes of each stage's first simulated rank over the step, kMemoryCurvePoints slices.
+constexpr std::size_t kMemoryCurvePoints = 100;
+ordered_json memory_curve_json(const RunReport& r) {
+  ordered_json out = ordered_json::array();
+  for (const auto& c : driver::memory_curves(r, kMemoryCurvePoints)) {
+    ordered_json points = ordered_json::array();
+    for (const auto& [t, bytes] : c.points) points.push_back({t, static_cast<std::int64_t>(bytes)});
+    out.push_back({{"stage", c.stage}, {"rank", c.rank}, {"points", std::move(points)}});
+  }
+  return out;
+}
+
 // Memory of a stage: static parts from the model, the rest as the timeline saw it at the peak.
 model::MemoryBreakdown stage_breakdown(const RunReport& r, int stage) {
   const auto& estimate = r.memory.stages.at(static_cast<std::size_t>(stage));
@@ -215,6 +241,7 @@ ordered_json to_json(const RunReport& r) {
   out["memory_headroom"] = r.memory_headroom;
   out["memory_at_risk"] = r.memory_at_risk;
   out["memory"] = memory_json(stage_breakdown(r, peak_stage));
+  if (const auto p = driver::memory_peak(r)) out["memory_peak"] = memory_peak_json(*p);
   out["per_stage"] = ordered_json::array();
   for (const auto& st : r.memory.stages) {
     ordered_json entry = {{"stage", st.stage},
@@ -233,6 +260,7 @@ ordered_json to_json(const RunReport& r) {
     entry["memory"] = memory_json(m);
     out["per_stage"].push_back(entry);
   }
+  if (r.simulation) out["memory_curve"] = memory_curve_json(r);
   out["layers"] = ordered_json::array();
   for (const auto& layer : r.layers) {
     ordered_json ops = ordered_json::array();
@@ -318,6 +346,10 @@ std::string to_table(const RunReport& r) {
                              : r.memory_at_risk ? fmt::format("fits, but within the {:.0f}% headroom: at risk",
                                                               r.memory_headroom * 100)
                                                 : std::string("fits")));
+  if (const auto p = driver::memory_peak(r); p && !p->task.empty())
+    line("  peak at", fmt::format("{}, {:.4f} s into the step ({}{}, stage {}, rank {})", p->task, p->time_s, p->phase,
+                                  p->microbatch >= 0 ? fmt::format(" of micro-batch {}", p->microbatch) : "",
+                                  p->stage, p->rank));
   if (r.memory.stages.size() > 1) {
     out += "per stage\n";
     for (const auto& st : r.memory.stages) {

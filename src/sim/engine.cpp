@@ -440,6 +440,7 @@ class Engine {
         usage.peak = bytes;
         usage.peak_time = now_;
         usage.at_peak = pool_kinds_[m.pool.index()];
+        usage.peak_task = t;
       }
     });
   }

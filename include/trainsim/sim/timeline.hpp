@@ -20,6 +20,7 @@ struct PoolUsage {
   Duration peak_time;
   std::int64_t final = 0;
   std::array<std::int64_t, kMemoryKinds> at_peak{};  // bytes of each kind when the peak was reached
+  TaskId peak_task{0};                                 // whose allocation reached it (peak > baseline)
 };
 
 struct Timeline {

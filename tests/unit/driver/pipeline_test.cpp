@@ -2,6 +2,7 @@
 // activation peaks against their closed forms.
 #include <doctest/doctest.h>
 
+#include "trainsim/driver/memory_timeline.hpp"
 #include "trainsim/model/saved_tensors.hpp"
 
 #include <nlohmann/json.hpp>
@@ -153,4 +154,25 @@ TEST_CASE("activation memory follows the schedule") {
       CHECK(zb[static_cast<std::size_t>(s)] <= base[0] * 1.01);
     }
   }
+}
+
+TEST_CASE("the memory peak of 1F1B's first stage is the end of its warm-up: p forwards in flight") {
+  // stage 0 runs p forwards before its first backward frees one: its live activations peak when the
+  // p-th forward (micro-batch p−1) stores its last layer, and the curve reaches that peak
+  const int p = 4;
+  const auto job = toy(fmt::format("pp={},gpus={}", p, p), 16);
+  const auto r = driver::build_run_report(job, free_communication());
+  const auto peak = driver::memory_peak(r);
+  REQUIRE(peak.has_value());
+  CHECK(peak->stage == 0);
+  CHECK(peak->phase == "forward");
+  CHECK(peak->microbatch == p - 1);
+  const auto& f = r.simulation->per_stage.front();
+  CHECK((peak->live_static + peak->live_activations + peak->live_buffers).count ==
+        f.memory_at_peak[0] + f.memory_at_peak[1] + f.memory_at_peak[2]);
+  const auto curves = driver::memory_curves(r, 50);
+  REQUIRE(curves.size() == static_cast<std::size_t>(p));
+  double top = 0;
+  for (const auto& [t, bytes] : curves.front().points) top = std::max(top, bytes);
+  CHECK(top == doctest::Approx(static_cast<double>(f.memory_at_peak[0] + f.memory_at_peak[1] + f.memory_at_peak[2])));
 }
