@@ -317,6 +317,20 @@ case('goodput-unknown-unit', f'{GP} --days 1 --reliability @r.json', 2,
      'error: @r.json: /failures/0/per: "rack" is not valid; expected one of: gpu, node, job',
      {'r.json': {**RELIABILITY, "failures": [{"cause": "GPU", "per": "rack", "mtbf": "5 h"}]}})
 
+# the memory verdict: a plan that does not fit (8.3B parameters unsharded: 16 bytes each of Adam
+# state alone, 133 GB of 80 GiB) exits 1 from every command that prices it, unless --allow-no-fit
+NOFIT = f'-t {T} -w workloads/megatron2020-8b.json -s tp=1,gpus=8,mb=2'
+case('goodput-does-not-fit', f'goodput {NOFIT} --days 1', 1,
+     "DOES NOT FIT: peak 159.28 GiB per GPU exceeds the device's 80.00 GiB; goodput prices only plans that fit (--allow-no-fit prices it anyway)")
+case('goodput-allow-no-fit', f'goodput {NOFIT} --days 1 --allow-no-fit', 0,
+     "DOES NOT FIT: peak 159.28 GiB per GPU exceeds the device's 80.00 GiB (priced anyway: --allow-no-fit)")
+case('perturb-does-not-fit', f'run {NOFIT} --perturb @p.json', 1,
+     "does not fit: peak 159.28 GiB per GPU exceeds the device's 80.00 GiB",
+     {'p.json': {"slow_gpus": [{"rank": 3, "compute_factor": 1.2}]}})
+case('run-allow-no-fit', f'run {NOFIT} --perturb @p.json --allow-no-fit', 0,
+     "DOES NOT FIT: peak 159.28 GiB per GPU exceeds the device's 80.00 GiB (priced anyway: --allow-no-fit)",
+     {'p.json': {"slow_gpus": [{"rank": 3, "compute_factor": 1.2}]}})
+
 # run --perturb: stragglers
 PR = f'run -t {T} -w workloads/megatron2021-7.5b.json -s tp=4,pp=2,gpus=32 --perturb @p.json'
 case('perturb-slowdown-below-one', PR, 2,

@@ -24,6 +24,7 @@ struct RunOptions {
   double memory_headroom = driver::RunOptions::kDefaultMemoryHeadroom;
   bool full = false;
   bool analytic = false;
+  bool allow_no_fit = false;
   TrainingFlags training;
   std::string megatron_args;
   std::string torchtitan;
@@ -102,6 +103,11 @@ int run(const RunOptions& o) {
   print_report(report::render(report, format), report.warnings, format);
   if (!report.fits) {
     std::fflush(stdout);  // what stdout holds goes first: 2>&1 never splits a row
+    if (o.allow_no_fit) {
+      fmt::print(stderr, "{} (priced anyway: --allow-no-fit)\n",
+                 report::does_not_fit_text(report.peak_memory, report.device_memory));
+      return kOk;
+    }
     fmt::print(stderr, "does not fit: peak {} per GPU exceeds the device's {}\n",
                report::human_bytes(Bytes{report.peak_memory}), report::human_bytes(report.device_memory));
     return kDoesNotFit;
@@ -138,6 +144,8 @@ void add_run_command(CLI::App& app, Action& action) {
                   "share of device memory kept free (allocator fragmentation, workspaces); a peak within it is "
                   "reported at risk (default 0.05)")
       ->check(CLI::Range(0.0, 0.9));
+  cmd->add_flag("--allow-no-fit", options->allow_no_fit,
+                "exit 0 for a plan whose memory peak exceeds the device's (the report still says it does not fit)");
   cmd->add_flag("--analytic", options->analytic, "skip the simulation: parameters, FLOPs and analytic memory only");
   cmd->callback([options, &action] { action = [options] { return run(*options); }; });
 }

@@ -102,6 +102,11 @@ std::string human_bytes(Bytes bytes) {
   return fmt::format("{} B", bytes.count);
 }
 
+std::string does_not_fit_text(std::int64_t peak_memory, Bytes device_memory) {
+  return fmt::format("DOES NOT FIT: peak {} per GPU exceeds the device's {}", human_bytes(Bytes{peak_memory}),
+                     human_bytes(device_memory));
+}
+
 std::string human_count(double count) {
   if (count >= 1e12) return fmt::format("{:.2f} T", count / 1e12);
   if (count >= 1e9) return fmt::format("{:.2f} B", count / 1e9);
@@ -271,6 +276,8 @@ std::string to_table(const RunReport& r) {
   named.dp = job.dp;
   named.gpus.reset();
   line("strategy", spec::strategy_text(named));
+  if (!r.fits)
+    line("memory", does_not_fit_text(r.peak_memory, r.device_memory) + ": every figure below is for a plan that cannot run");
   {
     std::string assumed;
     for (const auto& [key, value] : s.assumed.keys)
