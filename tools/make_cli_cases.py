@@ -299,6 +299,19 @@ case('torchtitan-toml-bad-degree', f'run -t {T} -w {W} --torchtitan @train.toml'
      'error: @train.toml: /parallelism/tensor_parallel_degree: 0 is out of range; expected an integer in [1, 1048576]',
      {'train.toml': '[parallelism]\ntensor_parallel_degree = 0\n'})
 
+case('torchtitan-seq-len-conflict',
+     'run -t topologies/dgx-h100-superpod.json -w workloads/hf/llama-3.1-8b/config.json --torchtitan @train.toml -s gpus=8 --seq-len 4096', 2,
+     'error: @train.toml: /training/seq_len 8192 conflicts with --seq-len 4096 on the command line: give one of them, or the same value',
+     {'train.toml': '[training]\nlocal_batch_size = 1\nseq_len = 8192\n'})
+case('torchtitan-batch-conflict',
+     'run -t topologies/dgx-h100-superpod.json -w workloads/hf/llama-3.1-8b/config.json --torchtitan @train.toml -s gpus=8 --global-batch 64', 2,
+     'error: @train.toml: /training/local_batch_size 2 × data-parallel degree 8 = global batch 16 conflicts with --global-batch 64 on the command line: give one of them, or the same value',
+     {'train.toml': '[training]\nlocal_batch_size = 2\nseq_len = 8192\n'})
+case('torchtitan-compile-component',
+     f'run -t {T} -w {W} --torchtitan @train.toml', 2,
+     'error: @train.toml: /compile/components: "graph": expected model or loss',
+     {'train.toml': '[compile]\nenable = true\ncomponents = ["graph"]\n'})
+
 # goodput: reliability specs and targets
 RELIABILITY = {"name": "r", "failures": [{"cause": "GPU", "per": "gpu", "mtbf": "50000 h"}],
                "checkpoint": {"write_bandwidth": "100 GB/s"},

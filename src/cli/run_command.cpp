@@ -61,19 +61,14 @@ int run(const RunOptions& o) {
   spec::StrategySpec strategy;
   if (auto launch = launch_config(o)) {
     // the launch's strategy, training settings and (without -w) model; -s keys and the training
-    // flags win over it
+    // flags fill in and win over it, except a flag contradicting the launch's sequence or batch
     const auto flags = o.training.overrides();
-    auto& t = launch->training;
-    if (flags.seq_len) t.seq_len = flags.seq_len;
-    if (flags.global_batch) t.global_batch = flags.global_batch;
-    if (flags.dtype) t.dtype = flags.dtype;
-    if (flags.optimizer) t.optimizer = flags.optimizer;
-    std::optional<spec::WorkloadSpec> file;
-    if (!o.workload.empty()) file = spec::load_workload_spec(o.workload, flags);
     const bool extra = !o.strategy.empty() && !o.strategy.starts_with(kMegatronPrefix);
-    auto launched = spec::resolve_launch(
-        *launch, extra ? spec::parse_inline_strategy(o.strategy, o.strategy) : nlohmann::json::object(), file,
-        cluster.num_devices());
+    const auto keys = extra ? spec::parse_inline_strategy(o.strategy, o.strategy) : nlohmann::json::object();
+    std::optional<spec::WorkloadSpec> file;
+    if (!o.workload.empty())
+      file = spec::load_workload_spec(o.workload, spec::launch_training(*launch, keys, flags, cluster.num_devices()));
+    auto launched = spec::resolve_launch(*launch, keys, file, cluster.num_devices(), flags);
     workload = std::move(launched.workload);
     strategy = std::move(launched.strategy);
     if (!file) sources.workload = launch->source;

@@ -28,6 +28,11 @@ struct LaunchConfig {
   // full recomputation of every n-th block
   std::optional<std::int64_t> local_batch;
   std::optional<std::int64_t> recompute_every;
+  // How the configuration names its sequence length and batch, for messages ("--seq-length",
+  // "/training/seq_len"); the batch's name is empty when the configuration states no batch (a
+  // TorchTitan TOML without local_batch_size: job_config.py's default of 8 per rank applies).
+  std::string seq_len_key = "--seq-length";
+  std::string batch_key = "--global-batch-size";
   std::vector<std::string> warnings;
 };
 
@@ -50,11 +55,20 @@ struct LaunchedJob {
   StrategySpec strategy;
 };
 
+// The training settings of a launch on a cluster of `devices` with the command line's `flags`
+// (--seq-len, --global-batch, --dtype, --optimizer): the launch's sequence length and global batch
+// (its own, or TorchTitan's local batch × the data-parallel degree), a flag filling what the launch
+// leaves out. A flag that contradicts a sequence length or batch the launch states is an error
+// naming both values; --dtype and --optimizer win over the launch's.
+TrainingOverrides launch_training(const LaunchConfig& launch, const nlohmann::json& extra,
+                                  const TrainingOverrides& flags, std::int64_t devices);
+
 // The workload and strategy of a launch on a cluster of `devices`: `workload` (a file's, or null
 // when none was given: the launch's own model and training settings then make it) with the
-// launch's training settings over it; the launch's strategy keys with `extra` (an inline list's)
-// over them.
+// launch's training settings (launch_training, with `flags`) over it; the launch's strategy keys
+// with `extra` (an inline list's) over them.
 LaunchedJob resolve_launch(const LaunchConfig& launch, const nlohmann::json& extra,
-                           const std::optional<WorkloadSpec>& workload, std::int64_t devices);
+                           const std::optional<WorkloadSpec>& workload, std::int64_t devices,
+                           const TrainingOverrides& flags = {});
 
 }  // namespace trainsim::spec
