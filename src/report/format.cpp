@@ -321,9 +321,17 @@ std::string to_table(const RunReport& r) {
     line("breakdown",
          fmt::format("compute {:.4f} s, exposed comm {:.4f} s, bubble {:.4f} s ({:.1f}%)", sim.breakdown.compute_s,
                      sim.breakdown.exposed_comm_s, sim.breakdown.bubble_s, sim.bubble_fraction * 100));
+    // kernels (compute, recompute, optimizer) on one line, collectives and transfers on the other
+    std::string kernels;
     std::string comm;
-    for (const auto& [category, seconds] : sim.comm_busy_s)
-      comm += fmt::format("{}{} {:.4f} s", comm.empty() ? "" : ", ", category, seconds);
+    for (const auto& [category, seconds] : sim.comm_busy_s) {
+      const bool kernel = category == lower::category_name(lower::Category::Compute) ||
+                          category == lower::category_name(lower::Category::Recompute) ||
+                          category == lower::category_name(lower::Category::Optimizer);
+      auto& text = kernel ? kernels : comm;
+      text += fmt::format("{}{} {:.4f} s", text.empty() ? "" : ", ", category, seconds);
+    }
+    if (!kernels.empty()) line("compute busy", kernels);
     if (!comm.empty()) line("communication busy", comm);
   }
   int peak_stage = static_cast<int>(peak.stage);
