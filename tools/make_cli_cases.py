@@ -286,8 +286,14 @@ case('megatron-contradictory-flags', f'run -t {T} -w {W} --megatron-args @launch
 case('megatron-inline-bad-value', f'run -t {T} -w {W} -s megatron:--micro-batch-size=0', 2,
      'error: -s megatron:"--micro-batch-size=0": --micro-batch-size 0: expected an integer in [1, 1073741824]')
 case('megatron-args-bad-value', f'run -t {T} -w {W} --megatron-args @launch.sh', 2,
-     'error: --megatron-args @launch.sh: --pipeline-model-parallel-size $PP: expected an integer in [1, 1048576]',
+     'error: --megatron-args @launch.sh: line 1: $PP is not set: give it a value in the script (or write ${PP:-DEFAULT})',
      {'launch.sh': 'torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py \\\n  --tensor-model-parallel-size 8 \\\n  --pipeline-model-parallel-size $PP\n'})
+case('megatron-script-bad-value', f'run -t {T} -w {W} --megatron-args @launch.sh', 2,
+     'error: --megatron-args @launch.sh: --pipeline-model-parallel-size two: expected an integer in [1, 1048576]',
+     {'launch.sh': 'PP=two\nARGS=(--pipeline-model-parallel-size $PP)\ntorchrun --nnodes=2 --nproc_per_node=8 pretrain_gpt.py "${ARGS[@]}"\n'})
+case('megatron-script-loop', f'run -t {T} -w {W} --megatron-args @launch.sh', 2,
+     'error: --megatron-args @launch.sh: line 2: `while` is not supported in a launch script (variables, arrays, if [[ ]] and one launch command are)',
+     {'launch.sh': '#!/bin/bash\nwhile true; do sleep 1; done\ntorchrun pretrain_gpt.py\n'})
 case('megatron-args-without-model', f'run -t {T} --megatron-args @launch.sh', 2,
      'error: --megatron-args @launch.sh: gives no model: give -w WORKLOAD (a workload file or a Hugging Face config), '
      'or the model\'s dimensions',

@@ -40,6 +40,16 @@ struct LaunchConfig {
 // `#` comments to the end of a line.
 std::vector<std::string> split_command_line(std::string_view text, const std::string& source);
 
+// The launch command of a launch script, expanded as bash expands it: scalar and array
+// assignments (NAME=..., NAME=( ... ), NAME+=( ... ), export), $NAME, ${NAME}, ${NAME:-default},
+// ${NAME-default}, ${NAME:=default}, "${ARRAY[@]}" and ${ARRAY[@]} (split at blanks), $(( ))
+// arithmetic, quotes, backslash continuations, comments, if/elif/else/fi on [[ ]] and [ ] tests;
+// commands that cannot change it (mkdir, echo, set, ...) skipped; positional parameters unset.
+// The launch is the one command that runs torchrun, python (-m torch.distributed.run) or a *.py
+// script, or that starts with an --argument (argument lines after it continue it). Any other
+// construct (loops, command substitution, pipes, other commands) is an error naming it and its line.
+std::vector<std::string> launch_script_words(std::string_view text, const std::string& source);
+
 // The arguments of a Megatron-LM launch (a whole torchrun line is fine: its --nnodes and
 // --nproc_per_node give the world size, the arguments after the script are Megatron's).
 LaunchConfig read_megatron_args(std::string_view text, const std::string& source);

@@ -269,4 +269,116 @@ TEST_CASE("a TorchTitan TOML's seq_len and batch are used; a flag that contradic
   CHECK(spec::launch_training(none, json::object(), {.global_batch = 32}, 64).global_batch == 32);
 }
 
+// NVIDIA's Megatron-LM example scripts, copied under tests/reference/launch/megatron/ (README.md
+// there gives the commit): the settings each script states, in its own text.
+spec::LaunchConfig megatron_script(const std::string& file) {
+  return spec::load_megatron_args(test::reference("launch/megatron/" + file));
+}
+
+TEST_CASE("Megatron-LM's example scripts: bash arrays, variables and conditionals expanded as bash does") {
+  // train_gpt3_175b_distributed.sh: GPUS_PER_NODE=8, NUM_NODES=1 through DISTRIBUTED_ARGS; the
+  // model, training and parallel arrays expanded unquoted into the torchrun line
+  const auto gpt = megatron_script("train_gpt3_175b_distributed.sh");
+  CHECK(gpt.strategy.at("tp") == 8);
+  CHECK(gpt.strategy.at("pp") == 16);
+  CHECK(gpt.strategy.at("mb") == 1);
+  CHECK(gpt.strategy.at("gpus") == 8);
+  CHECK(gpt.training.seq_len == 2048);
+  CHECK(gpt.training.global_batch == 1536);
+  CHECK(gpt.training.dtype == "fp16");
+  REQUIRE(gpt.model);
+  CHECK(gpt.model->layers == 96);
+  CHECK(gpt.model->hidden == 12288);
+  CHECK(gpt.model->heads == 96);
+  // its quoted batch-size schedule is one array element, split into words by the unquoted expansion
+  REQUIRE(gpt.warnings.size() == 1);
+  CHECK(gpt.warnings[0].ends_with("assumed not to change the cost: --step-batch-size-schedule"));
+
+  // train_llama3_8b_h100_fp8.sh: ${1:-...} defaults, DTYPE="fp8" taking the if [[ ]] branch whose
+  // quoted elements ("--fp8-format hybrid") split into words, TRAINING_ARGS+=("${DDP_ARGS[@]}"),
+  // the MOCK data branch (--vocab-size 128256), [ ! -f pretrain_gpt.py ] not taken
+  const auto llama = megatron_script("train_llama3_8b_h100_fp8.sh");
+  CHECK(llama.strategy.at("tp") == 1);
+  CHECK(llama.strategy.at("cp") == 1);
+  CHECK(llama.strategy.at("gpus") == 8);
+  CHECK(llama.strategy.at("fp8") == "tensorwise");
+  CHECK(llama.strategy.at("zero") == 1);
+  CHECK(llama.strategy.at("overlap_grad_reduce") == "on");
+  CHECK(llama.strategy.at("overlap_param_gather") == "on");
+  CHECK(llama.strategy.at("grad_reduce_dtype") == "bf16");
+  CHECK(llama.training.seq_len == 8192);
+  CHECK(llama.training.global_batch == 128);
+  CHECK(llama.training.dtype == "bf16");
+  REQUIRE(llama.model);
+  CHECK(llama.model->layers == 32);
+  CHECK(llama.model->hidden == 4096);
+  CHECK(llama.model->ffn_hidden == 14336);
+  CHECK(llama.model->kv_heads == 8);
+  CHECK(llama.model->vocab == 128256);
+  CHECK(llama.model->mlp == spec::MlpKind::Swiglu);
+  CHECK(llama.model->norm == spec::NormKind::RmsNorm);
+}
+
+TEST_CASE("launch scripts: variables with defaults, arrays, continuations, torchrun forms") {
+  const auto read = [](const std::string& text) { return spec::read_megatron_args(text, "s.sh"); };
+  const auto a = read(R"(#!/bin/bash
+TP=4
+NUM_LAYERS=${NUM_LAYERS:-32}
+PP=${PP-2}
+ARGS=(
+    --tensor-model-parallel-size $TP   # a comment
+    --pipeline-model-parallel-size ${PP}
+)
+EXTRA=("--micro-batch-size 2" --sequence-parallel)
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+python -m torch.distributed.run --nnodes=2 --nproc_per_node=8 pretrain_gpt.py \
+    "${ARGS[@]}" ${EXTRA[@]} \
+    --num-layers $NUM_LAYERS --hidden-size 4096 --num-attention-heads 32 --vocab-size 32000 \
+    --seq-length $((1024 * 2)) --global-batch-size 64
+)");
+  CHECK(a.strategy.at("tp") == 4);
+  CHECK(a.strategy.at("pp") == 2);
+  CHECK(a.strategy.at("mb") == 2);
+  CHECK(a.strategy.at("sp") == "on");
+  CHECK(a.strategy.at("gpus") == 16);  // --nnodes=2 × --nproc_per_node=8
+  CHECK(a.model->layers == 32);
+  CHECK(a.training.seq_len == 2048);
+  // torchrun's space-separated form, and an if/else
+  const auto b = read("N=2\nif [[ $N -gt 1 ]]; then\n  TP=8\nelse\n  TP=1\nfi\n"
+                      "torchrun --nnodes $N --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size $TP");
+  CHECK(b.strategy.at("tp") == 8);
+  CHECK(b.strategy.at("gpus") == 16);
+}
+
+TEST_CASE("launch scripts: a construct trainsim does not expand is an error naming it and its line") {
+  const auto error = [](const std::string& text) {
+    try {
+      spec::read_megatron_args(text, "s.sh");
+    } catch (const SpecError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error("for i in 1 2; do echo $i; done\ntorchrun pretrain_gpt.py") ==
+        "s.sh: line 1: `for` is not supported in a launch script (variables, arrays, if [[ ]] and one launch command "
+        "are)");
+  CHECK(error("NODES=$(scontrol show hostnames)\ntorchrun --nnodes $NODES pretrain_gpt.py") ==
+        "s.sh: line 1: command substitution $(scontrol show hostnames) is not supported");
+  CHECK(error("source env.sh\ntorchrun pretrain_gpt.py") ==
+        "s.sh: line 1: \"source\" is not a command trainsim reads (a launch script may set variables and arrays, test "
+        "them with if [[ ]], and run torchrun, python -m torch.distributed.run or pretrain_gpt.py once)");
+  CHECK(error("A=(1 2)\n\ntorchrun pretrain_gpt.py --num-layers ${#A[@]}") ==
+        "s.sh: line 3: ${#A[@]} is not supported");
+  CHECK(error("torchrun pretrain_gpt.py | tee log") ==
+        "s.sh: line 1: \"|\" (a pipe, redirection, list or subshell) in the launch command is not supported");
+  CHECK(error("torchrun --nnodes 1:4 --nproc_per_node 8 pretrain_gpt.py") ==
+        "s.sh: torchrun --nnodes \"1:4\": expected a number of nodes (an elastic range such as 1:4 has no one world "
+        "size: give -s gpus=N)");
+  // bash would pass nothing for an unset variable, and the argument would lose its value unseen
+  CHECK(error("ARGS=(--tensor-model-parallel-size $TP)\ntorchrun pretrain_gpt.py ${ARGS[@]}") ==
+        "s.sh: line 1: $TP is not set: give it a value in the script (or write ${TP:-DEFAULT})");
+  CHECK(error("echo hello\n") ==
+        "s.sh: line 1: no launch command (torchrun, python -m torch.distributed.run, or pretrain_gpt.py)");
+}
+
 }  // namespace launch_test
