@@ -320,8 +320,14 @@ case('megatron-contradictory-flags', f'run -t {T} -w {W} --megatron-args @launch
 case('megatron-inline-bad-value', f'run -t {T} -w {W} -s megatron:--micro-batch-size=0', 2,
      'error: -s megatron:"--micro-batch-size=0": --micro-batch-size 0: expected an integer in [1, 1073741824]')
 case('megatron-args-bad-value', f'run -t {T} -w {W} --megatron-args @launch.sh', 2,
-     'error: --megatron-args @launch.sh: --pipeline-model-parallel-size $PP: expected an integer in [1, 1048576]',
+     'error: --megatron-args @launch.sh: line 1: $PP is not set: give it a value in the script (or write ${PP:-DEFAULT})',
      {'launch.sh': 'torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py \\\n  --tensor-model-parallel-size 8 \\\n  --pipeline-model-parallel-size $PP\n'})
+case('megatron-script-bad-value', f'run -t {T} -w {W} --megatron-args @launch.sh', 2,
+     'error: --megatron-args @launch.sh: --pipeline-model-parallel-size two: expected an integer in [1, 1048576]',
+     {'launch.sh': 'PP=two\nARGS=(--pipeline-model-parallel-size $PP)\ntorchrun --nnodes=2 --nproc_per_node=8 pretrain_gpt.py "${ARGS[@]}"\n'})
+case('megatron-script-loop', f'run -t {T} -w {W} --megatron-args @launch.sh', 2,
+     'error: --megatron-args @launch.sh: line 2: `while` is not supported in a launch script (variables, arrays, if [[ ]] and one launch command are)',
+     {'launch.sh': '#!/bin/bash\nwhile true; do sleep 1; done\ntorchrun pretrain_gpt.py\n'})
 case('megatron-args-without-model', f'run -t {T} --megatron-args @launch.sh', 2,
      'error: --megatron-args @launch.sh: gives no model: give -w WORKLOAD (a workload file or a Hugging Face config), '
      'or the model\'s dimensions',
@@ -332,6 +338,19 @@ case('torchtitan-toml-syntax-error', f'run -t {T} -w {W} --torchtitan @train.tom
 case('torchtitan-toml-bad-degree', f'run -t {T} -w {W} --torchtitan @train.toml', 2,
      'error: @train.toml: /parallelism/tensor_parallel_degree: 0 is out of range; expected an integer in [1, 1048576]',
      {'train.toml': '[parallelism]\ntensor_parallel_degree = 0\n'})
+
+case('torchtitan-seq-len-conflict',
+     'run -t topologies/dgx-h100-superpod.json -w workloads/hf/llama-3.1-8b/config.json --torchtitan @train.toml -s gpus=8 --seq-len 4096', 2,
+     'error: @train.toml: /training/seq_len 8192 conflicts with --seq-len 4096 on the command line: give one of them, or the same value',
+     {'train.toml': '[training]\nlocal_batch_size = 1\nseq_len = 8192\n'})
+case('torchtitan-batch-conflict',
+     'run -t topologies/dgx-h100-superpod.json -w workloads/hf/llama-3.1-8b/config.json --torchtitan @train.toml -s gpus=8 --global-batch 64', 2,
+     'error: @train.toml: /training/local_batch_size 2 × data-parallel degree 8 = global batch 16 conflicts with --global-batch 64 on the command line: give one of them, or the same value',
+     {'train.toml': '[training]\nlocal_batch_size = 2\nseq_len = 8192\n'})
+case('torchtitan-compile-component',
+     f'run -t {T} -w {W} --torchtitan @train.toml', 2,
+     'error: @train.toml: /compile/components: "graph": expected model or loss',
+     {'train.toml': '[compile]\nenable = true\ncomponents = ["graph"]\n'})
 
 # goodput: reliability specs and targets
 RELIABILITY = {"name": "r", "failures": [{"cause": "GPU", "per": "gpu", "mtbf": "50000 h"}],
@@ -350,6 +369,20 @@ case('goodput-tokens-and-days', f'{GP} --days 1 --tokens 1e9 --reliability @r.js
 case('goodput-unknown-unit', f'{GP} --days 1 --reliability @r.json', 2,
      'error: @r.json: /failures/0/per: "rack" is not valid; expected one of: gpu, node, job',
      {'r.json': {**RELIABILITY, "failures": [{"cause": "GPU", "per": "rack", "mtbf": "5 h"}]}})
+
+# the memory verdict: a plan that does not fit (8.3B parameters unsharded: 16 bytes each of Adam
+# state alone, 133 GB of 80 GiB) exits 1 from every command that prices it, unless --allow-no-fit
+NOFIT = f'-t {T} -w workloads/megatron2020-8b.json -s tp=1,gpus=8,mb=2'
+case('goodput-does-not-fit', f'goodput {NOFIT} --days 1', 1,
+     "DOES NOT FIT: peak 159.30 GiB per GPU exceeds the device's 80.00 GiB; goodput prices only plans that fit (--allow-no-fit prices it anyway)")
+case('goodput-allow-no-fit', f'goodput {NOFIT} --days 1 --allow-no-fit', 0,
+     "DOES NOT FIT: peak 159.30 GiB per GPU exceeds the device's 80.00 GiB (priced anyway: --allow-no-fit)")
+case('perturb-does-not-fit', f'run {NOFIT} --perturb @p.json', 1,
+     "does not fit: peak 159.30 GiB per GPU exceeds the device's 80.00 GiB",
+     {'p.json': {"slow_gpus": [{"rank": 3, "compute_factor": 1.2}]}})
+case('run-allow-no-fit', f'run {NOFIT} --perturb @p.json --allow-no-fit', 0,
+     "DOES NOT FIT: peak 159.30 GiB per GPU exceeds the device's 80.00 GiB (priced anyway: --allow-no-fit)",
+     {'p.json': {"slow_gpus": [{"rank": 3, "compute_factor": 1.2}]}})
 
 # run --perturb: stragglers
 PR = f'run -t {T} -w workloads/megatron2021-7.5b.json -s tp=4,pp=2,gpus=32 --perturb @p.json'

@@ -1,4 +1,6 @@
 // `goodput`: how long a run really takes once failures, checkpoints and restarts are counted.
+#include <cstdio>
+
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
@@ -25,6 +27,7 @@ struct GoodputOptions {
   int samples = 1000;
   TrainingFlags training;
   std::string html;
+  bool allow_no_fit = false;
 };
 
 int run_goodput(const GoodputOptions& o) {
@@ -47,9 +50,20 @@ int run_goodput(const GoodputOptions& o) {
     request.interval_s = s;
   }
   const auto report = driver::build_goodput_report(job, reliability, request);
+  if (!report.fits && !o.allow_no_fit) {
+    // a plan that cannot run has no training time: not priced unless asked for
+    fmt::print(stderr, "{}; goodput prices only plans that fit (--allow-no-fit prices it anyway)\n",
+               report::does_not_fit_text(report.peak_memory, report.device_memory));
+    return kDoesNotFit;
+  }
   if (!o.html.empty()) html::write_page(o.html, html::goodput_page(report));
   const auto format = parse_format(o.format);
   print_report(report::render(report, format), report.warnings, format);
+  if (!report.fits) {
+    std::fflush(stdout);  // what stdout holds goes first: 2>&1 never splits a row
+    fmt::print(stderr, "{} (priced anyway: --allow-no-fit)\n",
+               report::does_not_fit_text(report.peak_memory, report.device_memory));
+  }
   return kOk;
 }
 
@@ -73,8 +87,11 @@ void add_goodput_command(CLI::App& app, Action& action) {
   add_training_options(*cmd, o->training);
   add_format_option(*cmd, o->format);
   cmd->add_option("--html", o->html, "write a self-contained HTML page of the report");
+  cmd->add_flag("--allow-no-fit", o->allow_no_fit,
+                "price a plan whose memory peak exceeds the device's (exit 0, the report says it does not fit); "
+                "without it such a plan exits 1 unpriced");
   cmd->footer("Example: trainsim goodput -t topologies/h100-roce-llama3.json -w workloads/llama3-405b.json "
-              "-s tp=8,sp=on,pp=16,zero=1,first_stage_layers=7,last_stage_layers=7,gpus=16384 --days 54");
+              "-s tp=8,sp=on,pp=16,zero=2,first_stage_layers=7,last_stage_layers=7,gpus=16384 --days 54");
   cmd->callback([o, &action] { action = [o] { return run_goodput(*o); }; });
 }
 

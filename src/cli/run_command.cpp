@@ -24,6 +24,7 @@ struct RunOptions {
   double memory_headroom = driver::RunOptions::kDefaultMemoryHeadroom;
   bool full = false;
   bool analytic = false;
+  bool allow_no_fit = false;
   TrainingFlags training;
   std::string megatron_args;
   std::string torchtitan;
@@ -60,19 +61,14 @@ int run(const RunOptions& o) {
   spec::StrategySpec strategy;
   if (auto launch = launch_config(o)) {
     // the launch's strategy, training settings and (without -w) model; -s keys and the training
-    // flags win over it
+    // flags fill in and win over it, except a flag contradicting the launch's sequence or batch
     const auto flags = o.training.overrides();
-    auto& t = launch->training;
-    if (flags.seq_len) t.seq_len = flags.seq_len;
-    if (flags.global_batch) t.global_batch = flags.global_batch;
-    if (flags.dtype) t.dtype = flags.dtype;
-    if (flags.optimizer) t.optimizer = flags.optimizer;
-    std::optional<spec::WorkloadSpec> file;
-    if (!o.workload.empty()) file = spec::load_workload_spec(o.workload, flags);
     const bool extra = !o.strategy.empty() && !o.strategy.starts_with(kMegatronPrefix);
-    auto launched = spec::resolve_launch(
-        *launch, extra ? spec::parse_inline_strategy(o.strategy, o.strategy) : nlohmann::json::object(), file,
-        cluster.num_devices());
+    const auto keys = extra ? spec::parse_inline_strategy(o.strategy, o.strategy) : nlohmann::json::object();
+    std::optional<spec::WorkloadSpec> file;
+    if (!o.workload.empty())
+      file = spec::load_workload_spec(o.workload, spec::launch_training(*launch, keys, flags, cluster.num_devices()));
+    auto launched = spec::resolve_launch(*launch, keys, file, cluster.num_devices(), flags);
     workload = std::move(launched.workload);
     strategy = std::move(launched.strategy);
     if (!file) sources.workload = launch->source;
@@ -106,6 +102,11 @@ int run(const RunOptions& o) {
   print_report(report::render(report, format), report.warnings, format);
   if (!report.fits) {
     std::fflush(stdout);  // what stdout holds goes first: 2>&1 never splits a row
+    if (o.allow_no_fit) {
+      fmt::print(stderr, "{} (priced anyway: --allow-no-fit)\n",
+                 report::does_not_fit_text(report.peak_memory, report.device_memory));
+      return kOk;
+    }
     fmt::print(stderr, "does not fit: peak {} per GPU exceeds the device's {}\n",
                report::human_bytes(Bytes{report.peak_memory}), report::human_bytes(report.device_memory));
     return kDoesNotFit;
@@ -142,6 +143,8 @@ void add_run_command(CLI::App& app, Action& action) {
                   "share of device memory kept free (allocator fragmentation, workspaces); a peak within it is "
                   "reported at risk (default 0.05)")
       ->check(CLI::Range(0.0, 0.9));
+  cmd->add_flag("--allow-no-fit", options->allow_no_fit,
+                "exit 0 for a plan whose memory peak exceeds the device's (the report still says it does not fit)");
   cmd->add_flag("--analytic", options->analytic, "skip the simulation: parameters, FLOPs and analytic memory only");
   cmd->callback([options, &action] { action = [options] { return run(*options); }; });
 }

@@ -99,6 +99,10 @@ GoodputReport build_goodput_report(const spec::Job& job, const spec::Reliability
   const auto run = build_run_report(job, options);
   r.step_s = run.simulation->step_time_s;
   r.warnings = run.warnings;
+  r.fits = run.fits;
+  r.memory_at_risk = run.memory_at_risk;
+  r.peak_memory = run.peak_memory;
+  r.device_memory = run.device_memory;
   r.tokens_per_step =
       static_cast<double>(job.workload.training.global_batch) * static_cast<double>(job.workload.training.seq_len);
   r.nodes = (job.gpus + job.cluster.node.devices - 1) / job.cluster.node.devices;

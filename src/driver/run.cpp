@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "trainsim/driver/cluster_model.hpp"
+#include "trainsim/model/kernel_model.hpp"
 #include "trainsim/model/params.hpp"
 #include "trainsim/sim/engine.hpp"
 #include "trainsim/util/error.hpp"
@@ -217,6 +218,13 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
   r.memory_tuning = tunables.memory;
   r.runtime_memory = model::runtime_memory(job, tunables.memory, tunables.collectives.channels);
   r.warnings = job.warnings;
+  {
+    // the kernel model's precisions: --dtype fp8 and fp8=tensorwise on bf16 run the same kernels
+    const auto kernels = model::kernel_context(job, tunables.kernels);
+    r.training_dtype = kernels.dtype;
+    r.mfu_dtype = kernels.gemm_dtype;
+    r.mfu_peak_flops = job.cluster.device.peak_flops.at(r.mfu_dtype).flop_per_s;
+  }
   r.peak_memory = r.memory.peak().bytes.total().count;
   if (r.peak_memory >= Bytes::kSaturated)
     r.warnings.push_back("memory estimate saturated at 1 EiB: the configuration is far outside any real device");
@@ -245,10 +253,12 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
         static_cast<double>(job.workload.training.global_batch) * static_cast<double>(job.workload.training.seq_len);
     const double gpus = static_cast<double>(job.gpus);
     const double counted = job.strategy.recompute == spec::Recompute::Full ? r.flops.hardware : r.flops.model;
-    const double peak = job.cluster.device.peak_flops.at(job.workload.training.dtype).flop_per_s;
     r.tokens_per_s = tokens / s.step_time_s;
     r.tflops_per_gpu = counted / s.step_time_s / gpus / 1e12;
-    r.mfu = r.flops.model / s.step_time_s / gpus / peak;
+    const auto& peaks = job.cluster.device.peak_flops;
+    r.mfu = r.flops.model / s.step_time_s / gpus / r.mfu_peak_flops;
+    if (const auto bf16 = peaks.find(spec::Dtype::Bf16); bf16 != peaks.end())
+      r.mfu_bf16 = r.flops.model / s.step_time_s / gpus / bf16->second.flop_per_s;
     if (!tuned.kernels_fitted)
       r.warnings.push_back(fmt::format(
           "device \"{}\" has no fitted kernel parameters: the defaults (A100 values) apply and no measurement "

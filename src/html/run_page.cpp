@@ -172,7 +172,12 @@ std::string run_page(const driver::RunReport& r) {
     page.figure("/step_time_s", "step time", seconds_text(r.simulation->step_time_s), r.simulation->step_time_s);
     page.figure("/tokens_per_s", "tokens/s", fmt::format("{:.0f}", r.tokens_per_s), r.tokens_per_s);
     page.figure("/tflops_per_gpu", "TFLOP/s per GPU", fmt::format("{:.1f}", r.tflops_per_gpu), r.tflops_per_gpu);
-    page.figure("/mfu", "MFU", fmt::format("{:.1f}%", r.mfu * 100), r.mfu);
+    page.figure("/mfu", fmt::format("MFU of the {:.0f} TFLOP/s {} peak", r.mfu_peak_flops / 1e12,
+                                    spec::dtype_name(r.mfu_dtype)),
+                fmt::format("{:.1f}%", r.mfu * 100), r.mfu);
+    if (r.mfu_dtype != spec::Dtype::Bf16 && r.mfu_bf16)
+      page.figure("/mfu_bf16_peak", "MFU of the bf16 peak (Megatron-LM, NeMo)", fmt::format("{:.1f}%", *r.mfu_bf16 * 100),
+                  *r.mfu_bf16);
     page.figure("/bubble_fraction", "bubble", fmt::format("{:.1f}%", r.simulation->bubble_fraction * 100),
                 r.simulation->bubble_fraction);
   }
@@ -181,7 +186,8 @@ std::string run_page(const driver::RunReport& r) {
   page.figure("/device_memory_bytes", "device memory", report::human_bytes(r.device_memory), r.device_memory.as_double());
   page.figure("/fits", "fits", !r.fits ? "does NOT fit" : r.memory_at_risk ? "fits, at risk (headroom)" : "fits",
               std::nullopt);
-  std::string assumptions = fmt::format("<p>strategy <code>{}</code></p>", escape(spec::strategy_text(job.strategy)));
+  std::string assumptions = fmt::format("<p>strategy <code>{}</code></p><p>precision: {}</p>",
+                                        escape(spec::strategy_text(job.strategy)), escape(report::precision_text(r)));
   std::vector<std::string> assumed;
   for (const auto& [k, v] : job.strategy.assumed.keys) assumed.push_back(fmt::format("{}={}", k, v));
   assumptions += fmt::format("<p>framework {} (preset: {})</p>", escape(spec::framework_name(job.strategy.framework)),

@@ -66,14 +66,14 @@ class Passes::Writer {
   void pipelined(std::string_view what, CollectiveKind kind, Bytes bytes, int unit,
                  std::span<const std::string_view> ops, const std::vector<Pass>& passes, bool feeds,
                  double sm_share) {
-    flush(Category::Compute);
+    flush(kernels_);
     const double tp = p_.ctx_.shape().tp;
     const Share exposed{1.0 / tp};
     const Share hidden{(tp - 1.0) / tp};
     if (feeds) comm(what, kind, bytes, kTp, StreamKind::TpComm, Category::TpComm, exposed);
     const auto overlapped = comm_async(what, kind, bytes, kTp, StreamKind::TpComm, Category::TpComm, hidden, true);
     add(unit, ops, passes, 1.0 / (1.0 - sm_share));
-    flush(Category::Compute);
+    flush(kernels_);
     wait_for(overlapped);
     if (!feeds) comm(what, kind, bytes, kTp, StreamKind::TpComm, Category::TpComm, exposed);
   }
@@ -82,6 +82,10 @@ class Passes::Writer {
   void add_part(int unit, std::string_view op, const std::vector<Pass>& passes, int parts) {
     for (const auto pass : passes) queued_.push_back({unit, {op, pass, parts}});
   }
+
+  // The category of the kernels a collective cuts off (comm, comm_async, pipelined): a recomputed
+  // forward's kernels stay recompute between its tensor-, context- and expert-parallel collectives.
+  void kernel_category(Category category) { kernels_ = category; }
 
   TaskList flush(Category category) {
     if (queued_.empty()) return last_;
@@ -104,7 +108,7 @@ class Passes::Writer {
   // stream waits for it.
   void comm(std::string_view what, CollectiveKind kind, Bytes bytes, std::span<const ParallelDim> dims,
             StreamKind stream, Category category, const Share& share = {}) {
-    flush(Category::Compute);
+    flush(kernels_);
     if (elapsed_ != nullptr) {
       *elapsed_ += uncontended(kind, bytes, dims, share);
       return;
@@ -116,7 +120,7 @@ class Passes::Writer {
   // `after_compute` it starts once the kernels so far have run (it sends what they produced).
   TaskList comm_async(std::string_view what, CollectiveKind kind, Bytes bytes, std::span<const ParallelDim> dims,
                       StreamKind stream, Category category, const Share& share, bool after_compute) {
-    flush(Category::Compute);
+    flush(kernels_);
     if (elapsed_ != nullptr) return {};  // overlapped: no part of a lower bound
     if (after_compute && !last_.empty()) p_.ctx_.wait(stage_, stream, last_);
     return p_.ctx_.collective(stage_, {fmt::format("{}{}", prefix_, what), microbatch_}, kind, bytes, dims, stream,
@@ -130,6 +134,7 @@ class Passes::Writer {
   const TaskList& last() const { return last_; }
 
  private:
+  Category kernels_ = Category::Compute;
   static std::string unit_name(int unit) {
     if (unit == kEmbeddingUnit) return "embedding";
     if (unit == kHeadUnit) return "head";
@@ -246,7 +251,10 @@ void Passes::replay(Writer& w, int unit, bool recomputed) {
   if (unit < 0) return;
   const auto& c = checkpoint(unit, recomputed);
   if (c.whole_layer) {
+    // (kernels flushed by the forward's collectives are recomputation too)
+    w.kernel_category(Category::Recompute);
     unit_forward(w, unit, Category::Recompute);
+    w.kernel_category(Category::Compute);
     return;
   }
   if (c.replayed.empty()) return;

@@ -104,6 +104,26 @@ std::string human_bytes(Bytes bytes) {
   return fmt::format("{} B", bytes.count);
 }
 
+std::string does_not_fit_text(std::int64_t peak_memory, Bytes device_memory) {
+  return fmt::format("DOES NOT FIT: peak {} per GPU exceeds the device's {}", human_bytes(Bytes{peak_memory}),
+                     human_bytes(device_memory));
+}
+
+std::string mfu_text(const driver::RunReport& r) {
+  std::string out = fmt::format("MFU {:.1f}% of the {:.0f} TFLOP/s {} peak", r.mfu * 100, r.mfu_peak_flops / 1e12,
+                                spec::dtype_name(r.mfu_dtype));
+  if (r.mfu_dtype != spec::Dtype::Bf16 && r.mfu_bf16)
+    out += fmt::format(" ({:.1f}% of the bf16 peak, as Megatron-LM and NeMo report it)", *r.mfu_bf16 * 100);
+  return out;
+}
+
+std::string precision_text(const driver::RunReport& r) {
+  const auto recipe = spec::fp8_of(r.job->strategy);
+  return fmt::format("{} training{}", spec::dtype_name(r.training_dtype),
+                     recipe == spec::Fp8Recipe::Off ? std::string()
+                                                    : fmt::format(", FP8 GEMMs ({})", spec::fp8_recipe_name(recipe)));
+}
+
 std::string human_count(double count) {
   if (count >= 1e12) return fmt::format("{:.2f} T", count / 1e12);
   if (count >= 1e9) return fmt::format("{:.2f} B", count / 1e9);
@@ -202,6 +222,7 @@ ordered_json to_json(const RunReport& r) {
   out["topology"] = job.cluster.name;
   out["device"] = job.cluster.device.name;
   out["workload"] = job.workload.name;
+  out["training_dtype"] = spec::dtype_name(r.training_dtype);
   out["strategy"] = strategy_json(job);
   out["params_total"] = rounded(r.params_total);
   out["params_per_gpu"] = rounded(r.params_per_gpu);
@@ -218,6 +239,9 @@ ordered_json to_json(const RunReport& r) {
     out["tokens_per_s"] = r.tokens_per_s;
     out["tflops_per_gpu"] = r.tflops_per_gpu;
     out["mfu"] = r.mfu;
+    out["mfu_dtype"] = spec::dtype_name(r.mfu_dtype);
+    out["mfu_peak_tflops"] = r.mfu_peak_flops / 1e12;
+    out["mfu_bf16_peak"] = r.mfu_bf16 ? ordered_json(*r.mfu_bf16) : ordered_json();
     out["bubble_fraction"] = s.bubble_fraction;
     out["breakdown"] = {{"compute_s", s.breakdown.compute_s},
                         {"exposed_comm_s", s.breakdown.exposed_comm_s},
@@ -300,6 +324,8 @@ std::string to_table(const RunReport& r) {
   named.dp = job.dp;
   named.gpus.reset();
   line("strategy", spec::strategy_text(named));
+  if (!r.fits)
+    line("memory", does_not_fit_text(r.peak_memory, r.device_memory) + ": every figure below is for a plan that cannot run");
   {
     std::string assumed;
     for (const auto& [key, value] : s.assumed.keys)
@@ -307,6 +333,7 @@ std::string to_table(const RunReport& r) {
     line("framework", fmt::format("{}{}", spec::framework_name(s.framework),
                                   assumed.empty() ? std::string() : fmt::format(" (assumed: {})", assumed)));
   }
+  line("precision", precision_text(r));
   line("micro-batches", fmt::format("{} per step and pipeline", job.micro_batches));
   line("parameters", fmt::format("{} total, {} per GPU", human_count(r.params_total), human_count(r.params_per_gpu)));
   // the Megatron-LM formula counts a dense GPT: no cross-check for a mixture of experts
@@ -319,13 +346,21 @@ std::string to_table(const RunReport& r) {
     const auto& sim = *r.simulation;
     line("step time", fmt::format("{:.4f} s  ({:.0f} tokens/s)", sim.step_time_s, r.tokens_per_s));
     if (const auto& p = r.perturbation) line("stragglers", stragglers_line(*p, sim, job.gpus));
-    line("throughput", fmt::format("{:.1f} TFLOP/s per GPU, MFU {:.1f}%", r.tflops_per_gpu, r.mfu * 100));
+    line("throughput", fmt::format("{:.1f} TFLOP/s per GPU, {}", r.tflops_per_gpu, mfu_text(r)));
     line("breakdown",
          fmt::format("compute {:.4f} s, exposed comm {:.4f} s, bubble {:.4f} s ({:.1f}%)", sim.breakdown.compute_s,
                      sim.breakdown.exposed_comm_s, sim.breakdown.bubble_s, sim.bubble_fraction * 100));
+    // kernels (compute, recompute, optimizer) on one line, collectives and transfers on the other
+    std::string kernels;
     std::string comm;
-    for (const auto& [category, seconds] : sim.comm_busy_s)
-      comm += fmt::format("{}{} {:.4f} s", comm.empty() ? "" : ", ", category, seconds);
+    for (const auto& [category, seconds] : sim.comm_busy_s) {
+      const bool kernel = category == lower::category_name(lower::Category::Compute) ||
+                          category == lower::category_name(lower::Category::Recompute) ||
+                          category == lower::category_name(lower::Category::Optimizer);
+      auto& text = kernel ? kernels : comm;
+      text += fmt::format("{}{} {:.4f} s", text.empty() ? "" : ", ", category, seconds);
+    }
+    if (!kernels.empty()) line("compute busy", kernels);
     if (!comm.empty()) line("communication busy", comm);
   }
   int peak_stage = static_cast<int>(peak.stage);

@@ -33,6 +33,12 @@ std::string table(const driver::GoodputReport& r) {
   };
   line("workload", fmt::format("{} on {} ({} GPUs, {} nodes)", job.workload.name, job.cluster.name, job.gpus, r.nodes));
   line("strategy", spec::strategy_text(job.strategy));
+  if (!r.fits)
+    line("memory", does_not_fit_text(r.peak_memory, r.device_memory) +
+                       ": every figure below is for a plan that cannot run");
+  else
+    line("memory", fmt::format("peak {} per GPU of {}: fits{}", human_bytes(Bytes{r.peak_memory}),
+                               human_bytes(r.device_memory), r.memory_at_risk ? ", but within the headroom: at risk" : ""));
   line("reliability", r.reliability);
   line("step (failure-free)", fmt::format("{:.4f} s, {:.0f} tokens/s", r.step_s, r.tokens_per_step / r.step_s));
   line("mean time to failure", duration_text(r.model.mtbf_s()));
@@ -65,13 +71,14 @@ std::string table(const driver::GoodputReport& r) {
 std::string csv(const driver::GoodputReport& r) {
   std::string out =
       "workload,topology,gpus,strategy,step_time_s,mtbf_s,checkpoint_interval_s,checkpoint_write_s,restart_s,"
-      "wall_time_s,wall_p10_s,wall_p50_s,wall_p90_s,ettr,goodput_tokens_per_s,gpu_hours,expected_interruptions\n";
+      "wall_time_s,wall_p10_s,wall_p50_s,wall_p90_s,ettr,goodput_tokens_per_s,gpu_hours,expected_interruptions,"
+      "peak_memory_bytes,fits\n";
   const auto& job = *r.job;
-  out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(job.workload.name),
+  out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(job.workload.name),
                      csv_field(job.cluster.name), job.gpus, csv_field(spec::strategy_text(job.strategy)), r.step_s,
                      r.model.mtbf_s(), r.model.interval_s, r.checkpoint_write_s, r.model.restart_s, r.wall_s,
                      r.wall.p10, r.wall.p50, r.wall.p90, r.ettr, r.goodput_tokens_per_s(), r.gpu_hours(),
-                     r.interruptions);
+                     r.interruptions, r.peak_memory, r.fits ? "true" : "false");
   return out;
 }
 
@@ -87,6 +94,10 @@ ordered_json to_json(const driver::GoodputReport& r) {
                    {"nodes", r.nodes},
                    {"strategy", spec::strategy_text(job.strategy)},
                    {"reliability", r.reliability},
+                   {"fits", r.fits},
+                   {"memory_at_risk", r.memory_at_risk},
+                   {"peak_memory_bytes", r.peak_memory},
+                   {"device_memory_bytes", r.device_memory.count},
                    {"step_time_s", r.step_s},
                    {"tokens_per_step", r.tokens_per_step},
                    {"mtbf_s", r.model.mtbf_s()},

@@ -113,6 +113,28 @@ void check_model_split(Job& job, Rules& rules) {
   }
 }
 
+// Outer stages of their own size that make the layers fit pp stages (Megatron-LM's
+// --decoder-first/last-pipeline-num-layers; DeepSeek-V3's 61 layers on 16 stages: 3 + 14×4 + 2):
+// the largest even inner size k with first + last = layers − (pp − 2)·k, each in [vpp, k].
+std::string uneven_stages_hint(int layers, int pp, int vpp) {
+  if (pp < 3) {
+    if (pp == 2 && layers >= 2 * vpp)
+      return fmt::format(": give the stages their own counts, e.g. first_stage_layers={},last_stage_layers={}",
+                         layers - layers / 2, layers / 2);
+    return "";
+  }
+  for (int k = (layers + pp - 1) / pp; k >= vpp; --k) {
+    const int outer = layers - (pp - 2) * k;
+    const int first = outer - outer / 2;
+    const int last = outer / 2;
+    if (last >= vpp && first <= k)
+      return fmt::format(": give the outer stages their own counts, e.g. first_stage_layers={},last_stage_layers={} "
+                         "({} + {}×{} + {} = {})",
+                         first, last, first, pp - 2, k, last, layers);
+  }
+  return "";
+}
+
 void check_stages(Job& job, Rules& rules) {
   const auto& s = job.strategy;
   const int layers = job.workload.model.layers;
@@ -120,7 +142,8 @@ void check_stages(Job& job, Rules& rules) {
   if (!s.first_stage_layers && !s.last_stage_layers) {
     if (layers % chunks != 0) {
       rules.strategy(s.vpp > 1 ? "/vpp" : "/pp",
-                     fmt::format("pp·vpp = {}·{} = {} does not divide layers ({})", s.pp, s.vpp, chunks, layers));
+                     fmt::format("pp·vpp = {}·{} = {} does not divide layers ({}){}", s.pp, s.vpp, chunks, layers,
+                                 uneven_stages_hint(layers, s.pp, s.vpp)));
       return;
     }
     job.stage_layers.assign(static_cast<std::size_t>(s.pp), layers / s.pp);

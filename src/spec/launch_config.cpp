@@ -57,7 +57,20 @@ std::vector<std::string> split_command_line(std::string_view text, const std::st
 
 namespace {
 
-WorkloadSpec launch_workload(const LaunchConfig& launch, const std::optional<WorkloadSpec>& workload) {
+// The launch's strategy keys with the inline list's over them.
+nlohmann::json merged_strategy(const LaunchConfig& launch, const nlohmann::json& extra) {
+  auto json = launch.strategy;
+  for (const auto& [key, value] : extra.items()) json[key] = value;
+  return json;
+}
+
+std::int64_t integer_key(const nlohmann::json& json, const char* key, std::int64_t fallback) {
+  const auto it = json.find(key);
+  return it != json.end() && it->is_number_integer() ? it->get<std::int64_t>() : fallback;
+}
+
+WorkloadSpec launch_workload(const LaunchConfig& launch, const TrainingOverrides& t,
+                             const std::optional<WorkloadSpec>& workload) {
   WorkloadSpec w;
   if (workload) {
     w = *workload;
@@ -83,10 +96,9 @@ WorkloadSpec launch_workload(const LaunchConfig& launch, const std::optional<Wor
                                          "tokenizer)");
     w.name = launch.model_name;
     w.model = *launch.model;
-    if (!launch.training.seq_len || (!launch.training.global_batch && !launch.local_batch))
+    if (!t.seq_len || !t.global_batch)
       throw SpecError(launch.source, "", "gives no sequence length or global batch (--seq-length, --global-batch-size)");
   }
-  const auto& t = launch.training;
   if (t.seq_len) w.training.seq_len = *t.seq_len;
   if (t.global_batch) w.training.global_batch = *t.global_batch;
   if (t.dtype) w.training.dtype = training_dtype_named(*t.dtype, launch.source);
@@ -97,15 +109,48 @@ WorkloadSpec launch_workload(const LaunchConfig& launch, const std::optional<Wor
 
 }  // namespace
 
+TrainingOverrides launch_training(const LaunchConfig& launch, const nlohmann::json& extra,
+                                  const TrainingOverrides& flags, std::int64_t devices) {
+  auto t = launch.training;
+  std::string batch_text;  // how the launch's global batch came about, for a conflict
+  if (t.global_batch) {
+    batch_text = fmt::format("{} {}", launch.batch_key, *t.global_batch);
+  } else if (launch.local_batch) {
+    // no gradient accumulation: the global batch is every data-parallel rank's local batch
+    const auto json = merged_strategy(launch, extra);
+    const std::int64_t model_parallel =
+        integer_key(json, "tp", 1) * integer_key(json, "cp", 1) * integer_key(json, "pp", 1);
+    const std::int64_t gpus =
+        integer_key(json, "gpus", json.contains("dp") ? integer_key(json, "dp", 1) * model_parallel : devices);
+    const std::int64_t dp = std::max<std::int64_t>(1, gpus / model_parallel);
+    t.global_batch = *launch.local_batch * dp;
+    batch_text = fmt::format("{} {} × data-parallel degree {} = global batch {}", launch.batch_key,
+                             *launch.local_batch, dp, *t.global_batch);
+  }
+  if (flags.seq_len && t.seq_len && *flags.seq_len != *t.seq_len)
+    throw SpecError(launch.source, "",
+                    fmt::format("{} {} conflicts with --seq-len {} on the command line: give one of them, or the same "
+                                "value",
+                                launch.seq_len_key, *t.seq_len, *flags.seq_len));
+  if (flags.global_batch && t.global_batch && !launch.batch_key.empty() && *flags.global_batch != *t.global_batch)
+    throw SpecError(launch.source, "",
+                    fmt::format("{} conflicts with --global-batch {} on the command line: give one of them, or the "
+                                "same value",
+                                batch_text, *flags.global_batch));
+  if (flags.seq_len) t.seq_len = flags.seq_len;
+  if (flags.global_batch) t.global_batch = flags.global_batch;
+  if (flags.dtype) t.dtype = flags.dtype;
+  if (flags.optimizer) t.optimizer = flags.optimizer;
+  return t;
+}
+
 LaunchedJob resolve_launch(const LaunchConfig& launch, const nlohmann::json& extra,
-                           const std::optional<WorkloadSpec>& workload, std::int64_t devices) {
-  LaunchedJob out{.workload = launch_workload(launch, workload), .strategy = {}};
-  auto json = launch.strategy;
-  for (const auto& [key, value] : extra.items()) json[key] = value;
-  const auto number = [&](const char* key, std::int64_t fallback) {
-    const auto it = json.find(key);
-    return it != json.end() && it->is_number_integer() ? it->get<std::int64_t>() : fallback;
-  };
+                           const std::optional<WorkloadSpec>& workload, std::int64_t devices,
+                           const TrainingOverrides& flags) {
+  const auto training = launch_training(launch, extra, flags, devices);
+  LaunchedJob out{.workload = launch_workload(launch, training, workload), .strategy = {}};
+  auto json = merged_strategy(launch, extra);
+  const auto number = [&](const char* key, std::int64_t fallback) { return integer_key(json, key, fallback); };
   const std::int64_t pp = number("pp", 1);
   const int layers = out.workload.model.layers;
   if (launch.layers_per_virtual_stage && !json.contains("vpp")) {
@@ -120,12 +165,6 @@ LaunchedJob resolve_launch(const LaunchConfig& launch, const nlohmann::json& ext
     // every n-th block of each model chunk
     const std::int64_t chunk = layers / (pp * number("vpp", 1));
     json["recompute_layers"] = std::max<std::int64_t>(1, chunk / *launch.recompute_every);
-  }
-  if (launch.local_batch && !launch.training.global_batch) {
-    // no gradient accumulation: the global batch is every data-parallel rank's local batch
-    const std::int64_t model_parallel = number("tp", 1) * number("cp", 1) * pp;
-    const std::int64_t gpus = number("gpus", json.contains("dp") ? number("dp", 1) * model_parallel : devices);
-    out.workload.training.global_batch = *launch.local_batch * std::max<std::int64_t>(1, gpus / model_parallel);
   }
   out.strategy = read_strategy_spec(json, launch.source);
   return out;

@@ -176,19 +176,26 @@ std::optional<ModelSpec> read_model_args(Args& a) {
 
 // A whole launch line: the arguments after the script are Megatron's (returns where they start);
 // torchrun's --nnodes × --nproc_per_node before it is the world size (0 when not given).
-std::size_t script_arguments(const std::vector<std::string>& words, std::int64_t& world) {
+std::size_t script_arguments(const std::vector<std::string>& words, std::int64_t& world, const std::string& source) {
   std::size_t first = 0;
   std::int64_t nodes = 0;
   std::int64_t per_node = 0;
   for (std::size_t i = 0; i < words.size(); ++i) {
     if (!words[i].ends_with(".py")) continue;
-    for (std::size_t j = 0; j + 1 < i; ++j) {
-      const auto& w = words[j];
+    for (std::size_t j = 0; j < i; ++j) {
+      // torchrun's --nnodes N and --nnodes=N (argparse takes both)
+      const auto eq = words[j].find('=');
+      const auto flag = words[j].substr(0, eq);
+      const bool is_nodes = flag == "--nnodes";
+      if (!is_nodes && flag != "--nproc_per_node" && flag != "--nproc-per-node") continue;
+      const std::string text = eq != std::string::npos ? words[j].substr(eq + 1) : j + 1 < i ? words[j + 1] : "";
       std::int64_t v = 0;
-      const auto& next = words[j + 1];
-      if (std::from_chars(next.data(), next.data() + next.size(), v).ec != std::errc()) continue;
-      if (w == "--nnodes") nodes = v;
-      if (w == "--nproc_per_node" || w == "--nproc-per-node") per_node = v;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc() || end != text.data() + text.size() || v < 1)
+        throw SpecError(source, "", fmt::format("torchrun {} \"{}\": expected a number of {} (an elastic range such as "
+                                                "1:4 has no one world size: give -s gpus=N)",
+                                                flag, text, is_nodes ? "nodes" : "processes per node"));
+      (is_nodes ? nodes : per_node) = v;
     }
     first = i + 1;
   }
@@ -226,9 +233,9 @@ std::map<std::string, std::vector<std::string>, std::less<>> parse_flags(const s
 }  // namespace
 
 LaunchConfig read_megatron_args(std::string_view text, const std::string& source) {
-  const auto words = split_command_line(text, source);
+  const auto words = launch_script_words(text, source);
   std::int64_t world = 0;
-  auto flags = parse_flags(words, script_arguments(words, world), source);
+  auto flags = parse_flags(words, script_arguments(words, world, source), source);
   Args a(std::move(flags), source);
   LaunchConfig out;
   out.source = source;

@@ -84,6 +84,39 @@ constexpr ScheduleName kSchedules[] = {{"1F1B", "1f1b", true},
                                        {"InterleavedZeroBubble", "zb-h1", false},
                                        {"ZBVZeroBubble", "zb-h1", false}};
 
+// A list of names as job_config.py takes it: a TOML list of strings, or one string of
+// comma-separated names (the 2025 layout's `string_list`: split on commas, blanks trimmed, empty
+// names dropped; TorchTitan's own llama3_405b.toml of April 2025 writes `converters = "float8"`).
+std::optional<std::vector<std::string>> string_list(Reader& r, std::string_view key) {
+  const auto* v = r.value(key);
+  if (v == nullptr) return std::nullopt;
+  std::vector<std::string> out;
+  const auto add = [&](std::string_view text) {
+    while (!text.empty()) {
+      const auto comma = std::min(text.find(','), text.size());
+      auto name = text.substr(0, comma);
+      text.remove_prefix(std::min(comma + 1, text.size()));
+      name.remove_prefix(std::min(name.find_first_not_of(" \t"), name.size()));
+      name.remove_suffix(name.size() - (name.find_last_not_of(" \t") + 1));
+      if (!name.empty()) out.emplace_back(name);
+    }
+  };
+  if (v->is_string()) {
+    add(v->get_ref<const std::string&>());
+    return out;
+  }
+  if (v->is_array() && std::all_of(v->begin(), v->end(), [](const nlohmann::json& e) { return e.is_string(); })) {
+    for (const auto& e : *v) add(e.get_ref<const std::string&>());
+    return out;
+  }
+  r.error_at(key, fmt::format("expected a list of strings or a comma-separated string, got {}", describe(*v)));
+  return std::nullopt;
+}
+
+bool contains(const std::vector<std::string>& names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 // toml11's multi-line message ("[error] toml::parse_key: what\n --> FILE\n   |\n 3 | text\n   |  ^--- detail
 // \n Hint: ...") as one line: "at line 3: what (detail)".
 std::string toml_error(std::string_view message) {
@@ -131,11 +164,11 @@ class TitanReader {
 
   void read() {
     s_["framework"] = "torchtitan";
+    optimizer();
     const auto pp = degrees();
     schedule(pp);
     training(pp);
-    if (auto compile = root_.optional_object("compile"); compile && compile->has("enable"))
-      s_["compile"] = compile->boolean("enable") ? "on" : "off";
+    compile();
     activation_checkpoint();
     float8_and_model();
     unknown_keys();
@@ -218,6 +251,16 @@ class TitanReader {
     }
   }
 
+  // [optimizer] name: TorchTitan builds torch.optim.Adam or AdamW (components/optimizer.py).
+  void optimizer() {
+    auto o = root_.optional_object("optimizer");
+    if (!o || !o->has("name")) return;
+    const auto name = o->string("name");
+    if (name == "AdamW") out_.training.optimizer = "adamw";
+    else if (name == "Adam") out_.training.optimizer = "adam";
+    else o->error_at("name", fmt::format("\"{}\": expected AdamW or Adam", name));
+  }
+
   // [training]: the local batch, the sequence, mixed precision.
   void training(std::int64_t pp) {
     if (training_) {
@@ -225,8 +268,15 @@ class TitanReader {
                                                            : training_->integer_or("batch_size", 8, {1, 1 << 30});
       out_.local_batch = local;
       if (pp == 1) s_["mb"] = local;  // no pipeline: each rank's batch is one micro-batch
-      if (const auto global = training_->optional_integer("global_batch_size", {-1, 1 << 30}); global && *global > 0)
+      out_.seq_len_key = "/training/seq_len";
+      out_.batch_key = training_->has("local_batch_size") ? "/training/local_batch_size"
+                       : training_->has("batch_size")     ? "/training/batch_size"
+                                                          : "";
+      // global_batch_size -1 (job_config.py's default): the local batch × the data-parallel degree
+      if (const auto global = training_->optional_integer("global_batch_size", {-1, 1 << 30}); global && *global > 0) {
         out_.training.global_batch = *global;
+        out_.batch_key = "/training/global_batch_size";
+      }
       if (const auto seq = training_->optional_integer("seq_len", {1, 1 << 24})) out_.training.seq_len = *seq;
       if (training_->has("mixed_precision_param")) {
         const auto param = training_->string("mixed_precision_param");
@@ -243,8 +293,24 @@ class TitanReader {
       if (training_->has("compile")) s_["compile"] = training_->boolean("compile") ? "on" : "off";
     } else {
       out_.local_batch = 8;  // job_config.py's default
+      out_.batch_key = "";
       if (pp == 1) s_["mb"] = 8;
     }
+  }
+
+  // [compile] (job_config.py's Compile: enable false, components ["model", "loss"]): the blocks
+  // are compiled only when enabled with "model" among the components. A compiled loss alone leaves
+  // the blocks eager; the loss's own kernels are priced eager either way (named below).
+  void compile() {
+    auto compile = root_.optional_object("compile");
+    if (!compile) return;
+    const bool enable = compile->boolean_or("enable", false);
+    const auto components = string_list(*compile, "components").value_or(std::vector<std::string>{"model", "loss"});
+    for (const auto& c : components)
+      if (c != "model" && c != "loss")
+        compile->error_at("components", fmt::format("\"{}\": expected model or loss", c));
+    s_["compile"] = enable && contains(components, "model") ? "on" : "off";
+    if (enable && contains(components, "loss")) unmodelled_.push_back("/compile/components \"loss\" (priced eager)");
   }
 
   // [activation_checkpoint] (job_config.py's defaults: selective, every 2nd block).
@@ -275,25 +341,30 @@ class TitanReader {
     }
   }
 
-  // Float8: [model] converters = ["float8"] (2025) or [float8] enable_float8_linear (2024); a
-  // Llama flavour of [model] gives the model when no workload file does.
+  // Float8: [model] converters containing "float8" (a list, or a comma-separated string) or
+  // [float8] enable_float8_linear (2024); [float8] recipe_name picks the scaling. The [float8] keys
+  // that tune the cast (FP8 all-gathers, scale precomputation, modules left out) are not modelled
+  // and are named.
   void float8_and_model() {
     auto model = root_.optional_object("model");
     bool float8 = false;
-    if (model && model->has("converters")) {
-      const auto* converters = model->value("converters");
-      float8 = converters->is_array() && std::any_of(converters->begin(), converters->end(),
-                                                      [](const nlohmann::json& c) { return c == "float8"; });
-    }
+    if (model)
+      if (const auto converters = string_list(*model, "converters")) {
+        float8 = contains(*converters, "float8");
+        for (const auto& c : *converters)
+          if (c != "float8") unmodelled_.push_back(fmt::format("/model/converters \"{}\"", c));
+      }
     if (auto f8 = root_.optional_object("float8")) {
-      if (f8->has("enable_float8_linear")) float8 = float8 || f8->boolean("enable_float8_linear");
+      if (f8->has("enable_float8_linear")) float8 = f8->boolean("enable_float8_linear") || float8;
       const auto recipe = f8->string_or("recipe_name", "tensorwise");
       if (float8) {
         if (recipe == "tensorwise") s_["fp8"] = "tensorwise";
         else if (recipe.starts_with("rowwise")) s_["fp8"] = "rowwise";
         else f8->error_at("recipe_name", fmt::format("\"{}\": expected tensorwise, rowwise or rowwise_with_gw_hp", recipe));
       }
-      for (const auto& key : f8->unread()) f8->has(key);  // the rest tunes the cast, not the cost
+      // the cast's settings apply only with the converter (TorchTitan's Float8Converter reads them)
+      for (const auto& key : f8->unread())
+        if (float8) unmodelled_.push_back(fmt::format("{}/{}", f8->pointer(), key));
     } else if (float8) {
       s_["fp8"] = "tensorwise";
     }
@@ -338,8 +409,9 @@ class TitanReader {
     }
     for (const auto& key : root_.unread())
       if (!kCostFreeTables.contains(key)) unknown.push_back("/" + key);
+    unknown.insert(unknown.end(), unmodelled_.begin(), unmodelled_.end());
     if (!unknown.empty())
-      out_.warnings.push_back(fmt::format("{}: not read, assumed not to change the cost: {}", source_,
+      out_.warnings.push_back(fmt::format("{}: not read or not modelled, assumed not to change the cost: {}", source_,
                                          fmt::join(unknown, ", ")));
   }
 
@@ -351,6 +423,7 @@ class TitanReader {
   std::optional<Reader> parallelism_;
   std::optional<Reader> training_;
   std::optional<Reader> experimental_;
+  std::vector<std::string> unmodelled_;  // keys read but not modelled, named in the warning
 };
 
 }  // namespace

@@ -33,6 +33,11 @@ struct GoodputReport {
   const spec::Job* job = nullptr;
   std::string reliability;  // the spec's name
   double step_s = 0;        // failure-free, simulated
+  // the memory verdict of the step priced (RunReport's): a plan that does not fit cannot run at all
+  bool fits = false;
+  bool memory_at_risk = false;
+  std::int64_t peak_memory = 0;
+  Bytes device_memory;
   double tokens_per_step = 0;
   std::int64_t nodes = 0;
   model::GoodputModel model;

@@ -85,7 +85,14 @@ struct RunReport {
   std::shared_ptr<SimulatedStep> step;  // present when simulated
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;     // Megatron-LM's count: the recomputed forward counted under full recompute
-  double mfu = 0;                // model FLOPs / (step × gpus × peak)
+  // MFU = model FLOPs / (step × gpus × the peak of mfu_dtype), the dtype the GEMMs run in (fp8
+  // under an FP8 recipe, however it was asked for; else the training dtype); mfu_bf16 against the
+  // bf16 peak whatever the GEMMs ran in, as Megatron-LM and NeMo print it (an FP8 run's can pass 100%)
+  double mfu = 0;
+  spec::Dtype training_dtype = spec::Dtype::Bf16;  // weights, activations, non-GEMM kernels
+  spec::Dtype mfu_dtype = spec::Dtype::Bf16;
+  double mfu_peak_flops = 0;  // per GPU, FLOP/s
+  std::optional<double> mfu_bf16;  // absent on a device without a bf16 peak
   std::int64_t peak_memory = 0;  // simulated when simulated, else analytic
   Bytes device_memory;
   spec::MemoryTuning memory_tuning;  // what the memory figures assumed

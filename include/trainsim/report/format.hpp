@@ -29,4 +29,13 @@ std::string csv_field(const std::string& s);
 std::string human_bytes(Bytes bytes);
 std::string human_count(double count);
 
+// "MFU 13.9% of the 1979 TFLOP/s fp8 peak (27.8% of the bf16 peak, as Megatron-LM and NeMo report
+// it)"; "bf16 training, FP8 GEMMs (tensorwise)".
+std::string mfu_text(const driver::RunReport& report);
+std::string precision_text(const driver::RunReport& report);
+
+// The loud line of a plan that does not fit: "DOES NOT FIT: peak 85.07 GiB per GPU exceeds the
+// device's 80.00 GiB", shown by every command that prices a layout.
+std::string does_not_fit_text(std::int64_t peak_memory, Bytes device_memory);
+
 }  // namespace trainsim::report

@@ -9,6 +9,7 @@
 #include "common/reports.hpp"
 #include "common/workloads.hpp"
 #include "trainsim/driver/run.hpp"
+#include "trainsim/report/format.hpp"
 #include "trainsim/model/kernel_model.hpp"
 #include "trainsim/model/params.hpp"
 #include "trainsim/topo/placement.hpp"
@@ -32,6 +33,60 @@ driver::RunReport run(const spec::Job& job) {
 bool simulate_ok(const spec::Job& job) {
   const auto r = run(job);
   return r.simulation && r.simulation->step_time_s > 0;
+}
+
+TEST_CASE("one MFU: --dtype fp8 and fp8=tensorwise on bf16 give the same figures against the FP8 peak") {
+  // H100 SXM's datasheet: 989 dense bf16 TFLOP/s, 1,979 fp8 (devices/H100-SXM5-80GB.json)
+  auto fp8_workload = spec::load_workload_spec(test::workload("llama3-8b"), {.dtype = "fp8"});
+  const auto job_a = job_on("dgx-h100-superpod", fp8_workload, "gpus=8,tp=2");
+  const auto job_b = test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8,tp=2,fp8=tensorwise");
+  const auto a = run(job_a);
+  const auto b = run(job_b);
+  REQUIRE(a.simulation);
+  REQUIRE(b.simulation);
+  CHECK(a.simulation->step_time_s == b.simulation->step_time_s);
+  for (const auto* r : {&a, &b}) {
+    CHECK(r->mfu_dtype == spec::Dtype::Fp8);
+    CHECK(r->training_dtype == spec::Dtype::Bf16);
+    CHECK(r->mfu_peak_flops == doctest::Approx(1979e12));
+    // the definition: model FLOPs / (step × GPUs × the stated peak)
+    CHECK(r->mfu == doctest::Approx(r->flops.model / (r->simulation->step_time_s * 8 * 1979e12)).epsilon(1e-12));
+    REQUIRE(r->mfu_bf16);
+    CHECK(*r->mfu_bf16 / r->mfu == doctest::Approx(1979.0 / 989.0).epsilon(1e-12));
+  }
+  CHECK(a.mfu == b.mfu);
+  CHECK(*a.mfu_bf16 == *b.mfu_bf16);
+  const auto ja = report::to_json(a);
+  const auto jb = report::to_json(b);
+  for (const auto* key : {"mfu", "mfu_dtype", "mfu_peak_tflops", "mfu_bf16_peak", "training_dtype"}) {
+    CAPTURE(key);
+    CHECK(ja.at(key) == jb.at(key));
+  }
+  CHECK(report::to_table(a).find("MFU " + fmt::format("{:.1f}", a.mfu * 100) + "% of the 1979 TFLOP/s fp8 peak") !=
+        std::string::npos);
+  CHECK(report::to_table(a).find("bf16 training, FP8 GEMMs (tensorwise)") != std::string::npos);
+  // bf16 without FP8: against the bf16 peak, one convention
+  const auto job_c = test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8,tp=2");
+  const auto c = run(job_c);
+  CHECK(c.mfu_dtype == spec::Dtype::Bf16);
+  CHECK(c.mfu == doctest::Approx(*c.mfu_bf16).epsilon(1e-15));
+  CHECK(report::to_table(c).find("% of the 989 TFLOP/s bf16 peak\n") != std::string::npos);
+}
+
+TEST_CASE("MFU never exceeds 100% of the peak the report states, nor TFLOP/s per GPU the peak") {
+  // a GPU cannot run faster than its datasheet peak, whatever the layout, precision or recompute
+  for (const auto* dtype : {"bf16", "fp8"})
+    for (const auto* strategy : {"gpus=8,tp=1", "gpus=8,tp=8,sp=on", "gpus=8,tp=2,pp=2,recompute=full",
+                                 "gpus=8,tp=4,sp=on,tp_overlap=on,recompute=selective", "gpus=8,cp=2,tp=4,sp=on"}) {
+      CAPTURE(dtype);
+      CAPTURE(strategy);
+      const auto w = spec::load_workload_spec(test::workload("llama3-8b"), {.dtype = dtype});
+      const auto job = job_on("dgx-h100-superpod", w, strategy);
+      const auto r = run(job);
+      CHECK(r.mfu > 0);
+      CHECK(r.mfu <= 1.0);
+      CHECK(r.tflops_per_gpu * 1e12 <= r.mfu_peak_flops);
+    }
 }
 
 }  // namespace framework_test

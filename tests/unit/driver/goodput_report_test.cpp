@@ -4,6 +4,7 @@
 
 #include "common/jobs.hpp"
 #include "trainsim/driver/goodput.hpp"
+#include "trainsim/report/goodput_format.hpp"
 #include "trainsim/util/error.hpp"
 
 using namespace trainsim;
@@ -63,6 +64,35 @@ TEST_CASE("reliability specs: counts and MTBFs as rates, bad input named") {
   both["failures"][0]["count"] = 3;
   CHECK_THROWS_WITH_AS(spec::read_reliability_spec(both, "r.json"),
                        doctest::Contains("give mtbf or count (with over and units), not both"), SpecError);
+}
+
+}  // namespace goodput_report_test
+
+namespace goodput_report_test {
+
+TEST_CASE("goodput carries the memory verdict of the step it prices, in every format") {
+  // Megatron-LM 2020's 8.3B model unsharded on 8 A100s of 80 GiB: mixed-precision Adam alone holds
+  // 16 bytes per parameter (Rajbhandari et al. 2020), 133 GB per GPU, so it cannot fit; with tp=8
+  // each GPU holds an eighth (16.6 GB) and it does
+  const auto spec = spec::load_reliability_spec(spec::default_reliability_path());
+  const auto big = test::make_job("dgx-a100-superpod", "megatron2020-8b", "tp=1,gpus=8,mb=2");
+  const auto r = driver::build_goodput_report(big, spec, {.days = 1.0, .samples = 10});
+  CHECK_FALSE(r.fits);
+  CHECK(static_cast<double>(r.peak_memory) > 16 * 8.3e9);
+  CHECK(r.device_memory.count == std::int64_t{80} << 30);
+  const auto json = report::to_json(r);
+  CHECK(json.at("fits") == false);
+  CHECK(json.at("peak_memory_bytes") == r.peak_memory);
+  CHECK(json.at("device_memory_bytes") == std::int64_t{80} << 30);
+  CHECK(report::render(r, report::Format::Table).find("DOES NOT FIT: peak") != std::string::npos);
+  CHECK(report::render(r, report::Format::Csv).find(",false\n") != std::string::npos);
+
+  const auto sharded = test::make_job("dgx-a100-superpod", "megatron2020-8b", "tp=8,gpus=8,mb=2");
+  const auto f = driver::build_goodput_report(sharded, spec, {.days = 1.0, .samples = 10});
+  CHECK(f.fits);
+  CHECK(static_cast<double>(f.peak_memory) > 16 * 8.3e9 / 8);
+  CHECK(report::to_json(f).at("fits") == true);
+  CHECK(report::render(f, report::Format::Table).find("DOES NOT FIT") == std::string::npos);
 }
 
 }  // namespace goodput_report_test

@@ -36,10 +36,12 @@ spec::ClusterSpec case_cluster(const json& run) {
   return spec::load_cluster_spec(test::source_path(run.at("topology").get<std::string>()));
 }
 
-// The report without the preset-assumed keys (what a launch states explicitly is not assumed).
+// The report without the preset-assumed keys (what a launch states explicitly is not assumed) and
+// without warnings (a launch names what it does not model; the launch tests check those).
 std::string report_text(const spec::Job& job) {
   auto j = report::to_json(driver::build_run_report(job));
   j["strategy"].erase("assumed");
+  j.erase("warnings");
   return j.dump();
 }
 
@@ -54,7 +56,9 @@ void check_same(const std::string& name, const spec::LaunchConfig& launch, const
   const auto strategy_text = run.at("strategy").get<std::string>();
   const auto hand = spec::read_strategy_spec(spec::parse_inline_strategy(strategy_text, "hand"), "hand");
   CHECK(launched.strategy == hand);
-  CHECK(launched.workload == workload);
+  auto unwarned = launched.workload;
+  unwarned.warnings = workload.warnings;
+  CHECK(unwarned == workload);
   const spec::Sources sources{.topology = "t", .workload = "w", .strategy = "s"};
   const auto a = spec::resolve_job(cluster, launched.workload, launched.strategy, sources);
   const auto b = spec::resolve_job(cluster, workload, hand, sources);
@@ -134,7 +138,11 @@ enable_fsdp_float8_all_gather = true
   // the flavour gives the model: TorchTitan's Llama 3 70B
   REQUIRE(launch.model.has_value());
   CHECK(launch.model->ffn_hidden == 28672);
-  CHECK(launch.warnings.empty());
+  // compiled with job_config.py's default components, model and loss: the loss's compilation and
+  // the FP8 all-gather are not modelled, and named
+  REQUIRE(launch.warnings.size() == 1);
+  CHECK(launch.warnings[0] == "llama3_70b.toml: not read or not modelled, assumed not to change the cost: /compile/components \"loss\" "
+                              "(priced eager), /float8/enable_fsdp_float8_all_gather");
 }
 
 TEST_CASE("launch configurations: bad input names the argument; what is not understood is listed") {
@@ -170,6 +178,207 @@ TEST_CASE("launch configurations: bad input names the argument; what is not unde
   // shell words: quotes, escapes, continuations, comments
   CHECK(spec::split_command_line("a \"b c\" 'd e' f\\ g \\\n h # comment\n i", "s") ==
         std::vector<std::string>{"a", "b c", "d e", "f g", "h", "i"});
+}
+
+// TorchTitan's own TOMLs, copied under tests/reference/launch/torchtitan/ (README.md there gives
+// each file's commit): what TorchTitan runs from them, read from its job_config.py.
+spec::LaunchConfig titan(const std::string& file) {
+  return spec::load_torchtitan_toml(test::reference("launch/torchtitan/" + file));
+}
+
+std::string warnings_of(const spec::LaunchConfig& launch) {
+  std::string out;
+  for (const auto& w : launch.warnings) out += w + "\n";
+  return out;
+}
+
+TEST_CASE("TorchTitan's TOMLs: converters as a string or a list enable FP8; [float8] keys are named") {
+  // llama3_405b.toml of April 2025 writes converters = "float8", of February 2026 ["float8"];
+  // job_config.py splits a string list on commas (string_list), so both apply the float8 converter
+  const auto string_form = titan("llama3_405b-2025-04.toml");
+  const auto list_form = titan("llama3_405b-2026-02.toml");
+  CHECK(string_form.strategy.at("fp8") == "tensorwise");
+  CHECK(list_form.strategy.at("fp8") == "tensorwise");
+  // the 2025 file's [float8] settings tune the converter's cast: not modelled, named
+  for (const auto* key : {"/float8/enable_fsdp_float8_all_gather", "/float8/precompute_float8_dynamic_scale_for_fsdp",
+                          "/float8/filter_fqns"})
+    CHECK(warnings_of(string_form).find(key) != std::string::npos);
+  // the 2026 file's [quantize.linear.float8] is named as a table not read
+  CHECK(warnings_of(list_form).find("/quantize") != std::string::npos);
+  // without the converter, [float8]'s settings do nothing in TorchTitan: llama3_8b.toml comments
+  // the converter out
+  const auto eight = titan("llama3_8b-2025-04.toml");
+  CHECK_FALSE(eight.strategy.contains("fp8"));
+  CHECK(warnings_of(eight).find("/float8") == std::string::npos);
+  // a list of several converters names the ones not modelled
+  const auto mixed = spec::read_torchtitan_toml("[model]\nconverters = \"float8, mx\"\n", "t.toml");
+  CHECK(mixed.strategy.at("fp8") == "tensorwise");
+  CHECK(warnings_of(mixed).find("/model/converters \"mx\"") != std::string::npos);
+  CHECK_THROWS_WITH_AS(spec::read_torchtitan_toml("[model]\nconverters = 8\n", "t.toml"),
+                       doctest::Contains("t.toml: /model/converters: expected a list of strings"), SpecError);
+}
+
+TEST_CASE("TorchTitan's [compile]: only \"model\" among the components compiles the blocks") {
+  // deepseek_v3_671b.toml: enable = true, components = ["loss"]: the blocks run eager
+  const auto deepseek = titan("deepseek_v3_671b-2026-02.toml");
+  CHECK(deepseek.strategy.at("compile") == "off");
+  CHECK(warnings_of(deepseek).find("/compile/components \"loss\"") != std::string::npos);
+  // llama3_405b.toml of 2026: components = ["model", "loss"]
+  CHECK(titan("llama3_405b-2026-02.toml").strategy.at("compile") == "on");
+  // the 2025 layout's [training] compile = true
+  CHECK(titan("llama3_405b-2025-04.toml").strategy.at("compile") == "on");
+  const auto compile = [](const std::string& table) {
+    return spec::read_torchtitan_toml("[compile]\n" + table, "t.toml").strategy.at("compile");
+  };
+  CHECK(compile("enable = true\n") == "on");  // job_config.py's default components: model and loss
+  CHECK(compile("enable = false\ncomponents = [\"model\"]\n") == "off");
+  CHECK(compile("components = [\"model\"]\n") == "off");  // enable defaults to false
+  CHECK(compile("enable = true\ncomponents = \"model,loss\"\n") == "on");
+  CHECK(compile("enable = true\ncomponents = []\n") == "off");
+  CHECK_THROWS_WITH_AS(compile("enable = true\ncomponents = [\"graph\"]\n"),
+                       "t.toml: /compile/components: \"graph\": expected model or loss", SpecError);
+}
+
+TEST_CASE("a TorchTitan TOML's seq_len and batch are used; a flag that contradicts them names both values") {
+  // llama3_8b.toml of April 2025: batch_size = 1, seq_len = 8192, tp 1, FSDP over the rest; on 64
+  // GPUs the global batch is 1 × 64
+  const auto launch = titan("llama3_8b-2025-04.toml");
+  const auto t = spec::launch_training(launch, json::object(), {}, 64);
+  CHECK(t.seq_len == 8192);
+  CHECK(t.global_batch == 64);
+  // the same values on the command line agree
+  CHECK(spec::launch_training(launch, json::object(), {.seq_len = 8192, .global_batch = 64}, 64).global_batch == 64);
+  CHECK_THROWS_WITH_AS(spec::launch_training(launch, json::object(), {.seq_len = 4096}, 64),
+                       doctest::Contains("llama3_8b-2025-04.toml: /training/seq_len 8192 conflicts with --seq-len 4096"),
+                       SpecError);
+  CHECK_THROWS_WITH_AS(spec::launch_training(launch, json::object(), {.global_batch = 128}, 64),
+                       doctest::Contains("/training/batch_size 1 × data-parallel degree 64 = global batch 64 conflicts "
+                                         "with --global-batch 128"),
+                       SpecError);
+  // a Hugging Face config takes them: no --seq-len or --global-batch needed
+  const auto hf = spec::load_workload_spec(test::source_path("workloads/hf/llama-3.1-8b/config.json"),
+                                           spec::launch_training(launch, json::object(), {}, 8));
+  CHECK(hf.training.seq_len == 8192);
+  CHECK(hf.training.global_batch == 8);
+  // global_batch_size (gradient accumulation) states the batch; a TOML that states none takes the flag
+  const auto global = spec::read_torchtitan_toml("[training]\nlocal_batch_size = 2\nglobal_batch_size = 64\n", "g.toml");
+  CHECK_THROWS_WITH_AS(spec::launch_training(global, json::object(), {.global_batch = 32}, 8),
+                       doctest::Contains("g.toml: /training/global_batch_size 64 conflicts with --global-batch 32"),
+                       SpecError);
+  const auto none = spec::read_torchtitan_toml("[parallelism]\ntensor_parallel_degree = 8\n", "n.toml");
+  CHECK(spec::launch_training(none, json::object(), {.global_batch = 32}, 64).global_batch == 32);
+}
+
+// NVIDIA's Megatron-LM example scripts, copied under tests/reference/launch/megatron/ (README.md
+// there gives the commit): the settings each script states, in its own text.
+spec::LaunchConfig megatron_script(const std::string& file) {
+  return spec::load_megatron_args(test::reference("launch/megatron/" + file));
+}
+
+TEST_CASE("Megatron-LM's example scripts: bash arrays, variables and conditionals expanded as bash does") {
+  // train_gpt3_175b_distributed.sh: GPUS_PER_NODE=8, NUM_NODES=1 through DISTRIBUTED_ARGS; the
+  // model, training and parallel arrays expanded unquoted into the torchrun line
+  const auto gpt = megatron_script("train_gpt3_175b_distributed.sh");
+  CHECK(gpt.strategy.at("tp") == 8);
+  CHECK(gpt.strategy.at("pp") == 16);
+  CHECK(gpt.strategy.at("mb") == 1);
+  CHECK(gpt.strategy.at("gpus") == 8);
+  CHECK(gpt.training.seq_len == 2048);
+  CHECK(gpt.training.global_batch == 1536);
+  CHECK(gpt.training.dtype == "fp16");
+  REQUIRE(gpt.model);
+  CHECK(gpt.model->layers == 96);
+  CHECK(gpt.model->hidden == 12288);
+  CHECK(gpt.model->heads == 96);
+  // its quoted batch-size schedule is one array element, split into words by the unquoted expansion
+  REQUIRE(gpt.warnings.size() == 1);
+  CHECK(gpt.warnings[0].ends_with("assumed not to change the cost: --step-batch-size-schedule"));
+
+  // train_llama3_8b_h100_fp8.sh: ${1:-...} defaults, DTYPE="fp8" taking the if [[ ]] branch whose
+  // quoted elements ("--fp8-format hybrid") split into words, TRAINING_ARGS+=("${DDP_ARGS[@]}"),
+  // the MOCK data branch (--vocab-size 128256), [ ! -f pretrain_gpt.py ] not taken
+  const auto llama = megatron_script("train_llama3_8b_h100_fp8.sh");
+  CHECK(llama.strategy.at("tp") == 1);
+  CHECK(llama.strategy.at("cp") == 1);
+  CHECK(llama.strategy.at("gpus") == 8);
+  CHECK(llama.strategy.at("fp8") == "tensorwise");
+  CHECK(llama.strategy.at("zero") == 1);
+  CHECK(llama.strategy.at("overlap_grad_reduce") == "on");
+  CHECK(llama.strategy.at("overlap_param_gather") == "on");
+  CHECK(llama.strategy.at("grad_reduce_dtype") == "bf16");
+  CHECK(llama.training.seq_len == 8192);
+  CHECK(llama.training.global_batch == 128);
+  CHECK(llama.training.dtype == "bf16");
+  REQUIRE(llama.model);
+  CHECK(llama.model->layers == 32);
+  CHECK(llama.model->hidden == 4096);
+  CHECK(llama.model->ffn_hidden == 14336);
+  CHECK(llama.model->kv_heads == 8);
+  CHECK(llama.model->vocab == 128256);
+  CHECK(llama.model->mlp == spec::MlpKind::Swiglu);
+  CHECK(llama.model->norm == spec::NormKind::RmsNorm);
+}
+
+TEST_CASE("launch scripts: variables with defaults, arrays, continuations, torchrun forms") {
+  const auto read = [](const std::string& text) { return spec::read_megatron_args(text, "s.sh"); };
+  const auto a = read(R"(#!/bin/bash
+TP=4
+NUM_LAYERS=${NUM_LAYERS:-32}
+PP=${PP-2}
+ARGS=(
+    --tensor-model-parallel-size $TP   # a comment
+    --pipeline-model-parallel-size ${PP}
+)
+EXTRA=("--micro-batch-size 2" --sequence-parallel)
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+python -m torch.distributed.run --nnodes=2 --nproc_per_node=8 pretrain_gpt.py \
+    "${ARGS[@]}" ${EXTRA[@]} \
+    --num-layers $NUM_LAYERS --hidden-size 4096 --num-attention-heads 32 --vocab-size 32000 \
+    --seq-length $((1024 * 2)) --global-batch-size 64
+)");
+  CHECK(a.strategy.at("tp") == 4);
+  CHECK(a.strategy.at("pp") == 2);
+  CHECK(a.strategy.at("mb") == 2);
+  CHECK(a.strategy.at("sp") == "on");
+  CHECK(a.strategy.at("gpus") == 16);  // --nnodes=2 × --nproc_per_node=8
+  CHECK(a.model->layers == 32);
+  CHECK(a.training.seq_len == 2048);
+  // torchrun's space-separated form, and an if/else
+  const auto b = read("N=2\nif [[ $N -gt 1 ]]; then\n  TP=8\nelse\n  TP=1\nfi\n"
+                      "torchrun --nnodes $N --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size $TP");
+  CHECK(b.strategy.at("tp") == 8);
+  CHECK(b.strategy.at("gpus") == 16);
+}
+
+TEST_CASE("launch scripts: a construct trainsim does not expand is an error naming it and its line") {
+  const auto error = [](const std::string& text) {
+    try {
+      spec::read_megatron_args(text, "s.sh");
+    } catch (const SpecError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error("for i in 1 2; do echo $i; done\ntorchrun pretrain_gpt.py") ==
+        "s.sh: line 1: `for` is not supported in a launch script (variables, arrays, if [[ ]] and one launch command "
+        "are)");
+  CHECK(error("NODES=$(scontrol show hostnames)\ntorchrun --nnodes $NODES pretrain_gpt.py") ==
+        "s.sh: line 1: command substitution $(scontrol show hostnames) is not supported");
+  CHECK(error("source env.sh\ntorchrun pretrain_gpt.py") ==
+        "s.sh: line 1: \"source\" is not a command trainsim reads (a launch script may set variables and arrays, test "
+        "them with if [[ ]], and run torchrun, python -m torch.distributed.run or pretrain_gpt.py once)");
+  CHECK(error("A=(1 2)\n\ntorchrun pretrain_gpt.py --num-layers ${#A[@]}") ==
+        "s.sh: line 3: ${#A[@]} is not supported");
+  CHECK(error("torchrun pretrain_gpt.py | tee log") ==
+        "s.sh: line 1: \"|\" (a pipe, redirection, list or subshell) in the launch command is not supported");
+  CHECK(error("torchrun --nnodes 1:4 --nproc_per_node 8 pretrain_gpt.py") ==
+        "s.sh: torchrun --nnodes \"1:4\": expected a number of nodes (an elastic range such as 1:4 has no one world "
+        "size: give -s gpus=N)");
+  // bash would pass nothing for an unset variable, and the argument would lose its value unseen
+  CHECK(error("ARGS=(--tensor-model-parallel-size $TP)\ntorchrun pretrain_gpt.py ${ARGS[@]}") ==
+        "s.sh: line 1: $TP is not set: give it a value in the script (or write ${TP:-DEFAULT})");
+  CHECK(error("echo hello\n") ==
+        "s.sh: line 1: no launch command (torchrun, python -m torch.distributed.run, or pretrain_gpt.py)");
 }
 
 }  // namespace launch_test

@@ -104,3 +104,60 @@ TEST_CASE("context parallelism divides the activations by cp") {
   CHECK(activations("cp=4,gpus=8") == doctest::Approx(one / 4).epsilon(0.03));
   CHECK(activations("cp=8,gpus=16") == doctest::Approx(one / 8).epsilon(0.03));
 }
+
+namespace {
+
+// Seconds of the simulated step's kernels: the layers' forward passes (booked as compute) and the
+// recomputed ones (booked as recompute), over every simulated rank.
+std::pair<double, double> forward_and_recompute_s(const driver::RunReport& r) {
+  const auto& g = r.step->lowered.graph;
+  const auto& spans = r.step->timeline.tasks;
+  double forward = 0;
+  double recompute = 0;
+  for (std::uint32_t i = 0; i < g.num_tasks(); ++i) {
+    const sim::TaskId t{i};
+    if (g.is_transfer(t)) continue;
+    const double s = (spans[i].end - spans[i].start).seconds();
+    const auto category = static_cast<lower::Category>(g.category(t));
+    if (category == lower::Category::Recompute) recompute += s;
+    else if (category == lower::Category::Compute && g.label(t).starts_with("F# L")) forward += s;
+  }
+  return {forward, recompute};
+}
+
+}  // namespace
+
+TEST_CASE("full recomputation is booked as recompute at every parallel degree: as long as the forward it repeats") {
+  // Full recomputation re-runs each layer's forward before its backward (Chen et al. 2016;
+  // Korthikanti et al. 2022 §4): the recomputed kernels are the forward's, whatever the layout
+  // splits them with tensor-, context- or expert-parallel collectives; so recompute / forward is 1
+  // at every degree, and recompute is in busy_s_by_category, not in compute
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  struct Layout {
+    spec::WorkloadSpec w;
+    const char* strategy;
+  };
+  const std::vector<Layout> layouts{
+      {test::tiny_gpt(), "tp=1,gpus=8,recompute=full"},
+      {test::tiny_gpt(), "tp=2,gpus=8,recompute=full"},
+      {test::tiny_gpt(), "tp=8,sp=on,gpus=8,recompute=full"},
+      {test::tiny_gpt(), "tp=4,sp=on,tp_overlap=on,gpus=8,recompute=full"},
+      {test::tiny_gpt(), "tp=2,pp=2,gpus=8,recompute=full"},
+      {test::tiny_gpt(), "tp=2,cp=2,sp=on,gpus=8,recompute=full"},
+      {test::tiny_gpt(), "tp=2,cp=2,sp=on,cp_comm=ring,gpus=8,recompute=full"},
+      {test::tiny_moe(), "ep=4,gpus=16,recompute=full"},
+      {test::tiny_moe(), "tp=2,ep=4,gpus=16,recompute=full"},
+  };
+  for (const auto& l : layouts) {
+    CAPTURE(std::string(l.strategy));
+    const auto job = job_on(cluster, l.w, l.strategy);
+    const auto r = simulate_job(job);
+    REQUIRE(r.step);
+    const auto [forward, recompute] = forward_and_recompute_s(r);
+    REQUIRE(forward > 0);
+    CHECK(recompute / forward == doctest::Approx(1.0).epsilon(1e-4));  // integer picoseconds per task
+    // the report's category is that time, per rank
+    CHECK(test::busy_seconds(r, "recompute") > 0);
+    CHECK(test::busy_seconds(r, "recompute") <= test::busy_seconds(r, "compute"));
+  }
+}

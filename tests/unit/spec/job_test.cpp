@@ -57,7 +57,17 @@ TEST_CASE("each cross-field rule has its own message") {
   CHECK(error_of("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=8,gpus=8192") ==
         "s: /gpus: 8192 GPUs requested but topology \"dgx-a100-superpod\" has 4480 devices");
   CHECK(error_of("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=7,gpus=56") ==
-        "s: /pp: pp·vpp = 7·1 = 7 does not divide layers (96)");
+        "s: /pp: pp·vpp = 7·1 = 7 does not divide layers (96): give the outer stages their own counts, e.g. "
+        "first_stage_layers=13,last_stage_layers=13 (13 + 5×14 + 13 = 96)");
+  // the uneven layouts that were run: Llama 3 405B's 126 layers on 16 stages as 7 + 14×8 + 7 (Dubey
+  // et al. 2024), DeepSeek-V3's 61 on 16 as 3 + 14×4 + 2 (docs/model.md)
+  CHECK(error_of("h100-roce-llama3", "llama3-405b", "tp=8,pp=16,gpus=2048") ==
+        "s: /pp: pp·vpp = 16·1 = 16 does not divide layers (126): give the outer stages their own counts, e.g. "
+        "first_stage_layers=7,last_stage_layers=7 (7 + 14×8 + 7 = 126)");
+  CHECK(error_of("h100-roce-llama3", "deepseek-v3-like", "pp=16,ep=64,gpus=2048").find(
+            "first_stage_layers=3,last_stage_layers=2 (3 + 14×4 + 2 = 61)") != std::string::npos);
+  CHECK(error_of("h100-roce-llama3", "deepseek-v3-like", "pp=16,ep=64,gpus=2048,first_stage_layers=3,last_stage_layers=2") ==
+        "no error");
   CHECK(error_of("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=8,dp=16,mb=7") ==
         "s: /mb: global batch 1536 is not divisible by dp·mb = 16·7 = 112");
   CHECK(error_of("dgx-a100-superpod", "gpt3-175b", "tp=8,ep=2,gpus=16") ==
