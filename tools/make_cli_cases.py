@@ -245,9 +245,9 @@ case('recompute-module-twice', f'{R64},recompute=selective,recompute_modules=mlp
 case('recompute-modules-without-selective', f'{R64},recompute=full,recompute_modules=mlp', 2,
      'error: strategy "tp=8,pp=8,gpus=64,recompute=full,recompute_modules=mlp": /recompute_modules: recompute_modules '
      'needs recompute=selective (they are what it recomputes), not full')
-case('recompute-period-not-dividing', f'{R64},recompute=full,recompute_period=5', 2,
-     'error: strategy "tp=8,pp=8,gpus=64,recompute=full,recompute_period=5": /recompute_period: 5 does not divide the '
-     "12 layers of stage 0's model chunks (periods that do: 1, 2, 3, 4, 6, 12)")
+case('recompute-period-beyond-chunk', f'{R64},recompute=full,recompute_period=13', 2,
+     'error: strategy "tp=8,pp=8,gpus=64,recompute=full,recompute_period=13": /recompute_period: 13 exceeds the 12 '
+     "layers of stage 0's model chunks: no layer would be recomputed there (at most 12)")
 case('recompute-period-without-full', f'{R64},recompute=op,recompute_period=2', 2,
      'error: strategy "tp=8,pp=8,gpus=64,recompute=op,recompute_period=2": /recompute_period: recompute_period needs '
      'recompute=full (every n-th layer is wholly recomputed), not op')

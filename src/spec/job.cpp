@@ -220,14 +220,6 @@ void check_zero_group(Job& job, Rules& rules) {
     rules.strategy("/zero_group", fmt::format("{} does not divide dp·cp = {}", *s.zero_group, ranks));
 }
 
-// "1, 2, 4, 8" for 8
-std::string divisors_text(int n) {
-  std::string out;
-  for (int d = 1; d <= n; ++d)
-    if (n % d == 0) out += fmt::format("{}{}", out.empty() ? "" : ", ", d);
-  return out;
-}
-
 void check_recompute(Job& job, Rules& rules) {
   const auto& s = job.strategy;
   if (s.recompute_layers && s.recompute != Recompute::Full)
@@ -247,12 +239,15 @@ void check_recompute(Job& job, Rules& rules) {
     rules.strategy("/recompute_period", "recompute_period and recompute_layers contradict each other (give one)");
     return;
   }
+  // TorchTitan counts a chunk's blocks and recomputes every n-th: a period longer than a chunk
+  // recomputes nothing there
   for (std::size_t stage = 0; stage < job.stage_layers.size(); ++stage) {
     const int chunk = job.stage_layers[stage] / std::max(1, s.vpp);
-    if (chunk % *s.recompute_period != 0) {
+    if (chunk < *s.recompute_period) {
       rules.strategy("/recompute_period",
-                     fmt::format("{} does not divide the {} layers of stage {}'s model chunks (periods that do: {})",
-                                 *s.recompute_period, chunk, stage, divisors_text(chunk)));
+                     fmt::format("{} exceeds the {} layers of stage {}'s model chunks: no layer would be recomputed "
+                                 "there (at most {})",
+                                 *s.recompute_period, chunk, stage, chunk));
       return;
     }
   }

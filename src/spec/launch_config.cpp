@@ -161,11 +161,6 @@ LaunchedJob resolve_launch(const LaunchConfig& launch, const nlohmann::json& ext
                                   per_chunk, layers, pp));
     json["vpp"] = layers / (pp * per_chunk);
   }
-  if (launch.recompute_every && !json.contains("recompute_layers")) {
-    // every n-th block of each model chunk
-    const std::int64_t chunk = layers / (pp * number("vpp", 1));
-    json["recompute_layers"] = std::max<std::int64_t>(1, chunk / *launch.recompute_every);
-  }
   out.strategy = read_strategy_spec(json, launch.source);
   return out;
 }

@@ -324,15 +324,11 @@ class TitanReader {
       std::int64_t every = 0;
       const auto [end, ec] = std::from_chars(option.data(), option.data() + option.size(), every);
       if (option == "op") {
-        s_["recompute"] = "selective";
+        s_["recompute"] = "op";
       } else if (ec == std::errc() && end == option.data() + option.size() && every >= 1) {
-        // every n-th block wholly recomputed: modelled as full recomputation of 1/n of the layers
+        // every n-th block of a chunk wholly recomputed (TorchTitan's layer policy)
         s_["recompute"] = "full";
-        out_.recompute_every = every;
-        out_.warnings.push_back(fmt::format("{}: selective_ac_option \"{}\" (every block whose index is a multiple "
-                                           "of {} recomputed) is modelled as full recomputation of that share of each "
-                                           "stage's layers, the first ones",
-                                           source_, option, option));
+        if (every > 1) s_["recompute_period"] = every;
       } else {
         ac->error_at("selective_ac_option", fmt::format("\"{}\": expected \"op\" or a positive integer", option));
       }

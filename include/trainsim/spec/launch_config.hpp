@@ -24,10 +24,8 @@ struct LaunchConfig {
   std::string model_name = "launch-model";
   // Megatron's --num-layers-per-virtual-pipeline-stage: vpp follows from the model's layers
   std::optional<std::int64_t> layers_per_virtual_stage;
-  // TorchTitan: each data-parallel rank's batch (the global batch follows from the degree), and
-  // full recomputation of every n-th block
+  // TorchTitan: each data-parallel rank's batch (the global batch follows from the degree)
   std::optional<std::int64_t> local_batch;
-  std::optional<std::int64_t> recompute_every;
   // How the configuration names its sequence length and batch, for messages ("--seq-length",
   // "/training/seq_len"); the batch's name is empty when the configuration states no batch (a
   // TorchTitan TOML without local_batch_size: job_config.py's default of 8 per rank applies).
