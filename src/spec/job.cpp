@@ -271,12 +271,10 @@ void resolve_framework(Job& job, Rules& rules) {
   // (training.dtype fp8 on such a device is the workload's error, reported by check_dtype)
   if (*s.fp8 != Fp8Recipe::Off && !s.assumed.contains("fp8") && job.cluster.device.peak_flops.count(Dtype::Fp8) == 0)
     rules.strategy("/fp8", fmt::format("device \"{}\" has no FP8 peak", job.cluster.device.name));
-  // (a preset's fp8_param_gather=on means nothing without FP8; a given one is a contradiction)
-  if (s.fp8_param_gather && *s.fp8 == Fp8Recipe::Off) {
-    if (s.fp8_param_gather != framework_preset(s.framework).fp8_param_gather)
-      rules.strategy("/fp8_param_gather", "fp8_param_gather=on needs an FP8 recipe (fp8=tensorwise, or training.dtype fp8)");
-    s.fp8_param_gather = false;
-  }
+  // (a preset's fp8_param_gather=on means nothing without FP8; one the preset does not set is a
+  // contradiction)
+  if (s.fp8_param_gather && *s.fp8 == Fp8Recipe::Off && !framework_preset(s.framework).fp8_param_gather)
+    rules.strategy("/fp8_param_gather", "fp8_param_gather=on needs an FP8 recipe (fp8=tensorwise, or training.dtype fp8)");
   if (*s.fp8 != Fp8Recipe::Off && job.workload.training.dtype == Dtype::Fp32)
     rules.strategy("/fp8", "FP8 GEMMs need 16-bit training (bf16 or fp16), not fp32");
   if (s.tp_overlap && s.tp > 1 && !s.sp && !s.assumed.contains("tp_overlap"))
