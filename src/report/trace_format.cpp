@@ -81,6 +81,8 @@ ordered_json to_json(const trace::TraceReport& r) {
     step["exposed_comm_s"] = s.exposed_comm_s;
     step["kernels"] = s.kernels;
     step["nccl_kernels"] = s.nccl_kernels;
+    if (s.peak_allocated) step["peak_allocated_bytes"] = *s.peak_allocated;
+    if (s.peak_reserved) step["peak_reserved_bytes"] = *s.peak_reserved;
     steps.push_back(std::move(step));
   }
   ordered_json out{{"files", std::move(files)},
@@ -121,6 +123,10 @@ std::string to_table(const trace::TraceReport& r) {
     out += fmt::format(" {:>7.2f}ms {:>7.2f}ms {:>7.2f}ms {:>7.2f}ms {:>7.2f}ms {:>8}\n", s.gpu_busy_s * 1e3,
                        s.compute_s * 1e3, s.comm_s * 1e3, s.overlap_s * 1e3, s.exposed_comm_s * 1e3, s.kernels);
   }
+  for (const auto& s : r.steps)
+    if (s.peak_allocated)
+      out += fmt::format("memory, rank {} step {}: peak allocated {}, reserved {} (the caching allocator's)\n", s.rank,
+                         s.step, human_bytes(Bytes{*s.peak_allocated}), human_bytes(Bytes{*s.peak_reserved}));
   if (replayed) out += fmt::format("{}\n", bound_line(r));
   for (const auto& n : r.notes) out += fmt::format("note: {}\n", n);
   return out;

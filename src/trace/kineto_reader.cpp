@@ -65,6 +65,25 @@ class TraceReader {
   void events_seen() { saw_events_ = true; }
   void keep_top(json value) { top_[top_key_] = std::move(value); }
 
+  // A `[memory]` instant event: kept when it is a CUDA device's (args "Device Type" 1) and carries
+  // the allocator's totals; others (the CPU's, malformed ones) are counted as skipped.
+  void memory_event(const json& e) {
+    const auto args = e.find("args");
+    const auto ts = event_nanoseconds(e.find("ts"), e.end());
+    if (args == e.end() || !args->is_object() || !ts) {
+      ++skipped_;
+      return;
+    }
+    if (as_int(args->value("Device Type", json(-1)), -1) != 1) return;
+    const auto allocated = args->find("Total Allocated");
+    const auto reserved = args->find("Total Reserved");
+    if (allocated == args->end() || reserved == args->end() || !allocated->is_number() || !reserved->is_number()) {
+      ++skipped_;
+      return;
+    }
+    out_.memory.push_back({*ts, as_int(*allocated, 0), as_int(*reserved, 0)});
+  }
+
   void event(const json& e) {
     ++out_.events;
     if (!e.is_object()) {
@@ -74,6 +93,7 @@ class TraceReader {
     const auto ph = string_of(e, "ph");
     const auto cat = string_of(e, "cat");
     if (ph != "X") {
+      if ((ph == "i" || ph == "I") && string_of(e, "name") == "[memory]") memory_event(e);
       if (ph != "M" && ph != "f" && ph != "s" && ph != "i" && ph != "I" && ph != "t") ++ignored_["ph " + ph];
       return;
     }
@@ -194,12 +214,14 @@ class TraceReader {
     for (const auto& r : out_.runtime) base = std::min(base, r.start_ns);
     for (const auto& s : out_.steps) base = std::min(base, s.start_ns);
     for (const auto& c : out_.cpu_ops) base = std::min(base, c.start_ns);
+    for (const auto& m : out_.memory) base = std::min(base, m.ts_ns);
     if (base == std::numeric_limits<std::int64_t>::max()) base = 0;
     std::int64_t last = base;
     for (const auto& g : out_.gpu) last = std::max(last, g.end_ns());
     for (const auto& r : out_.runtime) last = std::max(last, r.end_ns());
     for (const auto& st : out_.steps) last = std::max(last, st.end_ns());
     for (const auto& c : out_.cpu_ops) last = std::max(last, c.end_ns());
+    for (const auto& m : out_.memory) last = std::max(last, m.ts_ns);
     // one profiling session lasts seconds to hours; replayed times must stay far from overflow
     if (last - base > kMaxSpanNs)
       throw SpecError(out_.path, "/traceEvents",
@@ -211,6 +233,7 @@ class TraceReader {
     for (auto& r : out_.runtime) r.start_ns -= base;
     for (auto& s : out_.steps) s.start_ns -= base;
     for (auto& c : out_.cpu_ops) c.start_ns -= base;
+    for (auto& m : out_.memory) m.ts_ns -= base;
     const auto by_start = [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; };
     std::stable_sort(out_.gpu.begin(), out_.gpu.end(), by_start);
     std::stable_sort(out_.runtime.begin(), out_.runtime.end(), by_start);

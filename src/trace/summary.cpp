@@ -47,6 +47,12 @@ StepFigures recorded_step(const RankTrace& t, std::size_t step, const std::vecto
   f.comm_s = comm.length() * 1e-9;
   f.overlap_s = overlap(compute, comm) * 1e-9;
   f.exposed_comm_s = f.comm_s - f.overlap_s;
+  const auto& st = t.steps[step];
+  for (const auto& m : t.memory) {
+    if (m.ts_ns < st.start_ns || m.ts_ns > st.end_ns()) continue;
+    f.peak_allocated = std::max(f.peak_allocated.value_or(0), m.allocated);
+    f.peak_reserved = std::max(f.peak_reserved.value_or(0), m.reserved);
+  }
   return f;
 }
 

@@ -54,6 +54,9 @@ struct StepFigures {
   double exposed_comm_s = 0;         // communication alone
   std::int64_t kernels = 0;
   std::int64_t nccl_kernels = 0;
+  // the caching allocator's peaks during the step, from `[memory]` events (profile_memory=True)
+  std::optional<std::int64_t> peak_allocated;
+  std::optional<std::int64_t> peak_reserved;
 };
 
 struct FileFigures {

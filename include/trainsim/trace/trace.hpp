@@ -88,6 +88,14 @@ struct Step {
   std::int64_t end_ns() const { return start_ns + dur_ns; }
 };
 
+// A `[memory]` instant event of the PyTorch profiler (profile_memory=True): the caching
+// allocator's totals on a CUDA device after an allocation or free.
+struct MemorySample {
+  std::int64_t ts_ns = 0;
+  std::int64_t allocated = 0;  // "Total Allocated"
+  std::int64_t reserved = 0;   // "Total Reserved"
+};
+
 struct RankTrace {
   std::string path;
   int rank = -1;  // distributedInfo; -1 when absent
@@ -102,6 +110,7 @@ struct RankTrace {
   std::vector<RuntimeCall> runtime;
   std::vector<CpuOp> cpu_ops;
   std::vector<Step> steps;
+  std::vector<MemorySample> memory;  // the GPU's, in file order
   std::int64_t events = 0;  // trace events read
   std::vector<std::string> warnings;
 };

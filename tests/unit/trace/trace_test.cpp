@@ -495,3 +495,31 @@ TEST_CASE("unusable traces are errors naming the file; odd events are warnings")
     CHECK_FALSE(t.warnings.empty());
   }
 }
+
+TEST_CASE("the profiler's [memory] events give each step's recorded allocated and reserved peaks") {
+  // PyTorch's profiler with profile_memory=True writes an instant event per allocation and free with
+  // the caching allocator's totals ("Total Allocated", "Total Reserved"); a CPU's (Device Type 0)
+  // and those outside the step do not count
+  auto trace = one_step_trace(0, 50, 0);
+  const auto memory = [](double ts, int device_type, std::int64_t allocated, std::int64_t reserved) {
+    return json{{"ph", "i"},  {"cat", "cpu_instant_event"}, {"name", "[memory]"}, {"pid", 1}, {"tid", 1}, {"s", "t"},
+                {"ts", kBaseUs + ts},
+                {"args", {{"Device Type", device_type}, {"Device Id", 0}, {"Addr", 1}, {"Bytes", 512},
+                          {"Total Allocated", allocated}, {"Total Reserved", reserved}}}};
+  };
+  trace["traceEvents"].push_back(memory(10, 1, 1000, 2 << 20));
+  trace["traceEvents"].push_back(memory(100, 1, 5000, 4 << 20));
+  trace["traceEvents"].push_back(memory(200, 1, 3000, 4 << 20));
+  trace["traceEvents"].push_back(memory(150, 0, 900000, 900000));   // the CPU's
+  trace["traceEvents"].push_back(memory(500, 1, 7000, 8 << 20));    // after the step
+  const auto t = trace::read_trace(write_trace("memory.json", trace));
+  CHECK(t.memory.size() == 4);
+  const auto r = trace::summarize({t});
+  REQUIRE(r.steps.size() == 1);
+  REQUIRE(r.steps[0].peak_allocated.has_value());
+  CHECK(*r.steps[0].peak_allocated == 5000);
+  CHECK(*r.steps[0].peak_reserved == 4 << 20);
+  // a trace without them reports none
+  const auto plain = trace::summarize({trace::read_trace(write_trace("plain.json", one_step_trace(0, 50, 0)))});
+  CHECK_FALSE(plain.steps[0].peak_allocated.has_value());
+}
