@@ -206,3 +206,32 @@ TEST_CASE("FP8 parameters (fp8_param_gather) hold 1 byte per weight and its FP8 
 }
 
 }  // namespace memory_validation_test
+
+namespace memory_validation_test {
+
+TEST_CASE("published out-of-memory reports do not fit, and the runs that replaced them do") {
+  // tests/reference/oom_reports.json: each row a configuration reported to OOM or to run
+  const auto ref = test::load_reference("oom_reports.json");
+  for (const auto& row : ref.at("rows")) {
+    CAPTURE(row.at("name").get<std::string>());
+    nlohmann::json w;
+    if (row.contains("workload_case"))
+      w = spec::load_json_file(test::source_path(row.at("workload_case").get<std::string>())).at("run").at("workload");
+    else if (row.contains("workload_inline"))
+      w = row.at("workload_inline");
+    else
+      w = spec::load_json_file(test::source_path(row.at("workload").get<std::string>()));
+    if (row.contains("seq_len")) w["training"]["seq_len"] = row.at("seq_len");
+    if (row.contains("global_batch")) w["training"]["global_batch"] = row.at("global_batch");
+    const auto workload = spec::read_workload_spec(w, "workload");
+    const auto topology = row.at("topology").get<std::string>();
+    const auto strategy = row.at("strategy").get<std::string>();
+    spec::Sources sources{.topology = topology, .workload = "workload", .strategy = "strategy"};
+    const auto job = spec::resolve_job(
+        spec::load_cluster_spec(test::source_path(topology)), workload,
+        spec::read_strategy_spec(spec::parse_inline_strategy(strategy, "strategy"), "strategy"), sources);
+    CHECK(driver::build_run_report(job).fits == row.at("ran").get<bool>());
+  }
+}
+
+}  // namespace memory_validation_test
