@@ -231,7 +231,7 @@ case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: attention, compile, cp, '
      'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, framework, gpus, grad_reduce_dtype, '
      'last_stage_layers, loss, mb, order, overlap_grad_reduce, overlap_param_gather, pp, recompute, recompute_layers, '
-     'recompute_modules, recompute_period, repeat_kv, reshard_after_forward, schedule, sources, sp, tp, tp_overlap, '
+     'recompute_modules, recompute_period, repeat_kv, reshard_after_forward, schedule, sources, sp, sp_saves_gathered, tp, tp_overlap, '
      'vpp, zero, zero_group')
 # checkpointing policies (docs/model.md "Checkpointing policies")
 R64 = f'run -t {T} -w {W} -s tp=8,pp=8,gpus=64'

@@ -15,7 +15,8 @@ LayerShape gpu_layer_shape(const spec::Job& job) {
                     .etp = spec::expert_tp_of(s),
                     .sp = s.sp && s.tp > 1,
                     .activation_bytes = activation_bytes(job.workload.training.dtype),
-                    .loss_bytes_per_logit = spec::loss_bytes_per_logit(s.loss)};
+                    .loss_bytes_per_logit = spec::loss_bytes_per_logit(s.loss),
+                    .sp_saves_gathered = s.sp_saves_gathered};
 }
 
 double replayed_fwd_flops(const std::vector<Op>& ops, const LayerCheckpoint& checkpoint) {

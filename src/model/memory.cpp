@@ -70,7 +70,9 @@ double embedding_activation_bytes(const spec::ModelSpec& m, const LayerShape& s)
 double head_activation_bytes(const spec::ModelSpec& m, const LayerShape& s) {
   const double T = static_cast<double>(s.micro_batch * (s.seq_len / s.cp));
   const double vocab_shard = static_cast<double>((m.vocab + s.tp - 1) / s.tp);
-  return 2.0 * s.activation_bytes * T * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1) +
+  // the final norm's input, and its output as the logits GEMM's input (gathered under DTensor SP)
+  const double sp = s.sp ? s.tp : 1;
+  return s.activation_bytes * T * static_cast<double>(m.hidden) * (1 / sp + (s.sp_saves_gathered ? 1 : 1 / sp)) +
          s.loss_bytes_per_logit * T * vocab_shard;
 }
 

@@ -289,12 +289,14 @@ std::vector<SavedTensor> saved_tensors(const ModelSpec& m, const LayerShape& s, 
   // (sharded outputs re-gathered in the backward) and the dropout masks
   t.layer_input(z.e * z.tokens_sp * z.h);
   norm_tensors(t, "norm1", m, z);
-  t.add(m.mla ? "q_down" : "qkv", "input (the norm's output)", z.linear_e * z.tokens_sp * z.h, LayerPart::Layernorm);
+  // the column-parallel linears' input: the sequence shard, or under DTensor SP the gathered sequence
+  const double linear_in = s.sp && s.sp_saves_gathered ? z.tokens : z.tokens_sp;
+  t.add(m.mla ? "q_down" : "qkv", "input (the norm's output)", z.linear_e * linear_in * z.h, LayerPart::Layernorm);
   attention_tensors(t, m, s, o, z);
   t.add("residual1", "dropout mask", mask * z.tokens_sp * z.h);
   t.add("norm2", "input", z.e * z.tokens_sp * z.h);
   norm_tensors(t, "norm2", m, z);
-  t.add(moe ? "router" : "fc1", "input (the norm's output)", z.linear_e * z.tokens_sp * z.h, LayerPart::Layernorm);
+  t.add(moe ? "router" : "fc1", "input (the norm's output)", z.linear_e * linear_in * z.h, LayerPart::Layernorm);
   if (moe)
     moe_tensors(t, m, s, z);
   else

@@ -28,6 +28,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .repeat_kv = false,
      .fp8_saves_casts = true,
      .fp8_param_gather = false,
+     .sp_saves_gathered = false,
      .zero_stages = kMegatronZero,
      .source = "Megatron-LM megatron/training/arguments.py: --use-distributed-optimizer, --overlap-grad-reduce, "
                "--overlap-param-gather and --tp-comm-overlap default off; with --bf16 gradients accumulate and "
@@ -47,6 +48,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .repeat_kv = false,
      .fp8_saves_casts = true,
      .fp8_param_gather = false,
+     .sp_saves_gathered = false,
      .zero_stages = kMegatronZero,
      .source = "Megatron-LM as Narayanan et al. (2021) and Korthikanti et al. (2022) ran it: local DDP all-reducing "
                "the gradients in the training precision after the backward pass, fused scale-mask-softmax "
@@ -64,6 +66,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .repeat_kv = false,
      .fp8_saves_casts = true,
      .fp8_param_gather = true,
+     .sp_saves_gathered = false,
      .zero_stages = kMegatronZero,
      .source = "NeMo 2 / Megatron-Bridge pre-training recipes on Megatron-Core: distributed optimizer with "
                "overlap_grad_reduce and overlap_param_gather, tp_comm_overlap with sequence parallelism, "
@@ -82,6 +85,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .repeat_kv = true,
      .fp8_saves_casts = false,
      .fp8_param_gather = false,
+     .sp_saves_gathered = true,
      .zero_stages = kFsdpZero,
      .source = "TorchTitan config_manager.py: FSDP2 (fully_shard) with mixed_precision_param bfloat16 and "
                "mixed_precision_reduce float32, prefetching the next block's all-gather and reducing each block "
@@ -102,6 +106,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .repeat_kv = false,
      .fp8_saves_casts = true,
      .fp8_param_gather = false,
+     .sp_saves_gathered = false,
      .zero_stages = kDeepSpeedZero,
      .source = "DeepSpeed ZeRO-3 as Narayanan et al. (2021) Table 2 compared it: fp16 gradients reduce-scattered "
                "with overlap_comm, parameters gathered before each module's use without prefetch, "
@@ -119,6 +124,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .repeat_kv = false,
      .fp8_saves_casts = true,
      .fp8_param_gather = false,
+     .sp_saves_gathered = false,
      .zero_stages = kFsdp1Zero,
      .source = "MosaicML Composer with PyTorch FSDP1 as llm-foundry runs it (scripts/train/benchmarking, "
                "mosaicml/llm-foundry @ 5e85bd62): FULL_SHARD per transformer block, mixed precision DEFAULT "

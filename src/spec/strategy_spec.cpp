@@ -150,6 +150,7 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   if (!r.has("loss")) assume("loss", loss_name(s.loss));
   s.repeat_kv = preset_switch("repeat_kv", preset.repeat_kv, preset.repeat_kv);
   s.fp8_param_gather = read_switch(r, "fp8_param_gather", preset.fp8_param_gather);
+  s.sp_saves_gathered = read_switch(r, "sp_saves_gathered", preset.sp_saves_gathered);
 }
 
 // "core_attn+mlp": each a Megatron-Core module name, none twice.
@@ -298,6 +299,8 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.compile != preset.compile) out += fmt::format(",compile={}", on_off(s.compile));
   if (s.loss != preset.loss) out += fmt::format(",loss={}", loss_name(s.loss));
   if (s.repeat_kv != preset.repeat_kv) out += fmt::format(",repeat_kv={}", on_off(s.repeat_kv));
+  if (s.sp_saves_gathered != preset.sp_saves_gathered)
+    out += fmt::format(",sp_saves_gathered={}", on_off(s.sp_saves_gathered));
   if (s.fp8_param_gather != preset.fp8_param_gather)
     out += fmt::format(",fp8_param_gather={}", on_off(s.fp8_param_gather));
   if (s.reshard_after_forward) out += fmt::format(",reshard_after_forward={}", on_off(*s.reshard_after_forward));

@@ -75,6 +75,9 @@ struct LayerShape {
   bool sp = false;
   int activation_bytes = 2;  // bytes per activation element (bf16/fp16: 2)
   double loss_bytes_per_logit = 6;  // the cross-entropy's memory per logit at its peak (spec::LossImpl)
+  // Under SP the column-parallel linears save their all-gathered input (DTensor's, TorchTitan)
+  // rather than the sequence shard they gather again in the backward (Megatron-LM).
+  bool sp_saves_gathered = false;
   // MoE parallel folding: tokens reach the experts sequence-sharded (T/tp per rank), the experts
   // whole, the expert-parallel group spanning the tensor-parallel ranks.
   bool folded() const { return tp > 1 && etp == 1; }

@@ -52,6 +52,7 @@ struct FrameworkPreset {
   // than the bf16 inputs (torchao's Float8Linear re-casts them in the backward).
   bool fp8_saves_casts;
   bool fp8_param_gather;  // see StrategySpec::fp8_param_gather
+  bool sp_saves_gathered;  // see StrategySpec::sp_saves_gathered
   // The ZeRO stages the framework offers (what a sweep tries).
   std::span<const int> zero_stages;
   std::string_view source;  // where the defaults come from

@@ -110,6 +110,10 @@ struct StrategySpec {
   // all-gathered as such by the distributed optimizer) instead of bf16 beside an FP8 copy: 1 byte per
   // parameter plus its FP8 transpose, not 2 plus 2. Needs an FP8 recipe.
   bool fp8_param_gather = false;
+  // Under SP the linear layers keep their all-gathered inputs for the backward (PyTorch's DTensor
+  // sequence parallelism, TorchTitan) instead of the sequence shard, all-gathered again in the
+  // backward (Megatron-LM, Korthikanti et al.).
+  bool sp_saves_gathered = false;
   AssumedKeys assumed;
   friend bool operator==(const StrategySpec&, const StrategySpec&) = default;
 };
