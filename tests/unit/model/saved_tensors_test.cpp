@@ -174,3 +174,35 @@ TEST_CASE("an MoE layer keeps the router's probabilities, the dispatched tokens 
 }
 
 }  // namespace saved_tensors_test
+
+namespace saved_tensors_test {
+
+TEST_CASE("Megatron-LM's theoretical activation memory: equal for GPT, off by what it ignores for Llama") {
+  // megatron/training/theoretical_memory_usage.py (SP with selective recomputation): per layer
+  // s·b·h·(18 + 4·ffn/h)/tp, which assumes GeLU, multi-head attention and two dropout masks
+  const auto megatron = [](double tokens, double hidden, double ffn, double tp) {
+    return tokens * hidden * (18 + 4 * ffn / hidden) / tp;
+  };
+  const auto kept = [](const spec::ModelSpec& m, const LayerShape& s) {
+    double sum = 0;
+    for (const auto& t : saved_tensors(m, s, {}, false))
+      if (t.what.find("statistics") == std::string_view::npos && !intersects(t.dropped_by, LayerPart::CoreAttn))
+        sum += t.bytes;
+    return sum;
+  };
+  const LayerShape sp{.micro_batch = 1, .seq_len = 2048, .tp = 8, .sp = true};
+  spec::ModelSpec gpt;
+  gpt.hidden = 12288;
+  gpt.heads = 96;
+  gpt.kv_heads = 96;
+  gpt.head_dim = 128;
+  gpt.ffn_hidden = 4 * 12288;
+  gpt.mlp = spec::MlpKind::Gelu;
+  gpt.dropout = true;
+  CHECK(kept(gpt, sp) == doctest::Approx(megatron(2048, 12288, 4 * 12288, 8)).epsilon(1e-12));
+  // Llama 3 8B: SwiGLU's gate (+2·ffn), no dropout masks (−2h), GQA's narrower K and V (−4h(1 − kv/a))
+  const double diff = 2 * f - 2 * h - 4 * h * (1 - kv / a);
+  CHECK(kept(llama8b(), sp) - megatron(2048, h, f, 8) == doctest::Approx(2048 * diff / 8).epsilon(1e-12));
+}
+
+}  // namespace saved_tensors_test
