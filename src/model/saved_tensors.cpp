@@ -136,34 +136,22 @@ void moe_tensors(Table& t, const ModelSpec& m, const LayerShape& s, const Sizes&
                 LayerPart::SharedExperts | moe, LayerPart::None);
 }
 
+// Megatron-Core's modules as the parts of the table they drop.
+constexpr std::array<std::pair<spec::RecomputeModule, LayerPart>, 7> kModuleParts{{
+    {spec::RecomputeModule::CoreAttn, LayerPart::CoreAttn},
+    {spec::RecomputeModule::Layernorm, LayerPart::Layernorm},
+    {spec::RecomputeModule::Mlp, LayerPart::Mlp},
+    {spec::RecomputeModule::Moe, LayerPart::Moe},
+    {spec::RecomputeModule::MoeAct, LayerPart::MoeAct},
+    {spec::RecomputeModule::SharedExperts, LayerPart::SharedExperts},
+    {spec::RecomputeModule::MlaUpProj, LayerPart::MlaUpProj},
+}};
+
 LayerPart parts_of(const std::vector<spec::RecomputeModule>& modules) {
-  using M = spec::RecomputeModule;
   LayerPart parts = LayerPart::None;
-  for (const auto module : modules) {
-    switch (module) {
-      case M::CoreAttn:
-        parts = parts | LayerPart::CoreAttn;
-        break;
-      case M::Layernorm:
-        parts = parts | LayerPart::Layernorm;
-        break;
-      case M::Mlp:
-        parts = parts | LayerPart::Mlp;
-        break;
-      case M::Moe:
-        parts = parts | LayerPart::Moe;
-        break;
-      case M::MoeAct:
-        parts = parts | LayerPart::MoeAct;
-        break;
-      case M::SharedExperts:
-        parts = parts | LayerPart::SharedExperts;
-        break;
-      case M::MlaUpProj:
-        parts = parts | LayerPart::MlaUpProj;
-        break;
-    }
-  }
+  for (const auto module : modules)
+    for (const auto& [m, part] : kModuleParts)
+      if (m == module) parts = parts | part;
   return parts;
 }
 
