@@ -231,7 +231,7 @@ case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: attention, compile, cp, '
      'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, framework, gpus, grad_reduce_dtype, '
      'last_stage_layers, loss, mb, order, overlap_grad_reduce, overlap_param_gather, pp, recompute, recompute_layers, '
-     'recompute_modules, recompute_period, repeat_kv, reshard_after_forward, schedule, sources, sp, sp_saves_gathered, tp, tp_overlap, '
+     'recompute_method, recompute_modules, recompute_period, repeat_kv, reshard_after_forward, schedule, sources, sp, sp_saves_gathered, tp, tp_overlap, '
      'vpp, zero, zero_group')
 # checkpointing policies (docs/model.md "Checkpointing policies")
 R64 = f'run -t {T} -w {W} -s tp=8,pp=8,gpus=64'
@@ -254,6 +254,9 @@ case('recompute-period-without-full', f'{R64},recompute=op,recompute_period=2', 
 case('recompute-period-and-layers', f'{R64},recompute=full,recompute_period=2,recompute_layers=4', 2,
      'error: strategy "tp=8,pp=8,gpus=64,recompute=full,recompute_period=2,recom...": /recompute_period: '
      'recompute_period and recompute_layers contradict each other (give one)')
+case('recompute-uniform-without-layers', f'{R64},recompute=full,recompute_method=uniform', 2,
+     'error: strategy "tp=8,pp=8,gpus=64,recompute=full,recompute_method=uniform": /recompute_method: '
+     'recompute_method=uniform needs recompute_layers (the layers of each checkpointed group)')
 case('recompute-policy-unknown', f'{RUN} tp=8,gpus=8,recompute=partial', 2,
      'error: strategy "tp=8,gpus=8,recompute=partial": /recompute: "partial" is not valid; expected one of: none, '
      'selective, full, op')

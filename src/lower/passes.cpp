@@ -548,7 +548,10 @@ TaskList Passes::forward(int stage, int chunk, int microbatch) {
     unit_forward(w, unit, Category::Compute);
     const auto last = w.last();
     dp_.after_pass(stage, unit, true, microbatch, last);
-    ctx_.memory(stage, last, stored_activations(unit, recomputed), MemoryKind::Activations, true);
+    // Megatron's uniform method keeps only each group's input
+    const int group = spec::recompute_group(ctx_.job().strategy);
+    const bool kept = unit < 0 || group == 1 || (layer - 1) % group == 0;
+    ctx_.memory(stage, last, kept ? stored_activations(unit, recomputed) : 0, MemoryKind::Activations, true);
     previous = last;
   }
   return previous;
@@ -558,14 +561,35 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
   Writer w(*this, stage, "B# ", microbatch);
   auto units = chunk_units(ctx_.job(), stage, chunk);
   const auto recomputed = recomputed_units(units);
+  // each layer's index in its chunk, for Megatron's uniform groups
+  std::map<int, int> index;
+  for (const int unit : units)
+    if (unit >= 0) index.emplace(unit, static_cast<int>(index.size()));
+  const int group = spec::recompute_group(ctx_.job().strategy);
   std::reverse(units.begin(), units.end());
   TaskList previous(ctx_.stage_ranks(stage).size(), kNoTask);
   for (const int unit : units) {
     dp_.before_pass(stage, chunk, unit, microbatch, false, previous);
     const bool full = recomputed.contains(unit);
     const std::int64_t rebuilt = rebuilt_activations(unit, full);
-    replay(w, unit, full);
-    if (rebuilt > 0) ctx_.memory(stage, w.last(), rebuilt, MemoryKind::Activations, true);
+    if (group > 1 && unit >= 0) {
+      // the first backward of a group (its last layer) replays the whole group's forward from the
+      // group's input, and holds every layer of it until each one's backward
+      const int i = index.at(unit);
+      if (i % group == group - 1 || i + 1 == static_cast<int>(index.size())) {
+        std::int64_t held = 0;
+        for (int j = i - i % group; j <= i; ++j) {
+          const int u = unit - (i - j);
+          replay(w, u, true);
+          held += stored_activations(u, true) + rebuilt_activations(u, true);
+        }
+        ctx_.memory(stage, w.last(), held - stored_activations(unit - i % group, true), MemoryKind::Activations,
+                    true);
+      }
+    } else {
+      replay(w, unit, full);
+      if (rebuilt > 0) ctx_.memory(stage, w.last(), rebuilt, MemoryKind::Activations, true);
+    }
     unit_backward(w, unit, !split_);
     const auto last = w.last();
     dp_.after_pass(stage, unit, false, microbatch, last);

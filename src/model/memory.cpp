@@ -90,11 +90,22 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   // the most one layer's recomputation rebuilds during its backward.
   double per_layer_sum = 0;
   double working_set = 0;
+  // Megatron's uniform method keeps each group's input only and rebuilds a whole group at once
+  const int group = spec::recompute_group(st);
+  double group_held = 0;
   for (int i = 0; i < layers; ++i) {
     const auto c = layer_checkpoint(job, m, shape, is_moe_layer(m, first_layer + i),
                                     spec::recomputes_layer(st, i % chunk));
-    per_layer_sum += c.kept;
-    working_set = std::max(working_set, c.rebuilt);
+    if (group == 1) {
+      per_layer_sum += c.kept;
+      working_set = std::max(working_set, c.rebuilt);
+      continue;
+    }
+    const bool first = (i % chunk) % group == 0;
+    if (first) group_held = 0;
+    per_layer_sum += first ? c.kept : 0.0;
+    group_held += first ? c.rebuilt : c.kept + c.rebuilt;
+    working_set = std::max(working_set, group_held);
   }
   const double per_layer = layers > 0 ? per_layer_sum / layers : 0;
   double bytes = per_layer * inflight_layer_microbatches(st.schedule, s, pp, st.vpp, job.micro_batches, layers);

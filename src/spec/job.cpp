@@ -224,6 +224,9 @@ void check_recompute(Job& job, Rules& rules) {
   const auto& s = job.strategy;
   if (s.recompute_layers && s.recompute != Recompute::Full)
     rules.strategy("/recompute_layers", "recompute_layers needs recompute=full (it counts the layers recomputed)");
+  if (s.recompute_method == RecomputeMethod::Uniform && !s.recompute_layers)
+    rules.strategy("/recompute_method",
+                   "recompute_method=uniform needs recompute_layers (the layers of each checkpointed group)");
   if (!s.recompute_modules.empty() && s.recompute != Recompute::Selective)
     rules.strategy("/recompute_modules",
                    fmt::format("recompute_modules needs recompute=selective (they are what it recomputes), not {}",
@@ -290,7 +293,7 @@ int recomputed_layers(const Job& job, int stage) {
   const int layers = job.stage_layers.at(static_cast<std::size_t>(stage));
   if (s.recompute != Recompute::Full) return 0;
   if (s.recompute_period) return layers / *s.recompute_period;
-  if (!s.recompute_layers) return layers;
+  if (!s.recompute_layers || s.recompute_method == RecomputeMethod::Uniform) return layers;
   return std::min(layers, *s.recompute_layers * s.vpp);
 }
 

@@ -285,7 +285,10 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
   if (granularity) s["recompute"] = *granularity;
   if ((method || recompute_layers) && granularity != "full")
     a.problem("--recompute-method and --recompute-num-layers need --recompute-granularity full");
-  else if (method == "block" && recompute_layers)
+  else if (method == "uniform" && recompute_layers && *recompute_layers > 1) {
+    s["recompute_layers"] = *recompute_layers;
+    s["recompute_method"] = "uniform";
+  } else if (method == "block" && recompute_layers)
     s["recompute_layers"] = *recompute_layers;
   if (const auto backend = a.word("--attention-backend", {"flash", "fused", "unfused", "local", "auto"})) {
     if (*backend == "flash") s["attention"] = "flash";

@@ -28,6 +28,8 @@ constexpr std::array<Choice<RecomputeModule>, 7> kRecomputeModules{{{"core_attn"
                                                                     {"moe_act", RecomputeModule::MoeAct},
                                                                     {"shared_experts", RecomputeModule::SharedExperts},
                                                                     {"mla_up_proj", RecomputeModule::MlaUpProj}}};
+constexpr std::array<Choice<RecomputeMethod>, 2> kRecomputeMethods{
+    {{"block", RecomputeMethod::Block}, {"uniform", RecomputeMethod::Uniform}}};
 constexpr std::array<Choice<AttentionImpl>, 5> kAttention{{{"flash", AttentionImpl::Flash},
                                                            {"flash3", AttentionImpl::Flash3},
                                                            {"cudnn", AttentionImpl::Cudnn},
@@ -281,6 +283,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.pp > 1 || s.schedule != defaults.schedule) out += fmt::format(",schedule={}", schedule_name(s.schedule));
   out += fmt::format(",recompute={}", recompute_name(s.recompute));
   if (s.recompute_layers) out += fmt::format(",recompute_layers={}", *s.recompute_layers);
+  if (s.recompute_method != defaults.recompute_method) out += ",recompute_method=uniform";
   if (s.recompute_period) out += fmt::format(",recompute_period={}", *s.recompute_period);
   if (!s.recompute_modules.empty()) {
     out += ",recompute_modules=";
@@ -330,6 +333,7 @@ StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& s
   s.recompute = r.choice_or<Recompute>("recompute", Recompute::None, kRecompute);
   if (const auto n = r.optional_integer("recompute_layers", {0, 10000})) s.recompute_layers = static_cast<int>(*n);
   if (const auto n = r.optional_integer("recompute_period", {1, 10000})) s.recompute_period = static_cast<int>(*n);
+  s.recompute_method = r.choice_or<RecomputeMethod>("recompute_method", RecomputeMethod::Block, kRecomputeMethods);
   s.recompute_modules = read_recompute_modules(r);
   s.attention = r.optional_choice<AttentionImpl>("attention", kAttention);
   if (const auto f = r.optional_integer("first_stage_layers", {1, 10000})) s.first_stage_layers = static_cast<int>(*f);

@@ -22,6 +22,9 @@ enum class Schedule { GPipe, OneFOneB, Interleaved, ZbH1 };
 enum class Recompute { None, Selective, Full, Op };
 // Megatron-Core's --recompute-modules (megatron/core/transformer/transformer_config.py).
 enum class RecomputeModule { CoreAttn, Layernorm, Mlp, Moe, MoeAct, SharedExperts, MlaUpProj };
+// Megatron-LM's --recompute-method with --recompute-num-layers N: the first N layers of each chunk
+// recomputed (block), or every layer in groups of N, each group's input kept (uniform).
+enum class RecomputeMethod { Block, Uniform };
 // Fused attention kernels (causal half computed, scores never stored): FlashAttention-2 ("flash",
 // PyTorch's SDPA), FlashAttention-3 (Hopper), cuDNN fused attention (Transformer Engine's default
 // on Hopper); or the unfused softmax(Q·Kᵀ)·V of Megatron-LM before them (batched GEMMs and
@@ -71,6 +74,7 @@ struct StrategySpec {
   // With recompute=full: recompute only the first N layers of each model chunk (Megatron-LM's
   // --recompute-method block --recompute-num-layers N); absent: every layer.
   std::optional<int> recompute_layers;
+  RecomputeMethod recompute_method = RecomputeMethod::Block;  // how recompute_layers counts
   // With recompute=full: every n-th layer of each model chunk, the n-th, 2n-th, ... (TorchTitan's
   // layer policy, selective_ac_option = "n"); absent: every layer.
   std::optional<int> recompute_period;
@@ -144,7 +148,14 @@ inline AttentionImpl attention_of(const StrategySpec& s) {
 inline bool recomputes_layer(const StrategySpec& s, int index) {
   if (s.recompute != Recompute::Full) return false;
   if (s.recompute_period) return (index + 1) % *s.recompute_period == 0;
+  if (s.recompute_method == RecomputeMethod::Uniform) return true;
   return !s.recompute_layers || index < *s.recompute_layers;
+}
+// Layers per checkpointed group under full recomputation: Megatron's uniform method's N, else 1.
+inline int recompute_group(const StrategySpec& s) {
+  return s.recompute == Recompute::Full && s.recompute_method == RecomputeMethod::Uniform && s.recompute_layers
+             ? std::max(1, *s.recompute_layers)
+             : 1;
 }
 // The modules selective recomputation recomputes (the attention core unless the strategy lists some).
 std::vector<RecomputeModule> recompute_modules_of(const StrategySpec& s);

@@ -156,6 +156,18 @@ TEST_CASE("launch configurations: bad input names the argument; what is not unde
       doctest::Contains("contradict each other"), SpecError);
   CHECK_THROWS_WITH_AS(spec::read_megatron_args("--recompute-num-layers 2", "m"),
                        "m: --recompute-method and --recompute-num-layers need --recompute-granularity full", SpecError);
+  // Megatron's recompute methods as trainsim's keys: block counts the first N layers, uniform groups of N
+  const auto uniform = spec::read_megatron_args(
+      "--recompute-granularity full --recompute-method uniform --recompute-num-layers 2", "m");
+  CHECK(uniform.strategy.at("recompute_method") == "uniform");
+  CHECK(uniform.strategy.at("recompute_layers") == 2);
+  const auto per_layer = spec::read_megatron_args(
+      "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1", "m");
+  CHECK_FALSE(per_layer.strategy.contains("recompute_method"));
+  const auto block = spec::read_megatron_args(
+      "--recompute-granularity full --recompute-method block --recompute-num-layers 5", "m");
+  CHECK_FALSE(block.strategy.contains("recompute_method"));
+  CHECK(block.strategy.at("recompute_layers") == 5);
   const auto odd = spec::read_megatron_args("--tensor-model-parallel-size 2 --use-cpu-initialization --moe-grouped-gemm "
                                             "--lr 1e-4 --save /ckpt",
                                             "m");

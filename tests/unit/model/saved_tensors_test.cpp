@@ -1,6 +1,7 @@
 // The saved-tensor table and the checkpointing policies against layers derived by hand: what each
 // op of a Llama layer keeps for its backward (docs/model.md "Activations as autograd saves them").
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "common/jobs.hpp"
 #include "trainsim/model/flops.hpp"
@@ -203,6 +204,39 @@ TEST_CASE("Megatron-LM's theoretical activation memory: equal for GPT, off by wh
   // Llama 3 8B: SwiGLU's gate (+2·ffn), no dropout masks (−2h), GQA's narrower K and V (−4h(1 − kv/a))
   const double diff = 2 * f - 2 * h - 4 * h * (1 - kv / a);
   CHECK(kept(llama8b(), sp) - megatron(2048, h, f, 8) == doctest::Approx(2048 * diff / 8).epsilon(1e-12));
+}
+
+}  // namespace saved_tensors_test
+
+namespace saved_tensors_test {
+
+TEST_CASE("Megatron's uniform method keeps one input per group of N layers and rebuilds a group at once") {
+  // 7.5B GPT (36 layers, h 4096, 32 heads, s 2048), unfused attention with dropout, tp 4 without SP,
+  // one micro-batch in flight (no pipeline): per layer and micro-batch the input x = 2sbh and the
+  // whole table T = sbh(10 + 24/t + 5as/(ht)) plus the two LayerNorms' statistics (8 bytes per token
+  // each, replicated). Full recomputation of every layer holds 36·x + (T − x); groups of N hold
+  // 36·x/N + (N·T − x): the group's other layers are rebuilt whole beside the rebuilt first one.
+  const auto w = spec::load_workload_spec(test::workload("megatron2021-7.5b"));
+  const auto job = [&](const std::string& extra) {
+    return test::make_job("dgx-a100-superpod", w,
+                          "tp=4,gpus=64,mb=4,attention=unfused,framework=megatron-2021,recompute=full" + extra);
+  };
+  // (the 7.5B model's h = 4096 and a = 32 are the Llama dimensions above)
+  const double s = 2048, b = 4, t = 4;
+  const double sbh = s * b * h;
+  const double x = 2 * sbh;
+  const double T = sbh * (10 + 24 / t + 5 * a * s / (h * t)) + 2 * 8 * s * b;
+  const auto activations = [&](const std::string& extra) {
+    return estimate_memory(job(extra)).peak().bytes.activations.as_double();
+  };
+  const double full = activations("");
+  for (const int n : {2, 3, 4}) {
+    CAPTURE(n);
+    const double uniform = activations(fmt::format(",recompute_layers={},recompute_method=uniform", n));
+    CHECK(uniform - full == doctest::Approx(36 * (x / n - x) + (n - 1) * T).epsilon(1e-9));
+  }
+  // the same forward replayed: equal hardware FLOPs
+  CHECK(step_flops(job(",recompute_layers=4,recompute_method=uniform")).hardware == step_flops(job("")).hardware);
 }
 
 }  // namespace saved_tensors_test
