@@ -99,8 +99,10 @@ ordered_json to_json(const trace::TraceReport& r) {
 std::string to_table(const trace::TraceReport& r) {
   std::string out;
   for (const auto& f : r.files) {
-    out += fmt::format("{}: rank {} of {}, {}, {} events, {} kernels ({} NCCL)\n", f.path, f.rank, f.world_size,
-                       f.device.empty() ? "device unknown" : f.device, f.events, f.kernels, f.nccl_kernels);
+    const auto known = [](int n) { return n >= 0 ? std::to_string(n) : std::string("unknown"); };
+    out += fmt::format("{}: rank {} of {}, {}, {} events, {} kernels ({} NCCL)\n", f.path, known(f.rank),
+                       known(f.world_size), f.device.empty() ? "device unknown" : f.device, f.events, f.kernels,
+                       f.nccl_kernels);
     for (const auto& w : f.warnings) out += fmt::format("  warning: {}\n", w);
   }
   if (!r.collectives.empty()) {

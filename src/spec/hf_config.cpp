@@ -304,6 +304,9 @@ ModelSpec read_hf_model(const nlohmann::json& json, const std::string& source, s
     diagnostics.throw_if_any(source);
   }
   auto model = read_family(family->value, r, warnings);
+  for (const auto* key : {"max_position_embeddings", "n_positions"})
+    if (const auto it = json.find(key); it != json.end() && it->is_number_integer() && it->get<std::int64_t>() > 0)
+      model.max_positions = it->get<std::int64_t>();
   // dropout probabilities and the like change nothing; keys the families above do not know may
   std::vector<std::string> unknown;
   for (auto& key : r.unread())

@@ -315,6 +315,11 @@ Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strateg
   check_stages(job, rules);
   resolve_framework(job, rules);
   check_recompute(job, rules);
+  if (const auto& max = job.workload.model.max_positions; max && job.workload.training.seq_len > *max)
+    job.warnings.push_back(fmt::format(
+        "sequence {} is longer than the {} positions the model's config gives (max_position_embeddings): "
+        "priced as given; the model itself would need its positions extended (RoPE scaling, not modelled)",
+        job.workload.training.seq_len, *max));
   check_zero_group(job, rules);
   if (job.dp > 0) check_batch_and_schedule(job, rules);
   rules.throw_if_any();

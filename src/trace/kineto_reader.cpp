@@ -165,6 +165,11 @@ class TraceReader {
     if (const auto it = top_.find("distributedInfo"); it != top_.end() && it->is_object()) {
       out_.rank = static_cast<int>(as_int(it->value("rank", json(-1)), -1));
       out_.world_size = static_cast<int>(as_int(it->value("world_size", json(-1)), -1));
+      // a rank or world size that is not a number (real traces hold "") is unknown, and said so
+      for (const auto* key : {"rank", "world_size"})
+        if (it->contains(key) && as_int(it->at(key), -1) < 0)
+          out_.warnings.push_back(fmt::format("distributedInfo {} is {}, not a rank number: unknown", key,
+                                              it->at(key).dump().substr(0, 40)));
       out_.backend = string_of(*it, "backend");
       out_.nccl_version = string_of(*it, "nccl_version");
     } else {

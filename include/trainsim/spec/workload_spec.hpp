@@ -60,6 +60,9 @@ struct ModelSpec {
   PositionKind position = PositionKind::Learned;
   bool tied_embeddings = true;
   bool dropout = true;
+  // The positions a Hugging Face config says the model takes (max_position_embeddings, GPT-2's
+  // n_positions); absent when the model's file does not say. A longer training sequence is noted.
+  std::optional<std::int64_t> max_positions;
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };
 

@@ -394,3 +394,18 @@ TEST_CASE("launch scripts: a construct trainsim does not expand is an error nami
 }
 
 }  // namespace launch_test
+
+TEST_CASE("a sequence longer than the config's max_position_embeddings is noted, not refused") {
+  // workloads/hf/llama-3.1-8b/config.json: max_position_embeddings 131072
+  const auto at = [](std::int64_t seq) {
+    const auto w = spec::load_workload_spec(test::source_path("workloads/hf/llama-3.1-8b/config.json"),
+                                            {.seq_len = seq, .global_batch = 8, .dtype = "bf16", .optimizer = "adamw"});
+    return test::make_job("dgx-h100-superpod", w, "gpus=64,tp=8,cp=8").warnings;
+  };
+  const auto note = [](const std::vector<std::string>& warnings) {
+    return std::any_of(warnings.begin(), warnings.end(),
+                       [](const std::string& w) { return w.find("max_position_embeddings") != std::string::npos; });
+  };
+  CHECK(note(at(262144)));
+  CHECK_FALSE(note(at(131072)));
+}

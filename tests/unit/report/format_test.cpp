@@ -6,6 +6,7 @@
 #include "common/paths.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/report/format.hpp"
+#include "trainsim/report/trace_format.hpp"
 #include "trainsim/report/perfetto.hpp"
 
 using namespace trainsim;
@@ -58,4 +59,12 @@ TEST_CASE("--timeline writes Chrome trace events: a process per simulated rank, 
   for (const auto* name : {"compute", "tp-comm", "dp-comm", "pp-send-next", "pp-recv-prev"})
     CHECK(threads.contains(name));
   CHECK(complete >= r.step->lowered.graph.num_tasks());
+}
+
+TEST_CASE("a trace file of unknown rank prints 'rank unknown', never 'rank -1'") {
+  trace::TraceReport r;
+  r.files.push_back({.path = "t.json", .rank = -1, .world_size = 2});
+  const auto table = report::to_table(r);
+  CHECK(table.find("t.json: rank unknown of 2") != std::string::npos);
+  CHECK(table.find("-1") == std::string::npos);
 }

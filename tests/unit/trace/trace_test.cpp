@@ -523,3 +523,12 @@ TEST_CASE("the profiler's [memory] events give each step's recorded allocated an
   const auto plain = trace::summarize({trace::read_trace(write_trace("plain.json", one_step_trace(0, 50, 0)))});
   CHECK_FALSE(plain.steps[0].peak_allocated.has_value());
 }
+
+TEST_CASE("a trace whose rank is an empty string says the rank is unknown, never 'rank -1'") {
+  auto trace = one_step_trace(0, 50, 0);
+  trace["distributedInfo"]["rank"] = "";
+  const auto t = trace::read_trace(write_trace("empty-rank.json", trace));
+  CHECK(t.rank == -1);
+  REQUIRE_FALSE(t.warnings.empty());
+  CHECK(t.warnings.back() == "distributedInfo rank is \"\", not a rank number: unknown");
+}
