@@ -240,9 +240,7 @@ std::int64_t Passes::stored_activations(int unit, bool recomputed) {
 }
 
 std::int64_t Passes::rebuilt_activations(int unit, bool recomputed) {
-  if (unit < 0) return 0;
-  const auto& c = checkpoint(unit, recomputed);
-  return c.whole_layer || !c.replayed.empty() ? static_cast<std::int64_t>(c.rebuilt) : 0;
+  return unit < 0 ? 0 : static_cast<std::int64_t>(checkpoint(unit, recomputed).rebuilt);
 }
 
 // What the checkpointing policy replays before a layer's backward: its whole forward (full
@@ -541,6 +539,8 @@ std::set<int> Passes::recomputed_units(const std::vector<int>& units) const {
 TaskList Passes::forward(int stage, int chunk, int microbatch) {
   Writer w(*this, stage, "F# ", microbatch);
   TaskList previous(ctx_.stage_ranks(stage).size(), kNoTask);
+  // Megatron's uniform method keeps only each group's input
+  const int group = spec::recompute_group(ctx_.job().strategy);
   int layer = 0;  // index of the layer in its model chunk
   for (const int unit : chunk_units(ctx_.job(), stage, chunk)) {
     const bool recomputed = unit >= 0 && spec::recomputes_layer(ctx_.job().strategy, layer++);
@@ -548,8 +548,6 @@ TaskList Passes::forward(int stage, int chunk, int microbatch) {
     unit_forward(w, unit, Category::Compute);
     const auto last = w.last();
     dp_.after_pass(stage, unit, true, microbatch, last);
-    // Megatron's uniform method keeps only each group's input
-    const int group = spec::recompute_group(ctx_.job().strategy);
     const bool kept = unit < 0 || group == 1 || (layer - 1) % group == 0;
     ctx_.memory(stage, last, kept ? stored_activations(unit, recomputed) : 0, MemoryKind::Activations, true);
     previous = last;

@@ -242,11 +242,4 @@ OpFlops sum_flops(const std::vector<Op>& ops) {
   return f;
 }
 
-double attention_core_fwd_flops(const std::vector<Op>& ops) {
-  double f = 0;
-  for (const auto& op : ops)
-    if (op.attention_core) f += op.fwd_flops;
-  return f;
-}
-
 }  // namespace trainsim::model

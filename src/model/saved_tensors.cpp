@@ -250,9 +250,16 @@ LayerCheckpoint layer_checkpoint(const spec::Job& job, const ModelSpec& m, const
   }
   const LayerPart parts = parts_of(spec::recompute_modules_of(st));
   LayerCheckpoint c;
-  for (const auto& t : tensors) (intersects(t.dropped_by, parts) ? c.rebuilt : c.kept) += t.bytes;
+  LayerPart dropped = LayerPart::None;  // the parts that drop a tensor of this layer
+  for (const auto& t : tensors) {
+    const bool drop = intersects(t.dropped_by, parts);
+    (drop ? c.rebuilt : c.kept) += t.bytes;
+    if (drop) dropped = dropped | t.dropped_by;
+  }
+  // a part replays its kernels only where it dropped something (moe_act in a dense layer,
+  // mla_up_proj without MLA: nothing)
   for (const auto& p : kPartOps)
-    if (intersects(p.part, parts))
+    if (intersects(p.part, parts) && intersects(p.part, dropped))
       for (const auto op : p.ops)
         if (!op.empty()) replay(c.replayed, op);
   return c;

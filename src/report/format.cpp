@@ -215,6 +215,59 @@ std::string stragglers_line(const driver::Perturbation& p, const driver::Simulat
 
 }  // namespace
 
+namespace {
+
+// The stage whose peak the report gives: the first with the simulated step's highest peak, or the
+// analytic estimate's.
+int reported_peak_stage(const RunReport& r) {
+  if (r.simulation)
+    for (const auto& f : r.simulation->per_stage)
+      if (f.peak_memory == r.simulation->peak_memory) return f.stage;
+  return static_cast<int>(r.memory.peak_stage);
+}
+
+ordered_json per_stage_json(const RunReport& r) {
+  ordered_json out = ordered_json::array();
+  for (const auto& st : r.memory.stages) {
+    ordered_json entry = {{"stage", st.stage},
+                          {"layers", r.job->stage_layers.at(static_cast<std::size_t>(st.stage))},
+                          {"params", rounded(st.params)}};
+    const auto m = stage_breakdown(r, st.stage);
+    if (r.simulation) {
+      const auto& f = r.simulation->per_stage.at(static_cast<std::size_t>(st.stage));
+      entry["busy_s"] = f.busy_s;
+      entry["idle_s"] = f.idle_s;
+      entry["bubble_fraction"] = f.bubble_fraction;
+      entry["peak_memory_bytes"] = f.peak_memory;
+    } else {
+      entry["peak_memory_bytes"] = m.total().count;
+    }
+    entry["memory"] = memory_json(m);
+    out.push_back(entry);
+  }
+  return out;
+}
+
+ordered_json layers_json(const RunReport& r) {
+  ordered_json out = ordered_json::array();
+  for (const auto& layer : r.layers) {
+    ordered_json ops = ordered_json::array();
+    for (const auto& op : layer.ops) {
+      ops.push_back({{"name", op.name},
+                     {"class", model::op_class_name(model::op_class(op.shape))},
+                     {"shape", shape_json(op.shape)},
+                     {"fwd_flops", op.fwd_flops},
+                     {"bwd_flops", op.bwd_data_flops + op.bwd_weight_flops},
+                     {"fwd_bytes", op.fwd_bytes},
+                     {"bwd_bytes", op.bwd_bytes}});
+    }
+    out.push_back({{"kind", layer.kind}, {"ops", ops}});
+  }
+  return out;
+}
+
+}  // namespace
+
 ordered_json to_json(const RunReport& r) {
   const auto& job = *r.job;
   ordered_json out;
@@ -227,7 +280,6 @@ ordered_json to_json(const RunReport& r) {
   out["params_total"] = rounded(r.params_total);
   out["params_per_gpu"] = rounded(r.params_per_gpu);
   out["gpus"] = job.gpus;
-  int peak_stage = static_cast<int>(r.memory.peak_stage);
   if (r.simulation) {
     const auto& s = *r.simulation;
     out["step_time_s"] = s.step_time_s;
@@ -247,11 +299,6 @@ ordered_json to_json(const RunReport& r) {
                         {"exposed_comm_s", s.breakdown.exposed_comm_s},
                         {"bubble_s", s.breakdown.bubble_s}};
     out["busy_s_by_category"] = busy_json(s);
-    for (const auto& f : s.per_stage)
-      if (f.peak_memory == s.peak_memory) {
-        peak_stage = f.stage;
-        break;
-      }
   }
   out["flops"] = {{"model_per_step", r.flops.model},
                   {"hardware_per_step", r.flops.hardware},
@@ -264,41 +311,11 @@ ordered_json to_json(const RunReport& r) {
   out["fits"] = r.fits;
   out["memory_headroom"] = r.memory_headroom;
   out["memory_at_risk"] = r.memory_at_risk;
-  out["memory"] = memory_json(stage_breakdown(r, peak_stage));
+  out["memory"] = memory_json(stage_breakdown(r, reported_peak_stage(r)));
   if (const auto p = driver::memory_peak(r)) out["memory_peak"] = memory_peak_json(*p);
-  out["per_stage"] = ordered_json::array();
-  for (const auto& st : r.memory.stages) {
-    ordered_json entry = {{"stage", st.stage},
-                          {"layers", job.stage_layers.at(static_cast<std::size_t>(st.stage))},
-                          {"params", rounded(st.params)}};
-    const auto m = stage_breakdown(r, st.stage);
-    if (r.simulation) {
-      const auto& f = r.simulation->per_stage.at(static_cast<std::size_t>(st.stage));
-      entry["busy_s"] = f.busy_s;
-      entry["idle_s"] = f.idle_s;
-      entry["bubble_fraction"] = f.bubble_fraction;
-      entry["peak_memory_bytes"] = f.peak_memory;
-    } else {
-      entry["peak_memory_bytes"] = m.total().count;
-    }
-    entry["memory"] = memory_json(m);
-    out["per_stage"].push_back(entry);
-  }
+  out["per_stage"] = per_stage_json(r);
   if (r.simulation) out["memory_curve"] = memory_curve_json(r);
-  out["layers"] = ordered_json::array();
-  for (const auto& layer : r.layers) {
-    ordered_json ops = ordered_json::array();
-    for (const auto& op : layer.ops) {
-      ops.push_back({{"name", op.name},
-                     {"class", model::op_class_name(model::op_class(op.shape))},
-                     {"shape", shape_json(op.shape)},
-                     {"fwd_flops", op.fwd_flops},
-                     {"bwd_flops", op.bwd_data_flops + op.bwd_weight_flops},
-                     {"fwd_bytes", op.fwd_bytes},
-                     {"bwd_bytes", op.bwd_bytes}});
-    }
-    out["layers"].push_back({{"kind", layer.kind}, {"ops", ops}});
-  }
+  out["layers"] = layers_json(r);
   if (r.simulation) {
     const auto& s = *r.simulation;
     out["simulation"] = {{"tasks", s.tasks},
@@ -310,10 +327,56 @@ ordered_json to_json(const RunReport& r) {
   return out;
 }
 
+namespace {
+
+// The memory lines of the table: the peak stage's breakdown, where the peak happens, each stage.
+std::string memory_table(const RunReport& r) {
+  const auto& job = *r.job;
+  std::string out;
+  auto line = [&out](std::string_view label, const std::string& value) {
+    out += fmt::format("{:<22}{}\n", label, value);
+  };
+  const int peak_stage = reported_peak_stage(r);
+  const auto m = stage_breakdown(r, peak_stage);
+  out += fmt::format("memory per GPU (stage {}, the largest{})\n", peak_stage,
+                     r.simulation ? ", at its simulated peak" : "");
+  line("  params", human_bytes(m.params));
+  line("  grads", human_bytes(m.grads));
+  line("  optimizer", human_bytes(m.optimizer));
+  line("  activations", human_bytes(m.activations));
+  line("  buffers", human_bytes(m.buffers));
+  line("  fragmentation", human_bytes(m.fragmentation));
+  line("  peak", fmt::format("{} of {}: {}", human_bytes(Bytes{r.peak_memory}), human_bytes(r.device_memory),
+                             !r.fits            ? "does NOT fit"
+                             : r.memory_at_risk ? fmt::format("fits, but within the {:.0f}% headroom: at risk",
+                                                              r.memory_headroom * 100)
+                                                : std::string("fits")));
+  if (const auto p = driver::memory_peak(r); p && !p->task.empty())
+    line("  peak at", fmt::format("{}, {:.4f} s into the step ({}{}, stage {}, rank {})", p->task, p->time_s, p->phase,
+                                  p->microbatch >= 0 ? fmt::format(" of micro-batch {}", p->microbatch) : "",
+                                  p->stage, p->rank));
+  if (r.memory.stages.size() > 1) {
+    out += "per stage\n";
+    for (const auto& st : r.memory.stages) {
+      const auto sm = stage_breakdown(r, st.stage);
+      const std::string bubble =
+          r.simulation
+              ? fmt::format("  idle {:.1f}%",
+                            r.simulation->per_stage.at(static_cast<std::size_t>(st.stage)).bubble_fraction * 100)
+              : std::string();
+      out += fmt::format("  stage {:<4} {:>3} layers  {:>10} params  peak {}{}\n", st.stage,
+                         job.stage_layers.at(static_cast<std::size_t>(st.stage)), human_count(st.params),
+                         human_bytes(sm.total()), bubble);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string to_table(const RunReport& r) {
   const auto& job = *r.job;
   const auto& s = job.strategy;
-  const auto& peak = r.memory.peak();
   std::string out;
   auto line = [&out](std::string_view label, const std::string& value) {
     out += fmt::format("{:<22}{}\n", label, value);
@@ -363,42 +426,7 @@ std::string to_table(const RunReport& r) {
     if (!kernels.empty()) line("compute busy", kernels);
     if (!comm.empty()) line("communication busy", comm);
   }
-  int peak_stage = static_cast<int>(peak.stage);
-  if (r.simulation)
-    for (const auto& f : r.simulation->per_stage)
-      if (f.peak_memory == r.simulation->peak_memory) peak_stage = f.stage;
-  const auto m = stage_breakdown(r, peak_stage);
-  out += fmt::format("memory per GPU (stage {}, the largest{})\n", peak_stage,
-                     r.simulation ? ", at its simulated peak" : "");
-  line("  params", human_bytes(m.params));
-  line("  grads", human_bytes(m.grads));
-  line("  optimizer", human_bytes(m.optimizer));
-  line("  activations", human_bytes(m.activations));
-  line("  buffers", human_bytes(m.buffers));
-  line("  fragmentation", human_bytes(m.fragmentation));
-  line("  peak", fmt::format("{} of {}: {}", human_bytes(Bytes{r.peak_memory}), human_bytes(r.device_memory),
-                             !r.fits            ? "does NOT fit"
-                             : r.memory_at_risk ? fmt::format("fits, but within the {:.0f}% headroom: at risk",
-                                                              r.memory_headroom * 100)
-                                                : std::string("fits")));
-  if (const auto p = driver::memory_peak(r); p && !p->task.empty())
-    line("  peak at", fmt::format("{}, {:.4f} s into the step ({}{}, stage {}, rank {})", p->task, p->time_s, p->phase,
-                                  p->microbatch >= 0 ? fmt::format(" of micro-batch {}", p->microbatch) : "",
-                                  p->stage, p->rank));
-  if (r.memory.stages.size() > 1) {
-    out += "per stage\n";
-    for (const auto& st : r.memory.stages) {
-      const auto sm = stage_breakdown(r, st.stage);
-      const std::string bubble =
-          r.simulation
-              ? fmt::format("  idle {:.1f}%",
-                            r.simulation->per_stage.at(static_cast<std::size_t>(st.stage)).bubble_fraction * 100)
-              : std::string();
-      out += fmt::format("  stage {:<4} {:>3} layers  {:>10} params  peak {}{}\n", st.stage,
-                         job.stage_layers.at(static_cast<std::size_t>(st.stage)), human_count(st.params),
-                         human_bytes(sm.total()), bubble);
-    }
-  }
+  out += memory_table(r);
   return out;
 }
 

@@ -103,7 +103,5 @@ struct OpFlops {
   double total() const { return fwd + bwd; }
 };
 OpFlops sum_flops(const std::vector<Op>& ops);
-// Forward FLOPs of the kernels selective recompute replays (the attention core).
-double attention_core_fwd_flops(const std::vector<Op>& ops);
 
 }  // namespace trainsim::model
