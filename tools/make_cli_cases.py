@@ -102,7 +102,7 @@ case('absurd-node-count', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /nodes: 1e+30 is out of range; expected an integer in [1, 4194304]',
      {'t.json': topo(nodes=1e30)})
 case('unknown-key-typo', f'run -t @t.json -w {W} -s tp=8', 2,
-     'error: @t.json: /network/nics_per_nod: unknown key "nics_per_nod" (did you mean "nics_per_node"?)\nerror: @t.json: /network/nics_per_node: missing; expected an integer in [1, 64]',
+     'error: @t.json: /network/nics_per_nod: unknown key "nics_per_nod" (did you mean "nics_per_node"?)\nerror: @t.json: /network/nics_per_node: missing; expected an integer in [1, 4608]',
      {'t.json': topo(network__nics_per_nod=8, network__nics_per_node=DELETE)})
 case('unknown-network-kind', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /network/kind: "fattree" is not valid; expected one of: leaf_spine, torus, none',
@@ -110,8 +110,20 @@ case('unknown-network-kind', f'run -t @t.json -w {W} -s tp=8', 2,
 case('torus-with-nodes', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /node: not used with a torus network: its dims give the devices\nerror: @t.json: /nodes: not used with a torus network: its dims give the devices',
      {'t.json': topo(network={"kind": "torus", "dims": [4, 4], "link_bandwidth": "50 GB/s", "latency": "2 us"})})
+case('link-kind-unknown', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /node/fabric/link: unknown link "nvlink9"; the link catalogue holds: ib-hdr, ib-ndr, ib-xdr, ici-v4, ici-v5p, ici-v6e, ici-v7, nvlink3, nvlink4, nvlink5, pcie4, pcie5, roce-200, roce-400, roce-800, xgmi-mi300 (did you mean "nvlink3"?)',
+     {'t.json': topo(node__fabric={"kind": "nvswitch", "link": "nvlink9"})})
+case('link-kind-wrong-scope', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /network/link: "nvlink4" is a fabric link, not a network link; network links: ib-hdr, ib-ndr, ib-xdr, roce-200, roce-400, roce-800',
+     {'t.json': topo(network__link="nvlink4")})
+case('domain-larger-than-its-switches', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /node/fabric/switches: 8 devices of 18 links need 144 switch ports; 2 switches of 64 ports have 128',
+     {'t.json': topo(node__fabric={"kind": "nvswitch", "link": "nvlink4", "switches": 2, "switch_ports": 64})})
+case('nics-not-dividing-trays', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /network/nics_per_node: 2 NICs cannot be shared evenly by the node\'s 4 hosts of 2 devices',
+     {'t.json': topo(node__host={"devices": 2}, network__nics_per_node=2)})
 case('many-errors-at-once', f'run -t @t.json -w {W} -s tp=8', 2,
-     'error: @t.json: /device/sms: expected an integer in [1, 100000], got 1.5\nerror: @t.json: /name: missing; expected a string\nerror: @t.json: /node/devices: 0 is out of range; expected an integer in [1, 64]',
+     'error: @t.json: /device/sms: expected an integer in [1, 100000], got 1.5\nerror: @t.json: /name: missing; expected a string\nerror: @t.json: /node/devices: 0 is out of range; expected an integer in [1, 576]',
      {'t.json': topo(name=DELETE, device__sms=1.5, node__devices=0)})
 case('workload-kv-heads', f'run -t {T} -w @w.json -s tp=8', 2,
      'error: @w.json: /model/kv_heads: 7 does not divide heads (96)',

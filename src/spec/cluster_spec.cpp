@@ -5,13 +5,12 @@
 
 #include <fmt/format.h>
 
+#include "trainsim/spec/link_catalogue.hpp"
 #include "trainsim/spec/reader.hpp"
 
 namespace trainsim::spec {
 namespace {
 
-constexpr std::array<Choice<FabricKind>, 2> kFabricKinds{
-    {{"nvswitch", FabricKind::NvSwitch}, {"pcie", FabricKind::Pcie}}};
 enum class NetworkKind { LeafSpine, Torus, None };
 constexpr std::array<Choice<NetworkKind>, 3> kNetworkKinds{
     {{"leaf_spine", NetworkKind::LeafSpine}, {"torus", NetworkKind::Torus}, {"none", NetworkKind::None}}};
@@ -34,36 +33,109 @@ constexpr NumberRange kEfficiency{0, 1.0, true};
 constexpr double kDefaultEfficiency = 0.8;
 constexpr double kDefaultSwitchLatencyS = 300e-9;  // an InfiniBand/Ethernet switch crossing
 
-double efficiency_or_default(Reader& r, std::string_view where, std::vector<std::string>& warnings) {
-  if (!r.has("efficiency")) {
-    warnings.push_back(fmt::format("{}.efficiency not given: assumed {}", where, kDefaultEfficiency));
+// A topology's own figure, else its link kind's, else a diagnostic (or, for an efficiency, the
+// default with a warning): the figures a topology gives override the link catalogue's.
+struct LinkFigures {
+  Reader& r;
+  const std::optional<LinkKind>& kind;
+  std::string_view where;  // "node.fabric", "network"
+  std::vector<std::string>& warnings;
+
+  // a link named but not found is reported once, at the link, not again at every figure it left out
+  bool unresolved(std::string_view key) { return !kind && r.has("link") && !r.has(key); }
+
+  double efficiency() {
+    if (r.has("efficiency")) return r.number("efficiency", kEfficiency);
+    if (kind) return kind->efficiency;
+    if (unresolved("efficiency")) return kDefaultEfficiency;
+    warnings.push_back(fmt::format("{}.efficiency not given: assumed {} (name a link kind of the catalogue to take "
+                                   "its measured figure)",
+                                   where, kDefaultEfficiency));
     return kDefaultEfficiency;
   }
-  return r.number("efficiency", kEfficiency);
-}
+  Duration latency(const Plausibility& p) {
+    if (unresolved("latency")) return {};
+    if (r.has("latency") || !kind)
+      return Duration::from_seconds(r.plausible_quantity("latency", QuantityKind::Duration, p, warnings));
+    return kind->latency;
+  }
+  Bandwidth rate(std::string_view key, const Plausibility& p) {
+    if (unresolved(key)) return {};
+    if (r.has(key) || !kind) return {r.plausible_quantity(key, QuantityKind::Bandwidth, p, warnings)};
+    return kind->bandwidth;
+  }
+};
 
-FabricSpec read_fabric(Reader r, std::vector<std::string>& warnings) {
+constexpr std::array<Choice<FabricKind>, 3> kFabricKinds{
+    {{"nvswitch", FabricKind::NvSwitch}, {"pcie", FabricKind::Pcie}, {"full_mesh", FabricKind::FullMesh}}};
+
+FabricSpec read_fabric(Reader r, int devices, const std::string& source, std::vector<std::string>& warnings) {
   FabricSpec f;
   f.kind = r.choice<FabricKind>("kind", kFabricKinds);
-  f.bandwidth = {r.plausible_quantity("bandwidth", QuantityKind::Bandwidth, kFabricBandwidth, warnings)};
-  f.latency = Duration::from_seconds(r.plausible_quantity("latency", QuantityKind::Duration, kLatencyFigure, warnings));
-  f.efficiency = efficiency_or_default(r, "node.fabric", warnings);
+  const auto kind = read_link_value(r, LinkScope::Fabric, source);
+  if (kind) f.link = kind->catalogue;
+  LinkFigures figures{r, kind, "node.fabric", warnings};
+  const bool mesh = f.kind == FabricKind::FullMesh;
+  if (const auto links = r.optional_integer("links", {1, 1024}))
+    f.links = static_cast<int>(*links);
+  else if (mesh)
+    f.links = devices - 1;
+  else if (kind && kind->links_per_device)
+    f.links = *kind->links_per_device;
+  if (mesh && f.links != devices - 1)
+    r.error_at("links", fmt::format("a full mesh of {} devices has {} links per device, not {}", devices,
+                                    devices - 1, f.links));
+  if (r.has("bandwidth") || !kind || f.links == 0) {
+    if (kind && f.links == 0 && !r.has("bandwidth"))
+      r.error_at("bandwidth", fmt::format("missing; link \"{}\" gives a link's rate, so give the links per device "
+                                          "(\"links\") or the device's bandwidth",
+                                          kind->catalogue));
+    else
+      f.bandwidth = figures.rate("bandwidth", kFabricBandwidth);
+  } else {
+    f.bandwidth = kind->bandwidth * f.links;
+  }
+  f.latency = figures.latency(kLatencyFigure);
+  f.efficiency = figures.efficiency();
   f.in_network_reduction = r.boolean_or("in_network_reduction", false);
+  if (f.in_network_reduction && f.kind != FabricKind::NvSwitch)
+    r.error_at("in_network_reduction", "only an NVSwitch fabric reduces in the switch (NVLS)");
+  // Switch chips join the domain: each device's links spread over them, one port per link.
+  if (const auto switches = r.optional_integer("switches", {1, 4096})) {
+    const auto ports = r.integer("switch_ports", {1, 4096});
+    if (f.kind != FabricKind::NvSwitch) r.error_at("switches", "only an NVSwitch fabric has switch chips");
+    if (f.links == 0) {
+      r.error_at("switches", "needs the links per device (\"links\", or a link kind that states them)");
+    } else if (static_cast<std::int64_t>(devices) * f.links > *switches * ports) {
+      r.error_at("switches", fmt::format("{} devices of {} links need {} switch ports; {} switches of {} ports have {}",
+                                         devices, f.links, static_cast<std::int64_t>(devices) * f.links, *switches,
+                                         ports, *switches * ports));
+    }
+  }
   r.finish();
   return f;
 }
 
-NodeSpec read_node(Reader r, std::vector<std::string>& warnings) {
+NodeSpec read_node(Reader r, const std::string& source, std::vector<std::string>& warnings) {
   NodeSpec n;
-  n.devices = static_cast<int>(r.integer("devices", {1, 64}));
+  n.devices = static_cast<int>(r.integer("devices", {1, kMaxDomainDevices}));
+  n.host_devices = n.devices;
+  if (auto host = r.optional_object("host")) {
+    n.host_devices = static_cast<int>(host->integer("devices", {1, kMaxDomainDevices}));
+    if (n.devices % n.host_devices != 0)
+      host->error_at("devices", fmt::format("{} devices per host do not divide the node's {}", n.host_devices,
+                                            n.devices));
+    host->finish();
+  }
   if (auto fabric = r.optional_object("fabric")) {
-    n.fabric = read_fabric(*fabric, warnings);
+    n.fabric = read_fabric(*fabric, n.devices, source, warnings);
   } else if (n.devices > 1) {
     r.error_at("fabric",
                "missing; a node of several devices needs a fabric such as "
-               "{\"kind\": \"nvswitch\", \"bandwidth\": \"300 GB/s\", \"latency\": \"3 us\"}");
+               "{\"kind\": \"nvswitch\", \"link\": \"nvlink4\"}");
   }
   r.finish();
+  if (n.host_devices < 1 || n.devices % n.host_devices != 0) n.host_devices = n.devices;
   return n;
 }
 
@@ -75,20 +147,28 @@ double fat_tree_capacity(int radix, int tiers, double oversubscription) {
   return tiers == 2 ? leaf_down * k : leaf_down * k * k / 2.0;
 }
 
-LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, std::vector<std::string>& warnings) {
+LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, const std::string& source,
+                                 std::vector<std::string>& warnings) {
   LeafSpineNetwork n;
-  n.nics_per_node = static_cast<int>(r.integer("nics_per_node", {1, 64}));
-  n.nic_bandwidth = {r.plausible_quantity("nic_bandwidth", QuantityKind::Bandwidth, kNicBandwidth, warnings)};
+  const auto kind = read_link_value(r, LinkScope::Network, source);
+  if (kind) n.link = kind->catalogue;
+  LinkFigures figures{r, kind, "network", warnings};
+  n.nics_per_node = static_cast<int>(r.integer("nics_per_node", {1, kMaxNicsPerNode}));
+  n.nic_bandwidth = figures.rate("nic_bandwidth", kNicBandwidth);
   n.leaf_radix = static_cast<int>(r.integer("leaf_radix", {2, 4096}));
   n.spine_radix = static_cast<int>(r.integer_or("spine_radix", n.leaf_radix, {2, 4096}));
   n.oversubscription = r.number_or("oversubscription", 1.0, {1.0, 64.0});
   n.rail_optimized = r.boolean_or("rail_optimized", false);
-  n.latency = Duration::from_seconds(r.plausible_quantity("latency", QuantityKind::Duration, kLatencyFigure, warnings));
-  if (!r.has("switch_latency"))
+  n.latency = figures.latency(kLatencyFigure);
+  if (r.has("switch_latency")) {
+    n.switch_latency = Duration::from_seconds(r.quantity("switch_latency", QuantityKind::Duration, kLatency));
+  } else if (kind && kind->switch_latency) {
+    n.switch_latency = *kind->switch_latency;
+  } else {
     warnings.push_back(fmt::format("network.switch_latency not given: assumed {} ns", kDefaultSwitchLatencyS * 1e9));
-  n.switch_latency = Duration::from_seconds(
-      r.optional_quantity("switch_latency", QuantityKind::Duration, kLatency).value_or(kDefaultSwitchLatencyS));
-  n.efficiency = efficiency_or_default(r, "network", warnings);
+    n.switch_latency = Duration::from_seconds(kDefaultSwitchLatencyS);
+  }
+  n.efficiency = figures.efficiency();
   n.in_network_reduction = r.boolean_or("in_network_reduction", false);
   const double endpoints = static_cast<double>(nodes) * n.nics_per_node;
   if (const auto tiers = r.optional_integer("tiers", {2, 3})) {
@@ -115,13 +195,16 @@ LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, std::vector<std::
   return n;
 }
 
-TorusNetwork read_torus(Reader r, std::vector<std::string>& warnings) {
+TorusNetwork read_torus(Reader r, const std::string& source, std::vector<std::string>& warnings) {
   TorusNetwork t;
+  const auto kind = read_link_value(r, LinkScope::Torus, source);
+  if (kind) t.link = kind->catalogue;
+  LinkFigures figures{r, kind, "network", warnings};
   for (const auto d : r.integer_list("dims", {1, 4096}, 1, 3)) t.dims.push_back(static_cast<int>(d));
-  t.link_bandwidth = {r.plausible_quantity("link_bandwidth", QuantityKind::Bandwidth, kTorusLink, warnings)};
+  t.link_bandwidth = figures.rate("link_bandwidth", kTorusLink);
   t.wraparound = r.boolean_or("wraparound", true);
-  t.latency = Duration::from_seconds(r.plausible_quantity("latency", QuantityKind::Duration, kLatencyFigure, warnings));
-  t.efficiency = efficiency_or_default(r, "network", warnings);
+  t.latency = figures.latency(kLatencyFigure);
+  t.efficiency = figures.efficiency();
   r.finish();
   return t;
 }
@@ -136,9 +219,14 @@ void check_cross_fields(ClusterSpec& c, Reader& root, Diagnostics& diagnostics) 
   if (const auto* ls = std::get_if<LeafSpineNetwork>(&c.network)) {
     const int d = c.node.devices;
     const int nics = ls->nics_per_node;
+    const int hosts = c.node.hosts();
     if (d % nics != 0 && nics % d != 0)
-      root.error_at("network/nics_per_node",
-                    fmt::format("{} NICs cannot be shared evenly by {} devices per node", nics, d));
+      diagnostics.add("/network/nics_per_node",
+                      fmt::format("{} NICs cannot be shared evenly by {} devices per node", nics, d));
+    else if (nics % hosts != 0)
+      diagnostics.add("/network/nics_per_node",
+                    fmt::format("{} NICs cannot be shared evenly by the node's {} hosts of {} devices", nics, hosts,
+                                c.node.host_devices));
     if (ls->pods && (ls->pods->devices % d != 0 || ls->pods->devices > c.num_devices()))
       diagnostics.add("/network/pods/devices",
                       fmt::format("{} must be a multiple of node.devices ({}) and at most the cluster's {} devices",
@@ -171,18 +259,18 @@ ClusterSpec read_cluster_spec(const nlohmann::json& json, const std::string& sou
   if (kind == NetworkKind::Torus) {
     for (const auto* key : {"nodes", "node"})
       if (root.has(key)) root.error_at(key, "not used with a torus network: its dims give the devices");
-    c.network = read_torus(network, c.warnings);
+    c.network = read_torus(network, source, c.warnings);
     c.nodes = 1;
     for (const int d : std::get<TorusNetwork>(c.network).dims) c.nodes *= d;
     c.node = NodeSpec{.devices = 1, .fabric = {}};
   } else {
     c.nodes = kind == NetworkKind::None ? root.integer_or("nodes", 1, {1, 1}) : root.integer("nodes", {1, kMaxDevices});
     if (auto node = root.optional_object("node"))
-      c.node = read_node(*node, c.warnings);
+      c.node = read_node(*node, source, c.warnings);
     else
       root.error_at("node", "missing; expected an object such as {\"devices\": 8, \"fabric\": {...}}");
     if (kind == NetworkKind::LeafSpine) {
-      c.network = read_leaf_spine(network, c.nodes, c.warnings);
+      c.network = read_leaf_spine(network, c.nodes, source, c.warnings);
     } else {
       c.network = NoNetwork{};
       network.finish();

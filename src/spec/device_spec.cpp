@@ -21,11 +21,15 @@ constexpr std::array<Choice<Dtype>, 5> kDtypes{{
     {"fp16", Dtype::Fp16},
     {"fp8", Dtype::Fp8},
 }};
-constexpr std::array<Choice<DeviceArch>, 5> kArchs{{{"ampere", DeviceArch::Ampere},
+constexpr std::array<Choice<DeviceArch>, 9> kArchs{{{"ampere", DeviceArch::Ampere},
                                                     {"hopper", DeviceArch::Hopper},
                                                     {"blackwell", DeviceArch::Blackwell},
+                                                    {"cdna3", DeviceArch::Cdna3},
+                                                    {"cdna4", DeviceArch::Cdna4},
                                                     {"tpu-v4", DeviceArch::TpuV4},
-                                                    {"tpu-v5p", DeviceArch::TpuV5p}}};
+                                                    {"tpu-v5p", DeviceArch::TpuV5p},
+                                                    {"tpu-v6e", DeviceArch::TpuV6e},
+                                                    {"tpu-v7", DeviceArch::TpuV7}}};
 
 constexpr NumberRange kPower{1, 1e5};  // a board: 1 W .. 100 kW
 // What a device's figures can be and usually are (docs/cli.md "Plausible values"): from a phone-class

@@ -54,7 +54,7 @@ void check_degrees(Job& job, Rules& rules) {
     rules.strategy("/dp", fmt::format("tp·cp·pp·dp = {}·{}·{}·{} = {} but gpus = {}", s.tp, s.cp, s.pp, *s.dp,
                                       model_parallel * *s.dp, job.gpus));
   if (s.tp > c.node.devices && c.nodes > 1 && !std::holds_alternative<TorusNetwork>(c.network))
-    job.warnings.push_back(fmt::format("tp={} spans nodes of {} devices: tensor-parallel traffic crosses the network",
+    job.warnings.push_back(fmt::format("tp={} spans nodes (scale-up domains) of {} devices: tensor-parallel traffic crosses the network",
                                        s.tp, c.node.devices));
 }
 

@@ -8,10 +8,13 @@
 
 namespace trainsim::topo {
 
-// Device <-> node switch (NVSwitch or PCIe switch); empty when nodes hold one device.
+// Device <-> node switch (NVSwitch or PCIe switch), or the direct links of a full mesh; empty when
+// nodes hold one device.
 struct NodeFabricIndex {
   std::vector<LinkId> up;    // per device: device -> switch
   std::vector<LinkId> down;  // per device: switch -> device
+  int mesh_devices = 0;      // a full mesh: devices per node
+  std::vector<LinkId> mesh;  // a full mesh: [device * mesh_devices + local index of the peer]
 };
 
 // Leaf/spine(/core) fat tree. Spines are grouped in pods (all spines form one pod with two tiers);

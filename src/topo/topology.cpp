@@ -129,6 +129,13 @@ Route Topology::route(DeviceId src, DeviceId dst) const {
              dst.value);
   Route r;
   if (src == dst) return r;
+  if (node_of(src) == node_of(dst) && !index_->fabric.mesh.empty()) {
+    const auto hop = index_->fabric.mesh[src.index() * static_cast<std::size_t>(index_->fabric.mesh_devices) +
+                                         static_cast<std::size_t>(local_index(dst))];
+    r.hops = {{hop, 1.0}};
+    r.latency = link(hop).latency;
+    return r;
+  }
   if (node_of(src) == node_of(dst)) {
     const auto up = index_->fabric.up.at(src.index());
     const auto down = index_->fabric.down.at(dst.index());
@@ -226,7 +233,7 @@ std::size_t Topology::memory_bytes() const {
   // edge an entry in each of them plus the edge list node.
   const std::size_t graph = vertices * (2 * sizeof(std::vector<int>) + sizeof(VertexProps)) + edges * 64;
   const auto& ix = *index_;
-  std::size_t tables = (ix.fabric.up.size() + ix.fabric.down.size()) * sizeof(LinkId);
+  std::size_t tables = (ix.fabric.up.size() + ix.fabric.down.size() + ix.fabric.mesh.size()) * sizeof(LinkId);
   if (const auto* ft = std::get_if<FatTreeIndex>(&ix.network)) {
     tables += (ft->host_up.size() + ft->host_down.size() + ft->nic_up.size() + ft->nic_down.size() +
                ft->leaf_spine_up.size() + ft->leaf_spine_down.size() + ft->spine_core_up.size() +

@@ -1,6 +1,10 @@
 #pragma once
 // The cluster: one device type, nodes of devices joined by an intra-node fabric, and a network
 // between nodes (docs/cli.md, topologies/*.json). Plain values, units resolved.
+//
+// A node is a scale-up domain: the devices one NVSwitch fabric (up to a 576-GPU NVLink domain) or
+// one full mesh of links (AMD Infinity Fabric) joins. Its hosts — the trays or servers that carry
+// CPUs and NICs and fail as a unit — are `host_devices` devices each (the whole node by default).
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -15,11 +19,13 @@
 
 namespace trainsim::spec {
 
-enum class FabricKind { None, NvSwitch, Pcie };
+enum class FabricKind { None, NvSwitch, Pcie, FullMesh };
 
 struct FabricSpec {
   FabricKind kind = FabricKind::None;
-  Bandwidth bandwidth;                // per device, per direction
+  std::string link;                   // its link catalogue entry ("" for figures given in full)
+  Bandwidth bandwidth;                // per device, per direction (a full mesh: all its links)
+  int links = 0;                      // links per device, where known (0: not stated)
   Duration latency;                   // one device-to-device message step
   double efficiency = 1.0;            // usable share of the line rate (nccl-tests busbw plateau / line rate)
   bool in_network_reduction = false;  // NVLink SHARP (NVLS)
@@ -27,8 +33,10 @@ struct FabricSpec {
 };
 
 struct NodeSpec {
-  int devices = 1;
+  int devices = 1;       // the scale-up domain
+  int host_devices = 1;  // devices per host (tray); divides `devices`
   FabricSpec fabric;
+  int hosts() const { return devices / host_devices; }
   friend bool operator==(const NodeSpec&, const NodeSpec&) = default;
 };
 
@@ -46,6 +54,7 @@ struct PodSpec {
 
 // Two- or three-tier fat tree (leaf/spine[/core]) of NICs.
 struct LeafSpineNetwork {
+  std::string link;  // its link catalogue entry ("" for figures given in full)
   int nics_per_node = 1;
   Bandwidth nic_bandwidth;  // per NIC, per direction
   int leaf_radix = 0;       // ports per leaf switch (half down, half up at 1:1)
@@ -63,6 +72,7 @@ struct LeafSpineNetwork {
 
 // TPU-style torus (or mesh without wraparound) of chip-to-chip links.
 struct TorusNetwork {
+  std::string link;  // its link catalogue entry ("" for figures given in full)
   std::vector<int> dims;
   Bandwidth link_bandwidth;  // per link, per direction
   bool wraparound = true;
@@ -90,5 +100,8 @@ ClusterSpec read_cluster_spec(const nlohmann::json& json, const std::string& sou
 ClusterSpec load_cluster_spec(const std::string& path);
 
 inline constexpr std::int64_t kMaxDevices = std::int64_t{1} << 22;
+// The largest scale-up domain (NVIDIA's NVL576) and the most NICs a node's hosts can carry.
+inline constexpr int kMaxDomainDevices = 576;
+inline constexpr int kMaxNicsPerNode = 8 * kMaxDomainDevices;
 
 }  // namespace trainsim::spec

@@ -22,7 +22,7 @@ int dtype_bytes(Dtype dtype);
 
 // The architecture selects nothing by itself; it names the generation the fitted parameters
 // describe and the NCCL tables they come from.
-enum class DeviceArch { Unknown, Ampere, Hopper, Blackwell, TpuV4, TpuV5p };
+enum class DeviceArch { Unknown, Ampere, Hopper, Blackwell, Cdna3, Cdna4, TpuV4, TpuV5p, TpuV6e, TpuV7 };
 std::string_view arch_name(DeviceArch arch);
 
 struct DeviceSpec {

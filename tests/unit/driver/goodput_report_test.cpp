@@ -96,3 +96,10 @@ TEST_CASE("goodput carries the memory verdict of the step it prices, in every fo
 }
 
 }  // namespace goodput_report_test
+
+TEST_CASE("on an NVL72 rack a node failure takes out one compute tray of 4 GPUs, not the 72-GPU domain") {
+  const auto spec = spec::load_reliability_spec(spec::default_reliability_path());
+  const auto job = test::make_job("gb200-nvl72", "llama3-70b", "tp=8,pp=2,zero=1,gpus=128");
+  const auto r = driver::build_goodput_report(job, spec, {.days = 1.0, .samples = 20});
+  CHECK(r.nodes == 128 / 4);
+}

@@ -113,7 +113,8 @@ TEST_CASE("a torus takes its devices from dims") {
                                    "pod.json");
   CHECK(c.num_devices() == 128);
   CHECK(std::get<TorusNetwork>(c.network).wraparound);
-  CHECK(c.warnings == std::vector<std::string>{"network.efficiency not given: assumed 0.8"});
+  CHECK(c.warnings == std::vector<std::string>{"network.efficiency not given: assumed 0.8 (name a link kind of the "
+                                                "catalogue to take its measured figure)"});
 }
 
 TEST_CASE("every shipped topology reads without error") {

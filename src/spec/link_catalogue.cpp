@@ -1,0 +1,99 @@
+#include "trainsim/spec/link_catalogue.hpp"
+
+#include <array>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "trainsim/spec/device_spec.hpp"
+
+namespace trainsim::spec {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::array<Choice<LinkScope>, 3> kScopes{
+    {{"fabric", LinkScope::Fabric}, {"network", LinkScope::Network}, {"torus", LinkScope::Torus}}};
+constexpr NumberRange kLinkRateRange{1e6, 1e13};  // 1 MB/s .. 10 TB/s per link and direction
+constexpr NumberRange kLinkLatencyRange{0, 1e-3};
+constexpr NumberRange kLinkEfficiencyRange{0, 1.0, true};
+
+std::string link_path(const std::string& name, const std::string& spec_path) {
+  for (const auto& dir : device_search_path(spec_path)) {
+    const auto candidate = dir / "links" / (name + ".json");
+    std::error_code ec;
+    if (fs::is_regular_file(candidate, ec)) return candidate.string();
+  }
+  return {};
+}
+
+std::string joined_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "(no devices/links/ folder found)" : out;
+}
+
+}  // namespace
+
+std::string_view link_scope_name(LinkScope scope) {
+  return choice_name<LinkScope>(kScopes, scope);
+}
+
+std::vector<std::string> link_catalogue_names(const std::string& spec_path) {
+  std::set<std::string> names;
+  for (const auto& dir : device_search_path(spec_path)) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir / "links", ec))
+      if (e.path().extension() == ".json") names.insert(e.path().stem().string());
+  }
+  return {names.begin(), names.end()};
+}
+
+LinkKind load_link_file(const std::string& path) {
+  const auto json = load_json_file(path);
+  if (!json.is_object()) throw SpecError(path, "", fmt::format("expected a JSON object, got {}", describe(json)));
+  Diagnostics diagnostics;
+  Reader r(json, "", diagnostics);
+  LinkKind k;
+  k.catalogue = fs::path(path).stem().string();
+  r.sources();
+  k.name = r.string("name");
+  k.scope = r.choice<LinkScope>("scope", kScopes);
+  const char* rate_key = k.scope == LinkScope::Network ? "port_bandwidth" : "link_bandwidth";
+  k.bandwidth = r.bandwidth(rate_key, kLinkRateRange);
+  if (k.scope == LinkScope::Fabric) {
+    if (const auto n = r.optional_integer("links_per_device", {1, 1024})) k.links_per_device = static_cast<int>(*n);
+  }
+  k.latency = r.duration("latency", kLinkLatencyRange);
+  if (k.scope == LinkScope::Network) k.switch_latency = r.duration("switch_latency", kLinkLatencyRange);
+  k.efficiency = r.number("efficiency", kLinkEfficiencyRange);
+  r.finish();
+  diagnostics.throw_if_any(path);
+  return k;
+}
+
+std::optional<LinkKind> read_link_value(Reader& r, LinkScope scope, const std::string& spec_path) {
+  if (!r.has("link")) return std::nullopt;
+  const auto name = r.string("link");
+  const auto path = link_path(name, spec_path);
+  if (path.empty()) {
+    const auto names = link_catalogue_names(spec_path);
+    const auto hint = closest_match(name, names);
+    r.error_at("link", fmt::format("unknown link \"{}\"; the link catalogue holds: {}{}", name, joined_names(names),
+                                   hint.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", hint)));
+    return std::nullopt;
+  }
+  auto kind = load_link_file(path);
+  if (kind.scope != scope) {
+    std::vector<std::string> fitting;
+    for (const auto& n : link_catalogue_names(spec_path))
+      if (load_link_file(link_path(n, spec_path)).scope == scope) fitting.push_back(n);
+    r.error_at("link", fmt::format("\"{}\" is a {} link, not a {} link; {} links: {}", name,
+                                   link_scope_name(kind.scope), link_scope_name(scope), link_scope_name(scope),
+                                   joined_names(fitting)));
+    return std::nullopt;
+  }
+  return kind;
+}
+
+}  // namespace trainsim::spec
