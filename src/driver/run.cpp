@@ -12,11 +12,39 @@
 #include "trainsim/model/kernel_model.hpp"
 #include "trainsim/model/params.hpp"
 #include "trainsim/sim/engine.hpp"
+#include "trainsim/topo/placement.hpp"
 #include "trainsim/util/error.hpp"
 #include "trainsim/util/random.hpp"
 
 namespace trainsim::driver {
 namespace {
+
+// Model-parallel groups that straddle scale-up domains (tp 16 on 72-GPU NVL72 racks, ep 64 with tp
+// 1): their collectives leave the NVLink domain or mesh for the network. A tp larger than the
+// domain is already said by the job.
+void add_domain_crossings(const spec::Job& job, std::vector<std::string>& warnings) {
+  const auto& c = job.cluster;
+  if (c.nodes < 2 || std::holds_alternative<spec::TorusNetwork>(c.network)) return;
+  const auto placement = topo::Placement::from_strategy(job.strategy, job.dp);
+  const auto domain = static_cast<std::uint32_t>(c.node.devices);
+  for (const auto dim : {spec::ParallelDim::Tp, spec::ParallelDim::Cp, spec::ParallelDim::Ep}) {
+    const int size = placement.size(dim);
+    if (size < 2 || (dim == spec::ParallelDim::Tp && size > c.node.devices)) continue;
+    int groups = 0;
+    int crossing = 0;
+    for (int r = 0; r < placement.world_size(); ++r) {
+      if (placement.coordinate(r, dim) != 0) continue;
+      const auto g = placement.group(dim, r);
+      ++groups;
+      const auto node = g.front().value / domain;
+      if (std::any_of(g.begin(), g.end(), [&](topo::DeviceId d) { return d.value / domain != node; })) ++crossing;
+    }
+    if (crossing > 0)
+      warnings.push_back(fmt::format("{} of the {} {}={} groups span scale-up domains of {} devices: their "
+                                     "collectives cross the network",
+                                     crossing, groups, spec::parallel_dim_name(dim), size, c.node.devices));
+  }
+}
 
 void simulate(RunReport& r, const spec::Job& job, const lower::LoweringOptions& lowering, cost::CostModel& costs) {
   r.step.reset();  // a step before this one is let go first: one every-rank step at a time in memory
@@ -225,6 +253,7 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
     r.mfu_dtype = kernels.gemm_dtype;
     r.mfu_peak_flops = job.cluster.device.peak_flops.at(r.mfu_dtype).flop_per_s;
   }
+  add_domain_crossings(job, r.warnings);
   r.peak_memory = r.memory.peak().bytes.total().count;
   if (r.peak_memory >= Bytes::kSaturated)
     r.warnings.push_back("memory estimate saturated at 1 EiB: the configuration is far outside any real device");

@@ -161,3 +161,20 @@ TEST_CASE("full recomputation is booked as recompute at every parallel degree: a
     CHECK(test::busy_seconds(r, "recompute") <= test::busy_seconds(r, "compute"));
   }
 }
+
+TEST_CASE("groups that straddle a 72-GPU NVLink domain are reported, groups inside it are not") {
+  const auto crossing = [](const std::string& strategy) {
+    const auto job = test::make_job("gb200-nvl72", "deepseek-v3-like", strategy);
+    const auto r = driver::build_run_report(job, {.simulate = false});
+    std::vector<std::string> out;
+    for (const auto& w : r.warnings)
+      if (w.find("span scale-up domains") != std::string::npos) out.push_back(w);
+    return out;
+  };
+  // ep 64 over tp 1: groups of 64 consecutive ranks against racks of 72 — 7 of the 9 straddle two
+  CHECK(crossing("tp=1,ep=64,pp=3,dp=192,first_stage_layers=20,last_stage_layers=20") ==
+        std::vector<std::string>{"7 of the 9 ep=64 groups span scale-up domains of 72 devices: their collectives "
+                                 "cross the network"});
+  // ep 8 over tp 1 divides 72: nothing crosses
+  CHECK(crossing("tp=1,ep=8,pp=3,dp=192,first_stage_layers=20,last_stage_layers=20").empty());
+}
