@@ -169,11 +169,11 @@ std::vector<fs::path> device_search_path(const std::string& spec_path) {
   return out;
 }
 
-std::vector<std::string> catalogue_names(const std::string& spec_path) {
+std::vector<std::string> catalogue_names(const std::string& spec_path, const std::string& subfolder) {
   std::set<std::string> names;
   for (const auto& dir : device_search_path(spec_path)) {
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir, ec))
+    for (const auto& e : fs::directory_iterator(subfolder.empty() ? dir : dir / subfolder, ec))
       if (e.path().extension() == ".json") names.insert(e.path().stem().string());
   }
   return {names.begin(), names.end()};

@@ -1,7 +1,6 @@
 #include "trainsim/spec/link_catalogue.hpp"
 
 #include <array>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -40,13 +39,7 @@ std::string_view link_scope_name(LinkScope scope) {
 }
 
 std::vector<std::string> link_catalogue_names(const std::string& spec_path) {
-  std::set<std::string> names;
-  for (const auto& dir : device_search_path(spec_path)) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir / "links", ec))
-      if (e.path().extension() == ".json") names.insert(e.path().stem().string());
-  }
-  return {names.begin(), names.end()};
+  return catalogue_names(spec_path, "links");
 }
 
 LinkKind load_link_file(const std::string& path) {

@@ -46,8 +46,9 @@ struct DeviceSpec {
 // devices/ beside and above the folder of `spec_path` (a topology file), then the devices/ folder
 // of the source tree this binary was built from.
 std::vector<std::filesystem::path> device_search_path(const std::string& spec_path);
-// Catalogue names (file stems) found on the search path, sorted.
-std::vector<std::string> catalogue_names(const std::string& spec_path);
+// Catalogue names (file stems) found on the search path, sorted; `subfolder` "links" lists the link
+// catalogue instead of the devices.
+std::vector<std::string> catalogue_names(const std::string& spec_path, const std::string& subfolder = "");
 
 // Reads the `device` value of a topology at `r`'s key "device": a catalogue name, an object
 // deriving from one ("from"), or a whole inline device. Problems of a catalogue file are a
