@@ -85,16 +85,14 @@ FabricSpec read_fabric(Reader r, int devices, const std::string& source, std::ve
   if (mesh && f.links != devices - 1)
     r.error_at("links", fmt::format("a full mesh of {} devices has {} links per device, not {}", devices,
                                     devices - 1, f.links));
-  if (r.has("bandwidth") || !kind || f.links == 0) {
-    if (kind && f.links == 0 && !r.has("bandwidth"))
-      r.error_at("bandwidth", fmt::format("missing; link \"{}\" gives a link's rate, so give the links per device "
-                                          "(\"links\") or the device's bandwidth",
-                                          kind->catalogue));
-    else
-      f.bandwidth = figures.rate("bandwidth", kFabricBandwidth);
-  } else {
+  if (r.has("bandwidth") || !kind)
+    f.bandwidth = figures.rate("bandwidth", kFabricBandwidth);
+  else if (f.links > 0)
     f.bandwidth = kind->bandwidth * f.links;
-  }
+  else
+    r.error_at("bandwidth", fmt::format("missing; link \"{}\" gives a link's rate, so give the links per device "
+                                        "(\"links\") or the device's bandwidth",
+                                        kind->catalogue));
   f.latency = figures.latency(kLatencyFigure);
   f.efficiency = figures.efficiency();
   f.in_network_reduction = r.boolean_or("in_network_reduction", false);

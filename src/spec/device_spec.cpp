@@ -98,15 +98,6 @@ void read_fields(Reader& r, DeviceSpec& d, bool whole, std::vector<std::string>&
   if (d.power_limit_w && !d.tdp_w) r.error_at("power_limit", "needs the device's tdp to scale its clocks from");
 }
 
-std::string catalogue_path(const std::string& name, const std::string& spec_path) {
-  for (const auto& dir : device_search_path(spec_path)) {
-    const auto candidate = dir / (name + ".json");
-    std::error_code ec;
-    if (fs::is_regular_file(candidate, ec)) return candidate.string();
-  }
-  return {};
-}
-
 // A catalogue device by name, or a diagnostic at `key` listing the shipped ones.
 std::optional<DeviceSpec> catalogue_device(Reader& r, std::string_view key, const std::string& name,
                                            const std::string& spec_path) {
@@ -177,6 +168,15 @@ std::vector<std::string> catalogue_names(const std::string& spec_path, const std
       if (e.path().extension() == ".json") names.insert(e.path().stem().string());
   }
   return {names.begin(), names.end()};
+}
+
+std::string catalogue_path(const std::string& name, const std::string& spec_path, const std::string& subfolder) {
+  for (const auto& dir : device_search_path(spec_path)) {
+    const auto candidate = (subfolder.empty() ? dir : dir / subfolder) / (name + ".json");
+    std::error_code ec;
+    if (fs::is_regular_file(candidate, ec)) return candidate.string();
+  }
+  return {};
 }
 
 DeviceSpec load_device_file(const std::string& path) {

@@ -17,15 +17,6 @@ constexpr NumberRange kLinkRateRange{1e6, 1e13};  // 1 MB/s .. 10 TB/s per link 
 constexpr NumberRange kLinkLatencyRange{0, 1e-3};
 constexpr NumberRange kLinkEfficiencyRange{0, 1.0, true};
 
-std::string link_path(const std::string& name, const std::string& spec_path) {
-  for (const auto& dir : device_search_path(spec_path)) {
-    const auto candidate = dir / "links" / (name + ".json");
-    std::error_code ec;
-    if (fs::is_regular_file(candidate, ec)) return candidate.string();
-  }
-  return {};
-}
-
 std::string joined_names(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -68,7 +59,7 @@ LinkKind load_link_file(const std::string& path) {
 std::optional<LinkKind> read_link_value(Reader& r, LinkScope scope, const std::string& spec_path) {
   if (!r.has("link")) return std::nullopt;
   const auto name = r.string("link");
-  const auto path = link_path(name, spec_path);
+  const auto path = catalogue_path(name, spec_path, "links");
   if (path.empty()) {
     const auto names = link_catalogue_names(spec_path);
     const auto hint = closest_match(name, names);
@@ -80,7 +71,7 @@ std::optional<LinkKind> read_link_value(Reader& r, LinkScope scope, const std::s
   if (kind.scope != scope) {
     std::vector<std::string> fitting;
     for (const auto& n : link_catalogue_names(spec_path))
-      if (load_link_file(link_path(n, spec_path)).scope == scope) fitting.push_back(n);
+      if (load_link_file(catalogue_path(n, spec_path, "links")).scope == scope) fitting.push_back(n);
     r.error_at("link", fmt::format("\"{}\" is a {} link, not a {} link; {} links: {}", name,
                                    link_scope_name(kind.scope), link_scope_name(scope), link_scope_name(scope),
                                    joined_names(fitting)));

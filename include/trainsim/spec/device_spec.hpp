@@ -49,6 +49,8 @@ std::vector<std::filesystem::path> device_search_path(const std::string& spec_pa
 // Catalogue names (file stems) found on the search path, sorted; `subfolder` "links" lists the link
 // catalogue instead of the devices.
 std::vector<std::string> catalogue_names(const std::string& spec_path, const std::string& subfolder = "");
+// The first file NAME.json on the search path (under `subfolder`), or "" when there is none.
+std::string catalogue_path(const std::string& name, const std::string& spec_path, const std::string& subfolder = "");
 
 // Reads the `device` value of a topology at `r`'s key "device": a catalogue name, an object
 // deriving from one ("from"), or a whole inline device. Problems of a catalogue file are a
