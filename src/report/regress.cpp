@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include <fmt/format.h>
@@ -45,8 +46,8 @@ json input_json(const json& value, const fs::path& root, std::string& source, co
   return value;
 }
 
-// The report of a "run" case, as `trainsim run --format json` prints it.
-ordered_json run_case(const json& run, const fs::path& root, const std::string& case_source) {
+// The report of a "run" case, as `trainsim run --format json` prints it; `result` gets the run's regime.
+ordered_json run_case(const json& run, const fs::path& root, const std::string& case_source, CaseResult& result) {
   spec::Sources sources;
   const auto cluster = spec::read_cluster_spec(
       input_json(run.at("topology"), root, sources.topology, case_source + " /run/topology"), sources.topology);
@@ -63,6 +64,11 @@ ordered_json run_case(const json& run, const fs::path& root, const std::string& 
                                         sources.strategy);
   }
   const auto job = spec::resolve_job(cluster, workload, strategy, sources);
+  result.device = job.cluster.device.name;
+  result.tp = job.strategy.tp;
+  result.framework = std::string(spec::framework_name(job.strategy.framework));
+  result.micro_batch = job.strategy.mb;
+  result.seq_len = job.workload.training.seq_len;
   driver::RunOptions options;
   options.simulate = !run.value("analytic", false);
   if (run.contains("calibration")) {
@@ -159,13 +165,10 @@ CaseResult run_one(const fs::path& path, const fs::path& root, bool update) {
   r.finish();
   d.throw_if_any(source);
 
-  const auto report =
-      is_run ? run_case(spec.at("run"), root, source) : collective_case(spec.at("collective"), root, source);
   CaseResult result{.name = spec.value("name", path.stem().string()), .path = source};
-  if (is_run) {
-    result.device = report.value("device", std::string());
-    result.tp = report.at("strategy").value("tp", 0);
-  }
+  const auto report =
+      is_run ? run_case(spec.at("run"), root, source, result) : collective_case(spec.at("collective"), root, source);
+  if (is_run) result.params = report.value("params_total", 0.0);
   auto rewritten = ordered_json::parse(std::ifstream(path));
   for (const auto& [field, e] : spec.at("expect").items()) {
     const double actual = field_value(report, field, source);
@@ -253,33 +256,71 @@ std::string regress_table(const std::vector<CaseResult>& results) {
   return out + "\n";
 }
 
-std::string regress_markdown(const std::vector<CaseResult>& results) {
-  struct Summary {
-    double sum = 0;
-    double signed_sum = 0;
-    double worst = 0;
-    std::string worst_case;
-    int n = 0;
-    int gaps = 0;
-    void add(const Check& c) {
-      if (c.known_gap) {
-        ++gaps;
-        return;
-      }
-      sum += std::abs(c.error);
-      signed_sum += c.error;
-      ++n;
-      if (std::abs(c.error) > std::abs(worst)) {
-        worst = c.error;
-        worst_case = c.case_name;
-      }
+namespace {
+
+// The bands docs/validation.md groups step-time errors by: (order within the dimension, label).
+using Band = std::pair<int, std::string>;
+
+Band size_band(double params) {
+  if (params < 1e9) return {0, "model < 1B parameters"};
+  if (params < 1e10) return {1, "model 1-10B"};
+  if (params < 1e11) return {2, "model 10-100B"};
+  return {3, "model >= 100B"};
+}
+
+Band micro_batch_band(std::int64_t mb) {
+  if (mb <= 1) return {0, "micro-batch 1"};
+  if (mb <= 4) return {1, "micro-batch 2-4"};
+  if (mb <= 16) return {2, "micro-batch 5-16"};
+  return {3, "micro-batch > 16"};
+}
+
+Band sequence_band(std::int64_t seq) {
+  if (seq <= 2048) return {0, "sequence <= 2K"};
+  if (seq <= 8192) return {1, "sequence 4-8K"};
+  if (seq <= 32768) return {2, "sequence 16-32K"};
+  return {3, "sequence > 32K"};
+}
+
+struct Summary {
+  double sum = 0;
+  double signed_sum = 0;
+  double worst = 0;
+  std::string worst_case;
+  int n = 0;
+  int gaps = 0;
+  double all_signed_sum = 0;  // known gaps included
+  void add(const Check& c) {
+    all_signed_sum += c.error;
+    if (c.known_gap) {
+      ++gaps;
+      return;
     }
-  };
+    sum += std::abs(c.error);
+    signed_sum += c.error;
+    ++n;
+    if (std::abs(c.error) > std::abs(worst)) {
+      worst = c.error;
+      worst_case = c.case_name;
+    }
+  }
+  double mean_signed() const { return n ? signed_sum / n : 0.0; }
+  double mean_signed_all() const { return n + gaps ? all_signed_sum / (n + gaps) : 0.0; }
+  double mean_abs() const { return n ? sum / n : 0.0; }
+};
+
+// A group of this many step times or more whose mean signed error passes the bound is a bias: a
+// behaviour the model lacks (issue 27's acceptance bound).
+constexpr int kBiasRows = 5;
+constexpr double kBiasBound = 0.05;
+
+}  // namespace
+
+std::string regress_markdown(const std::vector<CaseResult>& results) {
   std::map<std::string, Summary> by_source;
   Summary runs;  // every end-to-end training measurement together
-  // the same, by device and by tensor-parallel degree: mean signed error shows a systematic bias
-  std::map<std::string, Summary> by_device;
-  std::map<int, Summary> by_tp;
+  // the same by regime, keyed by (dimension, band): a mean signed error shows a bias
+  std::map<std::pair<int, Band>, Summary> by_regime;
   std::string rows;
   for (const auto& r : results) {
     for (const auto& c : r.checks) {
@@ -291,8 +332,10 @@ std::string regress_markdown(const std::vector<CaseResult>& results) {
         Check as_time = c;
         if (c.field == "/tflops_per_gpu") as_time.error = 1 / (1 + c.error) - 1;
         runs.add(as_time);
-        by_device[r.device].add(as_time);
-        by_tp[r.tp].add(as_time);
+        const Band regimes[] = {
+            {0, r.device},       {r.tp, fmt::format("TP {}", r.tp)}, {0, "framework " + r.framework},
+            size_band(r.params), micro_batch_band(r.micro_batch),    sequence_band(r.seq_len)};
+        for (int d = 0; d < static_cast<int>(std::size(regimes)); ++d) by_regime[{d, regimes[d]}].add(as_time);
       }
       const auto tolerance = c.absolute_tolerance > 0
                                  ? fmt::format("{:.0f}% or ±{:g}", c.tolerance * 100, c.absolute_tolerance)
@@ -305,24 +348,27 @@ std::string regress_markdown(const std::vector<CaseResult>& results) {
     }
   }
   const auto line = [](const std::string& name, const Summary& s) {
-    return fmt::format("| {} | {} | {:.1f}% | {:+.1f}% ({}) | {} |\n", name, s.n, s.n ? s.sum / s.n * 100 : 0.0,
-                       s.worst * 100, s.worst_case, s.gaps);
+    return fmt::format("| {} | {} | {:.1f}% | {:+.1f}% ({}) | {} |\n", name, s.n, s.mean_abs() * 100, s.worst * 100,
+                       s.worst_case, s.gaps);
   };
   std::string out =
       "| source | checks | mean absolute error | worst | known gaps |\n| --- | ---: | ---: | --- | ---: |\n";
   for (const auto& [group, s] : by_source) out += line(group, s);
   out += line("**all training step times and throughputs**", runs);
-  const auto biased = [](const std::string& name, const Summary& s) {
-    return fmt::format("| {} | {} | {:+.1f}% | {:.1f}% | {} |\n", name, s.n, s.n ? s.signed_sum / s.n * 100 : 0.0,
-                       s.n ? s.sum / s.n * 100 : 0.0, s.gaps);
-  };
-  out +=
-      "\nTraining step times (throughputs as the step times they imply) by device and by tensor-parallel "
-      "degree; the mean signed error shows a bias (negative: predicted too fast).\n\n"
-      "| device or TP degree | checks | mean signed error | mean absolute error | known gaps |\n"
-      "| --- | ---: | ---: | ---: | ---: |\n";
-  for (const auto& [device, s] : by_device) out += biased(device, s);
-  for (const auto& [tp, s] : by_tp) out += biased(fmt::format("TP {}", tp), s);
+  out += fmt::format(
+      "\nTraining step times (throughputs as the step times they imply) by regime: device, tensor-parallel "
+      "degree, framework, model size, micro-batch and sequence length. The mean signed error shows a bias "
+      "(negative: predicted too fast); **bias** marks a group of {} or more whose mean passes ±{:.0f}%. The "
+      "last column counts the known gaps and gives the group's mean signed error with them.\n\n"
+      "| regime | checks | mean signed error | mean absolute error | known gaps (signed error with them) |\n"
+      "| --- | ---: | ---: | ---: | ---: |\n",
+      kBiasRows, kBiasBound * 100);
+  for (const auto& [key, s] : by_regime) {
+    const bool biased = s.n >= kBiasRows && std::abs(s.mean_signed()) > kBiasBound;
+    out += fmt::format("| {} | {} | {:+.1f}%{} | {:.1f}% | {} ({:+.1f}%) |\n", key.second.second, s.n,
+                       s.mean_signed() * 100, biased ? " **bias**" : "", s.mean_abs() * 100, s.gaps,
+                       s.mean_signed_all() * 100);
+  }
   out +=
       "\n| case | field | measured | predicted | error | tolerance | result |\n"
       "| --- | --- | ---: | ---: | ---: | ---: | --- |\n";

@@ -5,6 +5,7 @@
 //    accuracy on it (relative, or also absolute for small quantities such as bubbles);
 //  - predicted: the last accepted output, with a tight tolerance that catches accidental drift
 //    (`--update` rewrites these after an intended model change, never the measured ones).
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,13 @@ struct Check {
 struct CaseResult {
   std::string name;
   std::string path;
-  // run cases: what their errors are grouped by in docs/validation.md
+  // run cases: what their errors are grouped by in docs/validation.md (the regime of the run)
   std::string device;
   int tp = 0;
+  std::string framework;
+  double params = 0;             // parameters of the model
+  std::int64_t micro_batch = 0;  // sequences per micro-batch
+  std::int64_t seq_len = 0;
   std::vector<Check> checks;
   double seconds = 0;  // wall time to recompute
 };
@@ -44,7 +49,9 @@ struct RegressOptions {
 std::vector<CaseResult> run_regression(const std::string& directory, const RegressOptions& options);
 
 std::string regress_table(const std::vector<CaseResult>& results);
-// docs/validation.md's generated section: per source, mean absolute and worst error, then every case.
+// docs/validation.md's generated section: per source, mean absolute and worst error; the step times'
+// mean signed error per regime (device, tensor-parallel degree, framework, model size, micro-batch,
+// sequence length), groups of 5 or more whose bias passes ±5% marked; then every case.
 std::string regress_markdown(const std::vector<CaseResult>& results);
 bool all_passed(const std::vector<CaseResult>& results);
 
