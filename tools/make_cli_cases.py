@@ -242,9 +242,19 @@ case('strategy-key-in-capitals', f'{RUN} TP=8,gpus=8', 2,
 case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: attention, compile, cp, '
      'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, framework, gpus, grad_reduce_dtype, '
-     'last_stage_layers, loss, mb, order, overlap_grad_reduce, overlap_param_gather, pp, recompute, recompute_layers, '
+     'last_stage_layers, launch, limit_all_gathers, loss, mb, optimizer_impl, order, overlap_grad_reduce, '
+     'overlap_param_gather, pp, recompute, recompute_layers, '
      'recompute_method, recompute_modules, recompute_period, repeat_kv, reshard_after_forward, schedule, sources, sp, sp_saves_gathered, tp, tp_overlap, '
      'vpp, zero, zero_group')
+# host overhead and the framework keys of issue 27 (docs/model.md "Host overhead")
+case('strategy-launch-unknown', f'{RUN} tp=8,gpus=8,launch=graphs', 2,
+     'error: strategy "tp=8,gpus=8,launch=graphs": /launch: "graphs" is not valid; expected one of: eager, compiled, cuda_graphs')
+case('strategy-optimizer-impl-unknown', f'{RUN} tp=8,gpus=8,optimizer_impl=fast', 2,
+     'error: strategy "tp=8,gpus=8,optimizer_impl=fast": /optimizer_impl: "fast" is not valid; expected one of: fused, foreach, for_loop')
+case('strategy-limit-all-gathers-not-a-switch', f'{RUN} tp=8,gpus=8,limit_all_gathers=2', 2,
+     'error: strategy "tp=8,gpus=8,limit_all_gathers=2": /limit_all_gathers: 2 is not valid; expected one of: on, off, true, false')
+case('calibration-host-launch-negative', f'{RUN} tp=8,gpus=8 --calibration @c.json', 2,
+     'error: @c.json: /host/eager_launch: "-3 us" does not start with a non-negative number; expected a duration such as "2 us"', {'c.json': {'host': {'eager_launch': '-3 us'}}})
 # checkpointing policies (docs/model.md "Checkpointing policies")
 R64 = f'run -t {T} -w {W} -s tp=8,pp=8,gpus=64'
 case('recompute-module-unknown', f'{R64},recompute=selective,recompute_modules=core_attn+mlpp', 2,
@@ -452,7 +462,7 @@ case('trace-missing-file', 'trace summary @nope.json.gz', 2,
 case('replay-zero-compute-scale', 'replay --trace @t.json --compute-scale 0', 2,
      'error: --compute-scale: 0 is not a factor in [0.01, 1e6]', {'t.json': SMALL_TRACE})
 case('replay-calibration-not-calibration', 'replay --trace @t.json --calibration @c.json', 2,
-     'error: @c.json: /traceEvents: unknown key "traceEvents"; valid keys: collectives, fit, kernels, memory, sources, traces', {'t.json': SMALL_TRACE, 'c.json': SMALL_TRACE})
+     'error: @c.json: /traceEvents: unknown key "traceEvents"; valid keys: collectives, fit, host, kernels, memory, sources, traces', {'t.json': SMALL_TRACE, 'c.json': SMALL_TRACE})
 # replay -t must cost something: NCCL kernels without sizes (PyTorch before 2.1) or none at all
 def nccl_kernel(ts, correlation, sized):
     args = {"stream": 20, "correlation": correlation}

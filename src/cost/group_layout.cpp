@@ -61,9 +61,15 @@ std::vector<LinkLoad> LoadAccumulator::finish() const {
   return out;
 }
 
-Duration add_ring(LoadAccumulator& acc, const std::vector<topo::DeviceId>& order, double scale) {
+Duration add_ring(LoadAccumulator& acc, const std::vector<topo::DeviceId>& order, double scale, Duration intra_floor) {
+  const auto& topo = acc.topology();
   Duration lap = Duration::zero();
-  for (std::size_t i = 0; i < order.size(); ++i) lap += acc.add_flow(order[i], order[(i + 1) % order.size()], scale);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto src = order[i];
+    const auto dst = order[(i + 1) % order.size()];
+    const auto hop = acc.add_flow(src, dst, scale);
+    lap += topo.node_of(src) == topo.node_of(dst) ? std::max(hop, intra_floor) : hop;
+  }
   return lap;
 }
 

@@ -31,6 +31,7 @@ class LoadAccumulator {
   // A flow of `scale` bytes per payload byte from `src` to `dst`; returns its route's latency.
   Duration add_flow(topo::DeviceId src, topo::DeviceId dst, double scale);
   std::vector<LinkLoad> finish() const;  // sorted by link
+  const topo::Topology& topology() const { return *topo_; }
 
  private:
   const topo::Topology* topo_;
@@ -38,8 +39,9 @@ class LoadAccumulator {
 };
 
 // A ring over `order` moving `scale` bytes per payload byte along every hop; returns the sum of the
-// hop latencies (one lap).
-Duration add_ring(LoadAccumulator& acc, const std::vector<topo::DeviceId>& order, double scale);
+// hop latencies (one lap), a hop inside a node costing at least `intra_floor`.
+Duration add_ring(LoadAccumulator& acc, const std::vector<topo::DeviceId>& order, double scale,
+                  Duration intra_floor = Duration::zero());
 
 // Fills a phase's bottleneck from its loads.
 void finish_phase(Phase& phase, const LoadAccumulator& acc, const topo::Topology& topo, double efficiency = 0);

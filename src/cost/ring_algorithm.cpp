@@ -1,7 +1,10 @@
 // Ring algorithms (Patarasuk & Yuan 2009; NCCL): `channels` rings, each moving 1/channels of the
 // data. All-reduce: 2(n−1) steps of S/n per rank, time = 2(n−1)/n · S / B + 2(n−1)·α;
 // reduce-scatter and all-gather: (n−1) steps, (n−1)/n · S / B + (n−1)·α. Broadcast and reduce run
-// as a pipelined chain from the root: S / B + (n−1)·α. B is the ring's slowest link.
+// as a pipelined chain from the root: S / B + (n−1)·α. B is the ring's slowest link. Once a ring
+// leaves the node every step waits on the network proxy's progress: its hops inside a node cost at
+// least the proxy's step latency (NCCL src/graph/tuning.cc: max(intraLat, netOverhead) per intra-node
+// step when nNodes > 1), so a ring's latency grows with its ranks, not its nodes.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -30,6 +33,7 @@ class RingAlgorithm final : public CollectiveAlgorithm {
 
     LoadAccumulator acc(topo);
     Duration lap = Duration::zero();
+    const Duration floor = slices.size() > 1 ? tuning.proxy_step_latency : Duration::zero();
     for (int c = 0; c < channels; ++c) {
       auto order = ring_order(slices, c);
       if (chain) {
@@ -39,7 +43,7 @@ class RingAlgorithm final : public CollectiveAlgorithm {
         for (std::size_t i = 0; i + 1 < order.size(); ++i) path += acc.add_flow(order[i], order[i + 1], per_hop);
         if (c == 0) lap = path;
       } else {
-        const Duration l = add_ring(acc, order, per_hop);
+        const Duration l = add_ring(acc, order, per_hop, floor);
         if (c == 0) lap = l;
       }
     }

@@ -40,9 +40,10 @@ void add_domain_crossings(const spec::Job& job, std::vector<std::string>& warnin
       if (std::any_of(g.begin(), g.end(), [&](topo::DeviceId d) { return d.value / domain != node; })) ++crossing;
     }
     if (crossing > 0)
-      warnings.push_back(fmt::format("{} of the {} {}={} groups span scale-up domains of {} devices: their "
-                                     "collectives cross the network",
-                                     crossing, groups, spec::parallel_dim_name(dim), size, c.node.devices));
+      warnings.push_back(
+          fmt::format("{} of the {} {}={} groups span scale-up domains of {} devices: their "
+                      "collectives cross the network",
+                      crossing, groups, spec::parallel_dim_name(dim), size, c.node.devices));
   }
 }
 
@@ -80,7 +81,8 @@ std::vector<int> chosen_ranks(std::optional<std::int64_t> rank, std::int64_t cou
   Random random(seed);
   std::vector<int> ranks;
   for (std::int64_t i = 0; i < count; ++i) {
-    const auto j = static_cast<std::size_t>(i) + static_cast<std::size_t>(random.below(static_cast<std::uint64_t>(gpus - i)));
+    const auto j =
+        static_cast<std::size_t>(i) + static_cast<std::size_t>(random.below(static_cast<std::uint64_t>(gpus - i)));
     std::swap(all[static_cast<std::size_t>(i)], all[j]);
     ranks.push_back(all[static_cast<std::size_t>(i)]);
   }
@@ -169,8 +171,8 @@ void critical_path(const SimulatedStep& step, Perturbation& p) {
 // with the same ranks (folding ignores traffic of other groups on shared links: a baseline folded
 // differently would count that as the perturbation's); the report keeps the last step's timeline
 // and the mean step. Without noise every step is the same: one is simulated.
-void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& options,
-                        const spec::Tunables& tunables, cost::CostModel& costs) {
+void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& options, const spec::Tunables& tunables,
+                        cost::CostModel& costs) {
   const auto& spec = *options.perturb;
   Perturbation p;
   p.steps = options.steps;
@@ -317,6 +319,7 @@ lower::LoweringOptions RunOptions::lowering(const spec::Tunables& tunables) cons
   return {.full = full,
           .kernel = tunables.kernels,
           .memory = tunables.memory,
+          .host = tunables.host,
           .nccl_channels = tunables.collectives.channels,
           .min_bucket_params = min_bucket_params};
 }

@@ -64,6 +64,29 @@ std::vector<double> rank_weights(const std::vector<lower::SimulatedRank>& ranks)
 // One rank's task intervals: compute, non-pipeline communication, and per category (by index;
 // empty when the rank has none of it) all of them and the non-pipeline communication. Kept from
 // rank to rank for its space.
+// Of a rank's compute stream, the time its tasks waited for the host's launch alone: from when
+// the stream and every other dependency had let a task start to when its launch ended.
+std::int64_t host_bound_ps(const sim::TaskGraph& g, const sim::Timeline& timeline, const lower::SimulatedRank& rank) {
+  const auto host = rank.streams[static_cast<std::size_t>(lower::StreamKind::Host)];
+  std::int64_t total = 0;
+  std::int64_t previous = 0;
+  for (const auto t : g.stream_tasks(rank.streams[static_cast<std::size_t>(lower::StreamKind::Compute)])) {
+    std::int64_t launched = -1;
+    std::int64_t ready = previous;
+    g.for_each_dependency(t, [&](sim::TaskId d) {
+      const auto end = timeline.tasks[d.index()].end.ps;
+      if (g.streams(d).front() == host)
+        launched = std::max(launched, end);
+      else
+        ready = std::max(ready, end);
+    });
+    const auto& span = timeline.tasks[t.index()];
+    if (launched > ready) total += std::min(launched, span.start.ps) - ready;
+    previous = span.end.ps;
+  }
+  return total;
+}
+
 struct RankIntervals {
   std::vector<Interval> compute;
   std::vector<Interval> comm;
@@ -129,9 +152,12 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
         exposed_by_category[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
             static_cast<double>(minus(merged(exposable[cat]), busy)) * 1e-12 * weight[r] / n;
     exposed_ps[r] = minus(merged(comm), busy);
+    const auto host_bound = host_bound_ps(g, timeline, rank);
+    out.breakdown.host_bound_s += static_cast<double>(host_bound) * 1e-12 * weight[r] / n;
     busy_s[r] = length(busy) * 1e-12;
     out.breakdown.compute_s += length(busy) * 1e-12 * weight[r] / n;
     out.breakdown.exposed_comm_s += exposed_ps[r] * 1e-12 * weight[r] / n;
+    exposed_ps[r] += host_bound;  // not idle either (per stage, below)
     for (std::size_t cat = 0; cat < per_category.size(); ++cat)
       if (!per_category[cat].empty())
         comm_busy[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
@@ -142,7 +168,8 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
       out.peak_rank = r;
     }
   }
-  out.breakdown.bubble_s = std::max(0.0, step - out.breakdown.compute_s - out.breakdown.exposed_comm_s);
+  out.breakdown.bubble_s =
+      std::max(0.0, step - out.breakdown.compute_s - out.breakdown.exposed_comm_s - out.breakdown.host_bound_s);
   for (const auto& [category, seconds] : comm_busy) out.comm_busy_s.emplace_back(category, seconds);
   for (const auto& [category, seconds] : exposed_by_category) out.exposed_s.emplace_back(category, seconds);
 

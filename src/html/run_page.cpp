@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "html/page.hpp"
-#include "trainsim/html/html.hpp"
 #include "trainsim/driver/memory_timeline.hpp"
+#include "trainsim/html/html.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/spec/strategy_spec.hpp"
 
@@ -28,13 +28,22 @@ std::string css_of(const sim::TaskGraph& g, sim::TaskId t) {
       if (label.starts_with("W")) return "c-w";
       return "c-oth";
     }
-    case Category::Recompute: return "c-rec";
-    case Category::Optimizer: return "c-opt";
-    case Category::TpComm: return "c-tp";
-    case Category::CpComm: return "c-cp";
-    case Category::EpComm: return "c-ep";
-    case Category::DpComm: return "c-dp";
-    case Category::PpComm: return "c-pp";
+    case Category::Recompute:
+      return "c-rec";
+    case Category::Optimizer:
+      return "c-opt";
+    case Category::TpComm:
+      return "c-tp";
+    case Category::CpComm:
+      return "c-cp";
+    case Category::EpComm:
+      return "c-ep";
+    case Category::DpComm:
+      return "c-dp";
+    case Category::PpComm:
+      return "c-pp";
+    case Category::Host:
+      return "c-oth";
   }
   return "c-oth";
 }
@@ -59,11 +68,12 @@ std::string time_section(const driver::RunReport& r) {
                           {"optimizer", optimizer * scale, "c-opt"}};
   double exposed = 0;
   for (const auto& [k, v] : s.exposed_s) exposed += v;
-  for (const auto& [k, css] : {std::pair{"tp", "c-tp"}, std::pair{"cp", "c-cp"}, std::pair{"ep", "c-ep"},
-                               std::pair{"dp", "c-dp"}}) {
+  for (const auto& [k, css] :
+       {std::pair{"tp", "c-tp"}, std::pair{"cp", "c-cp"}, std::pair{"ep", "c-ep"}, std::pair{"dp", "c-dp"}}) {
     const double v = exposed > 0 ? value_of(s.exposed_s, k) / exposed * s.breakdown.exposed_comm_s : 0;
     parts.push_back({fmt::format("exposed {}", k), v, css});
   }
+  parts.push_back({"waiting for the host", s.breakdown.host_bound_s, "c-oth"});
   parts.push_back({"bubble (idle, pipeline transfers)", s.breakdown.bubble_s, "c-bub"});
   return stacked_bar("time-bar", parts, "s") +
          "<p class=\"note\">Mean over the simulated ranks; the parts add up to the step.</p>";
@@ -112,9 +122,9 @@ std::string composition_section(const driver::RunReport& r) {
   const auto j = report::to_json(r);
   const auto& m = j.at("memory");
   std::vector<Part> parts;
-  for (const auto& [key, css] : {std::pair{"params", "c-fwd"}, std::pair{"grads", "c-bwd"},
-                                 std::pair{"optimizer", "c-opt"}, std::pair{"activations", "c-w"},
-                                 std::pair{"buffers", "c-tp"}, std::pair{"fragmentation", "c-bub"}})
+  for (const auto& [key, css] :
+       {std::pair{"params", "c-fwd"}, std::pair{"grads", "c-bwd"}, std::pair{"optimizer", "c-opt"},
+        std::pair{"activations", "c-w"}, std::pair{"buffers", "c-tp"}, std::pair{"fragmentation", "c-bub"}})
     parts.push_back({key, m.at(key).get<double>(), css});
   return stacked_bar("memory-bar", parts, "B");
 }
@@ -136,17 +146,19 @@ std::string collectives_section(const driver::RunReport& r) {
     for (const auto t : g.stream_tasks(rank.streams[0]))
       busy.emplace_back(tl.tasks[t.index()].start.seconds(), tl.tasks[t.index()].end.seconds());
     for (int k = 1; k < lower::kStreamKinds; ++k)
-      for (const auto t : g.stream_tasks(rank.streams[static_cast<std::size_t>(k)])) {
-        const double a = tl.tasks[t.index()].start.seconds(), b = tl.tasks[t.index()].end.seconds();
-        double covered = 0;
-        auto it = std::lower_bound(busy.begin(), busy.end(), std::pair{a, a},
-                                   [](const auto& x, const auto& y) { return x.second < y.first; });
-        for (; it != busy.end() && it->first < b; ++it) covered += std::max(0.0, std::min(b, it->second) - std::max(a, it->first));
-        auto& u = uses[std::string(g.label(t))];
-        u.calls += 1;
-        u.time += (b - a) / n;
-        u.exposed += std::max(0.0, b - a - covered) / n;
-      }
+      if (lower::is_comm_stream(static_cast<lower::StreamKind>(k)))
+        for (const auto t : g.stream_tasks(rank.streams[static_cast<std::size_t>(k)])) {
+          const double a = tl.tasks[t.index()].start.seconds(), b = tl.tasks[t.index()].end.seconds();
+          double covered = 0;
+          auto it = std::lower_bound(busy.begin(), busy.end(), std::pair{a, a},
+                                     [](const auto& x, const auto& y) { return x.second < y.first; });
+          for (; it != busy.end() && it->first < b; ++it)
+            covered += std::max(0.0, std::min(b, it->second) - std::max(a, it->first));
+          auto& u = uses[std::string(g.label(t))];
+          u.calls += 1;
+          u.time += (b - a) / n;
+          u.exposed += std::max(0.0, b - a - covered) / n;
+        }
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : lowered.collectives) {
@@ -155,8 +167,8 @@ std::string collectives_section(const driver::RunReport& r) {
     rows.push_back({c.label, c.op, fmt::format("{}", c.group_size), report::human_bytes(Bytes{c.bytes}), c.algorithm,
                     c.protocol, fmt::format("{}", u.calls), seconds_text(u.time), seconds_text(u.exposed)});
   }
-  return table("collectives", {"task", "op", "ranks", "bytes", "algorithm", "protocol", "calls", "time per rank",
-                               "exposed per rank"},
+  return table("collectives",
+               {"task", "op", "ranks", "bytes", "algorithm", "protocol", "calls", "time per rank", "exposed per rank"},
                rows) +
          "<p class=\"note\">Each distinct costing of a collective; times summed over its calls, per simulated "
          "rank.</p>";
@@ -172,19 +184,24 @@ std::string run_page(const driver::RunReport& r) {
     page.figure("/step_time_s", "step time", seconds_text(r.simulation->step_time_s), r.simulation->step_time_s);
     page.figure("/tokens_per_s", "tokens/s", fmt::format("{:.0f}", r.tokens_per_s), r.tokens_per_s);
     page.figure("/tflops_per_gpu", "TFLOP/s per GPU", fmt::format("{:.1f}", r.tflops_per_gpu), r.tflops_per_gpu);
-    page.figure("/mfu", fmt::format("MFU of the {:.0f} TFLOP/s {} peak", r.mfu_peak_flops / 1e12,
-                                    spec::dtype_name(r.mfu_dtype)),
-                fmt::format("{:.1f}%", r.mfu * 100), r.mfu);
+    page.figure(
+        "/mfu",
+        fmt::format("MFU of the {:.0f} TFLOP/s {} peak", r.mfu_peak_flops / 1e12, spec::dtype_name(r.mfu_dtype)),
+        fmt::format("{:.1f}%", r.mfu * 100), r.mfu);
     if (r.mfu_dtype != spec::Dtype::Bf16 && r.mfu_bf16)
-      page.figure("/mfu_bf16_peak", "MFU of the bf16 peak (Megatron-LM, NeMo)", fmt::format("{:.1f}%", *r.mfu_bf16 * 100),
-                  *r.mfu_bf16);
+      page.figure("/mfu_bf16_peak", "MFU of the bf16 peak (Megatron-LM, NeMo)",
+                  fmt::format("{:.1f}%", *r.mfu_bf16 * 100), *r.mfu_bf16);
     page.figure("/bubble_fraction", "bubble", fmt::format("{:.1f}%", r.simulation->bubble_fraction * 100),
                 r.simulation->bubble_fraction);
   }
   page.figure("/peak_memory_bytes", "peak memory per GPU", report::human_bytes(Bytes{r.peak_memory}),
               static_cast<double>(r.peak_memory));
-  page.figure("/device_memory_bytes", "device memory", report::human_bytes(r.device_memory), r.device_memory.as_double());
-  page.figure("/fits", "fits", !r.fits ? "does NOT fit" : r.memory_at_risk ? "fits, at risk (headroom)" : "fits",
+  page.figure("/device_memory_bytes", "device memory", report::human_bytes(r.device_memory),
+              r.device_memory.as_double());
+  page.figure("/fits", "fits",
+              !r.fits            ? "does NOT fit"
+              : r.memory_at_risk ? "fits, at risk (headroom)"
+                                 : "fits",
               std::nullopt);
   std::string assumptions = fmt::format("<p>strategy <code>{}</code></p><p>precision: {}</p>",
                                         escape(spec::strategy_text(job.strategy)), escape(report::precision_text(r)));

@@ -74,9 +74,10 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
     sr.stands_for = stands_for;
     sr.stage = placement_.coordinate(r, ParallelDim::Pp);
     for (int k = 0; k < kStreamKinds; ++k) {
+      const auto kind = static_cast<StreamKind>(k);
       sr.streams[static_cast<std::size_t>(k)] =
-          out.graph.add_stream({std::string(stream_kind_name(static_cast<StreamKind>(k))),
-                                static_cast<std::uint32_t>(r), static_cast<std::uint16_t>(k)});
+          out.graph.add_stream({std::string(stream_kind_name(kind)), static_cast<std::uint32_t>(r),
+                                static_cast<std::uint16_t>(k), kind != StreamKind::Host});
     }
     const auto& stage_memory = memory.stages.at(static_cast<std::size_t>(sr.stage));
     sr.static_memory = stage_memory;
@@ -125,11 +126,24 @@ TaskList Context::compute(int stage, sim::TaskName name, Duration duration, Cate
     deps_.clear();
     take_pending(i, StreamKind::Compute, deps_);
     const auto r = static_cast<std::size_t>(rank(i).rank);
-    const auto d = r < factors.size() && factors[r] != 1.0 ? Duration::from_seconds(duration.seconds() * factors[r])
-                                                           : duration;
+    const auto d =
+        r < factors.size() && factors[r] != 1.0 ? Duration::from_seconds(duration.seconds() * factors[r]) : duration;
     out.push_back(graph().add_task(name, stream_of(i, StreamKind::Compute), sim::ComputeWork{d}, deps_,
                                    static_cast<std::uint16_t>(category)));
   }
+  return out;
+}
+
+TaskList Context::launch(int stage, sim::TaskName name, Duration duration) {
+  TaskList out;
+  for (const auto i : stage_ranks(stage)) {
+    deps_.clear();
+    take_pending(i, StreamKind::Host, deps_);
+    out.push_back(graph().add_task(name, stream_of(i, StreamKind::Host), sim::ComputeWork{duration}, deps_,
+                                   static_cast<std::uint16_t>(Category::Host)));
+  }
+  wait(stage, StreamKind::Compute, out);
+  wait(stage, StreamKind::DpComm, out);
   return out;
 }
 
@@ -260,8 +274,8 @@ TaskList Context::collective_between(int stage_a, int stage_b, sim::TaskName nam
     take_pending(j, stream, deps_);
     std::sort(deps_.begin(), deps_.end());
     const sim::StreamId streams[] = {stream_of(i, stream), stream_of(j, stream)};
-    const auto task = graph().add_task(name, streams, comm_work(c, bytes, true), deps_,
-                                       static_cast<std::uint16_t>(Category::DpComm));
+    const auto task =
+        graph().add_task(name, streams, comm_work(c, bytes, true), deps_, static_cast<std::uint16_t>(Category::DpComm));
     out.push_back(task);
     on_b[stage_position_[static_cast<std::size_t>(rb)]] = task;
   }
@@ -284,8 +298,8 @@ TaskList Context::transfer(int from, int to, sim::TaskName name, Bytes bytes, bo
     take_pending(j, recv, deps_);
     std::sort(deps_.begin(), deps_.end());
     const sim::StreamId streams[] = {stream_of(i, send), stream_of(j, recv)};
-    const auto task = graph().add_task(name, streams, comm_work(c, bytes, true), deps_,
-                                       static_cast<std::uint16_t>(Category::PpComm));
+    const auto task =
+        graph().add_task(name, streams, comm_work(c, bytes, true), deps_, static_cast<std::uint16_t>(Category::PpComm));
     out[stage_position_[static_cast<std::size_t>(dst)]] = task;
   }
   return out;

@@ -50,6 +50,9 @@ class Context {
   void wait(int stage, StreamKind stream, const TaskList& tasks);
 
   TaskList compute(int stage, sim::TaskName name, Duration duration, Category category);
+  // The host launching the next pass on every rank of `stage`: a task on its host thread (after
+  // the waits pending there), which the stage's next compute and data-parallel tasks wait for.
+  TaskList launch(int stage, sim::TaskName name, Duration duration);
   // One collective per group along `dims` among the stage's ranks, on their `stream`; costed on the
   // whole group the placement gives (all its ranks, simulated or not).
   // `fraction` of the collective under `algorithm` ("auto": NCCL's choice) is one step of it;

@@ -51,9 +51,9 @@ DataParallel::DataParallel(Context& ctx)
       keep_for_step_(keep_for_backward_ && ctx.job().strategy.pp > 1),
       overlap_grad_reduce_(ctx.job().strategy.overlap_grad_reduce),
       overlap_param_gather_(ctx.job().strategy.overlap_param_gather),
-      grad_bytes_(ctx.job().strategy.grad_reduce_dtype
-                      ? spec::dtype_bytes(*ctx.job().strategy.grad_reduce_dtype)
-                      : model::weight_bytes(ctx.job().workload.training.dtype)),
+      limit_all_gathers_(ctx.job().strategy.limit_all_gathers),
+      grad_bytes_(ctx.job().strategy.grad_reduce_dtype ? spec::dtype_bytes(*ctx.job().strategy.grad_reduce_dtype)
+                                                       : model::weight_bytes(ctx.job().workload.training.dtype)),
       // a shard group smaller than the data-parallel group: HSDP
       shard_{spec::zero_shards(ctx.job()) < ctx.job().dp * ctx.job().strategy.cp
                  ? static_cast<int>(spec::zero_shards(ctx.job()))
@@ -119,8 +119,7 @@ void DataParallel::reduce(int stage, const UnitParams& p, bool scatter, std::str
   const auto one = [&](double params, const std::vector<ParallelDim>& dims, Subgroup shard) {
     const auto bytes = Bytes::from_double(params * g);
     if (!scatter || shard.size == 0) {
-      st.reductions.push_back(
-          ctx_.collective(stage, name, kind, bytes, dims, StreamKind::DpComm, Category::DpComm));
+      st.reductions.push_back(ctx_.collective(stage, name, kind, bytes, dims, StreamKind::DpComm, Category::DpComm));
       return;
     }
     // HSDP: reduce-scatter within the shard group, then all-reduce each shard across the replicas
@@ -138,6 +137,35 @@ void DataParallel::reduce_bucket(int stage, std::size_t b) {
   const auto& bucket = stages_[static_cast<std::size_t>(stage)].buckets[b];
   reduce(stage, {bucket.dense, bucket.expert}, zero_ == 1,
          fmt::format("grad {} b{}", zero_ == 1 ? "reduce-scatter" : "all-reduce", b));
+}
+
+// The host's time to launch the optimizer step over a stage's parameter tensors: per tensor in a
+// loop, AdamW's nine elementary ops (the step count, the two moments' multiply and add, sqrt,
+// division, eps, the update) and the step count's read-back to the host (Composer's
+// DecoupledAdamW, composer/optim/decoupled_weight_decay.py v0.16.4 L237-264); or per chunk of tensors,
+// the same ops in multi-tensor kernels
+// (PyTorch's multi_tensor_apply takes 36 tensors per launch at Adam's depth of four lists,
+// aten/src/ATen/native/cuda/MultiTensorApply.cuh depth_to_max_tensors), one fused kernel per chunk.
+Duration DataParallel::optimizer_launch_time(int stage) const {
+  const auto& job = ctx_.job();
+  const auto& m = job.workload.model;
+  int tensors = 0;
+  const int local_experts = m.moe ? std::max(1, m.moe->experts / std::max(1, job.strategy.ep)) : 0;
+  // the embedding (and the learned positions); the final norm and an untied output layer
+  const int embedding = m.position == spec::PositionKind::Learned ? 2 : 1;
+  const int head = (m.norm == spec::NormKind::LayerNorm ? 2 : 1) + (m.tied_embeddings ? 0 : 1);
+  for (int c = 0; c < job.strategy.vpp; ++c)
+    for (const int u : chunk_units(job, stage, c))
+      tensors += u == kEmbeddingUnit ? embedding
+                 : u == kHeadUnit    ? head
+                                     : model::layer_parameter_tensors(m, model::is_moe_layer(m, u), local_experts);
+  constexpr int kAdamOps = 10;
+  constexpr int kTensorsPerLaunch = 36;
+  const int chunks = (tensors + kTensorsPerLaunch - 1) / kTensorsPerLaunch;
+  const int launches = job.strategy.optimizer_impl == spec::OptimizerImpl::ForLoop   ? tensors * kAdamOps
+                       : job.strategy.optimizer_impl == spec::OptimizerImpl::Foreach ? chunks * kAdamOps
+                                                                                     : chunks;
+  return ctx_.options().host.eager_launch * launches;
 }
 
 Subgroup DataParallel::expert_shard() const {
@@ -171,32 +199,50 @@ void DataParallel::before_pass(int stage, int chunk, int unit, int microbatch, b
     return;
   }
   if (zero_ != 3) return;
+  const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
+  for (const auto& g : gathers_of(stage, chunk, unit, microbatch, forward)) {
+    // prefetch the next unit once the previous unit has run (at most two units gathered at once)
+    if (g.prefetch) ctx_.wait(stage, StreamKind::DpComm, previous);
+    const auto p = unit_params(stage, g.unit);
+    const auto task = gather(stage, p, fmt::format("zero3 gather {}{}", forward ? "F" : "B", g.unit));
+    ctx_.memory(stage, task, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
+    st.gathered[g.key] = task;
+  }
+  ctx_.wait(stage, StreamKind::Compute, st.gathered.at(gather_key(unit, microbatch, forward)));
+}
+
+DataParallel::GatherKey DataParallel::gather_key(int unit, int microbatch, bool forward) const {
+  if (keep_for_step_) return {unit, 0, true};
+  if (keep_for_backward_) return {unit, microbatch, true};
+  return {unit, microbatch, forward};
+}
+
+std::vector<DataParallel::Gather> DataParallel::gathers_of(int stage, int chunk, int unit, int microbatch,
+                                                           bool forward) const {
+  const auto& st = stages_[static_cast<std::size_t>(stage)];
   auto units = chunk_units(ctx_.job(), stage, chunk);
   if (!forward) std::reverse(units.begin(), units.end());
-  const auto pos = std::find(units.begin(), units.end(), unit) - units.begin();
-  // which gather serves a pass: its own, the micro-batch's forward one, or the step's first
-  const auto key_of = [&](int u) {
-    if (keep_for_step_) return std::make_tuple(u, 0, true);
-    if (keep_for_backward_) return std::make_tuple(u, microbatch, true);
-    return std::make_tuple(u, microbatch, forward);
-  };
-  const auto issue = [&](int u) {
-    const auto g = gather(stage, unit_params(stage, u), fmt::format("zero3 gather {}{}", forward ? "F" : "B", u));
-    const auto p = unit_params(stage, u);
-    const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
-    ctx_.memory(stage, g, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
-    st.gathered[key_of(u)] = g;
-  };
-  if (!st.gathered.contains(key_of(unit))) issue(unit);
-  // prefetch the next unit once the previous unit has run (at most two units gathered at once)
-  if (static_cast<std::size_t>(pos) + 1 < units.size()) {
-    const int next = units[static_cast<std::size_t>(pos) + 1];
-    if (!st.gathered.contains(key_of(next))) {
-      ctx_.wait(stage, StreamKind::DpComm, previous);
-      issue(next);
-    }
+  const auto pos = static_cast<std::size_t>(std::find(units.begin(), units.end(), unit) - units.begin());
+  std::vector<Gather> out;
+  if (const auto key = gather_key(unit, microbatch, forward); !st.gathered.contains(key))
+    out.push_back({unit, key, false});
+  if (pos + 1 < units.size())
+    if (const auto key = gather_key(units[pos + 1], microbatch, forward); !st.gathered.contains(key))
+      out.push_back({units[pos + 1], key, true});
+  return out;
+}
+
+void DataParallel::before_launch(int stage, int chunk, int unit, int microbatch, bool forward) {
+  if (zero_ != 3 || !limit_all_gathers_) return;
+  // torch.distributed.fsdp _limiter_utils._FreeEventQueue: at most two frees outstanding; an
+  // all-gather first synchronises the host on the oldest
+  constexpr std::size_t kInflight = 2;
+  auto& st = stages_[static_cast<std::size_t>(stage)];
+  for (std::size_t i = 0; i < gathers_of(stage, chunk, unit, microbatch, forward).size(); ++i) {
+    if (st.frees.size() < kInflight) break;
+    ctx_.wait(stage, StreamKind::Host, st.frees.front());
+    st.frees.pop_front();
   }
-  ctx_.wait(stage, StreamKind::Compute, st.gathered.at(key_of(unit)));
 }
 
 void DataParallel::after_pass(int stage, int unit, bool forward, int microbatch, const TaskList& last) {
@@ -207,6 +253,7 @@ void DataParallel::after_pass(int stage, int unit, bool forward, int microbatch,
   const auto p = unit_params(stage, unit);
   const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
   ctx_.memory(stage, last, -static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, true);
+  if (limit_all_gathers_) stages_[static_cast<std::size_t>(stage)].frees.push_back(last);
 }
 
 void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatch, const TaskList& last) {
@@ -278,6 +325,9 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
       norm = ctx_.collective(s, "grad-norm all-reduce", CollectiveKind::AllReduce, Bytes{8}, dense_dims_,
                              StreamKind::DpComm, Category::DpComm);
     ctx_.wait(s, StreamKind::Compute, norm);
+    // a per-tensor loop reads the step count back first, which waits for the device's backward
+    if (job.strategy.optimizer_impl == spec::OptimizerImpl::ForLoop) ctx_.wait(s, StreamKind::Host, norm);
+    if (const auto host = optimizer_launch_time(s); host > Duration::zero()) ctx_.launch(s, "launch optimizer", host);
     const auto& p = stage_params.at(static_cast<std::size_t>(s));
     const double shards = zero_ >= 1 ? static_cast<double>(spec::zero_shards(job)) : 1.0;
     // experts shard over the ranks holding the same experts, in groups no larger than zero_group

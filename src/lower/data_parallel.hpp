@@ -7,6 +7,7 @@
 // gradients reduce-scattered unit by unit every micro-batch (ZeRO-2), parameters gathered per unit
 // before forward and backward with one unit of prefetch (ZeRO-3/FSDP); then the optimizer step.
 // Private to lower/.
+#include <deque>
 #include <map>
 #include <vector>
 
@@ -27,7 +28,12 @@ class DataParallel {
   explicit DataParallel(Context& ctx);
 
   void start_of_step();
-  // Before a unit's forward or backward (its pass order given): the compute stream waits for its
+  // Before the host launches a unit's pass: under FSDP1's rate limiter (limit_all_gathers) it
+  // first waits, for each gather the pass issues, until the parameters gathered two units before
+  // are freed on the device.
+  void before_launch(
+      int stage, int chunk, int unit, int microbatch,
+      bool forward);  // Before a unit's forward or backward (its pass order given): the compute stream waits for its
   // parameters; ZeRO-3 gathers them and prefetches the next unit once `previous` has run.
   void before_pass(int stage, int chunk, int unit, int microbatch, bool forward, const TaskList& previous);
   // After the pass: ZeRO-3 releases the gathered parameters when `last` ends.
@@ -54,15 +60,29 @@ class DataParallel {
     std::map<std::tuple<int, int, bool>, TaskList> gathered;  // ZeRO-3 (unit, microbatch, forward)
     std::vector<TaskList> reductions;
     std::vector<std::size_t> deferred;  // buckets reduced after the backward (no overlap_grad_reduce)
+    std::deque<TaskList> frees;         // ZeRO-3: gathered parameters freed, not yet waited for
   };
 
   UnitParams unit_params(int stage, int unit) const;
+  // ZeRO-3: the key a unit's gathered parameters are kept under for a pass (unit, micro-batch,
+  // forward): the pass's own, the micro-batch's forward one, or the step's first.
+  using GatherKey = std::tuple<int, int, bool>;
+  GatherKey gather_key(int unit, int microbatch, bool forward) const;
+  // The gathers a pass issues: its own unit's unless already gathered, then the next unit's
+  // (the prefetch) unless already gathered.
+  struct Gather {
+    int unit;
+    GatherKey key;
+    bool prefetch;
+  };
+  std::vector<Gather> gathers_of(int stage, int chunk, int unit, int microbatch, bool forward) const;
   void build_buckets(int stage);
   TaskList gather(int stage, const UnitParams& p, std::string_view name);
   void reduce(int stage, const UnitParams& p, bool scatter, std::string_view name);
   // A whole bucket's gradients: all-reduced, or reduce-scattered under ZeRO-1.
   void reduce_bucket(int stage, std::size_t bucket);
   Subgroup expert_shard() const;
+  Duration optimizer_launch_time(int stage) const;
 
   Context& ctx_;
   int zero_;
@@ -72,6 +92,7 @@ class DataParallel {
   bool keep_for_step_;
   bool overlap_grad_reduce_;
   bool overlap_param_gather_;
+  bool limit_all_gathers_;
   double grad_bytes_;  // per gradient element reduced
   Subgroup shard_;     // the ranks ZeRO shards over (HSDP: part of the data-parallel group)
   std::int64_t microbatches_;

@@ -149,6 +149,8 @@ std::string_view stream_kind_name(StreamKind kind) {
       return "pp-send-prev";
     case StreamKind::PpRecvNext:
       return "pp-recv-next";
+    case StreamKind::Host:
+      return "host";
   }
   return "?";
 }
@@ -171,6 +173,8 @@ std::string_view category_name(Category c) {
       return "dp";
     case Category::PpComm:
       return "pp";
+    case Category::Host:
+      return "host";
   }
   return "?";
 }

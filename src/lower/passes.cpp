@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "trainsim/model/memory.hpp"
-#include "trainsim/model/saved_tensors.hpp"
 #include "trainsim/model/params.hpp"
+#include "trainsim/model/saved_tensors.hpp"
 #include "trainsim/util/error.hpp"
 
 namespace trainsim::lower {
@@ -37,12 +37,12 @@ class Passes::Writer {
   Writer(Passes& passes, int stage, std::string prefix, int microbatch)
       : p_(passes), stage_(stage), prefix_(std::move(prefix)), microbatch_(microbatch) {}
   // A writer that issues nothing and adds up, into `elapsed`, how long the pass keeps the compute
-  // stream busy without contention: its kernels and the collectives the stream waits for.
-  Writer(Passes& passes, int stage, Duration& elapsed)
-      : p_(passes), stage_(stage), microbatch_(0), elapsed_(&elapsed) {}
+  // stream busy without contention: its kernels and the collectives the stream waits for; and, into
+  // `launches` when given, what the host launches for it.
+  Writer(Passes& passes, int stage, Duration& elapsed, Launches* launches = nullptr)
+      : p_(passes), stage_(stage), microbatch_(0), elapsed_(&elapsed), launches_(launches) {}
 
-  void add(int unit, std::initializer_list<std::string_view> ops, const std::vector<Pass>& passes,
-           double scale = 1.0) {
+  void add(int unit, std::initializer_list<std::string_view> ops, const std::vector<Pass>& passes, double scale = 1.0) {
     add(unit, std::span(ops.begin(), ops.size()), passes, scale);
   }
   // (kernels `ops` names that the unit lacks are skipped)
@@ -64,8 +64,7 @@ class Passes::Writer {
     pipelined(what, kind, bytes, unit, std::span(ops.begin(), ops.size()), passes, feeds, sm_share);
   }
   void pipelined(std::string_view what, CollectiveKind kind, Bytes bytes, int unit,
-                 std::span<const std::string_view> ops, const std::vector<Pass>& passes, bool feeds,
-                 double sm_share) {
+                 std::span<const std::string_view> ops, const std::vector<Pass>& passes, bool feeds, double sm_share) {
     flush(kernels_);
     const double tp = p_.ctx_.shape().tp;
     const Share exposed{1.0 / tp};
@@ -94,6 +93,7 @@ class Passes::Writer {
     const int unit = queued_.front().first;
     if (elapsed_ != nullptr) {
       *elapsed_ += p_.duration(unit, kernels);
+      if (launches_ != nullptr) launches_->kernels += p_.launches(unit, kernels);
       queued_.clear();
       return last_;
     }
@@ -111,6 +111,7 @@ class Passes::Writer {
     flush(kernels_);
     if (elapsed_ != nullptr) {
       *elapsed_ += uncontended(kind, bytes, dims, share);
+      if (launches_ != nullptr) ++launches_->collectives;
       return;
     }
     wait_for(comm_async(what, kind, bytes, dims, stream, category, share, true));
@@ -121,7 +122,10 @@ class Passes::Writer {
   TaskList comm_async(std::string_view what, CollectiveKind kind, Bytes bytes, std::span<const ParallelDim> dims,
                       StreamKind stream, Category category, const Share& share, bool after_compute) {
     flush(kernels_);
-    if (elapsed_ != nullptr) return {};  // overlapped: no part of a lower bound
+    if (elapsed_ != nullptr) {  // overlapped: no part of a lower bound
+      if (launches_ != nullptr) ++launches_->collectives;
+      return {};
+    }
     if (after_compute && !last_.empty()) p_.ctx_.wait(stage_, stream, last_);
     return p_.ctx_.collective(stage_, {fmt::format("{}{}", prefix_, what), microbatch_}, kind, bytes, dims, stream,
                               category, share.fraction, share.algorithm);
@@ -157,6 +161,7 @@ class Passes::Writer {
   std::vector<std::pair<int, Kernel>> queued_;
   TaskList last_;
   Duration* elapsed_ = nullptr;
+  Launches* launches_ = nullptr;
 };
 
 bool Passes::mlp_tp_comm(bool moe) const {
@@ -219,6 +224,61 @@ Duration Passes::duration(int unit, const std::vector<Kernel>& kernels) {
     }
   }
   return it->second;
+}
+
+int Passes::launches(int unit, const std::vector<Kernel>& kernels) {
+  int n = 0;
+  for (const auto& k : kernels)
+    for (const auto& op : ops_of(unit))
+      if (op.name == k.op) n += model::kernel_launches(op, k.pass, ctx_.kernels());
+  return n;
+}
+
+// The host launches a pass kernel by kernel (eager, compiled) or as one captured CUDA graph; the
+// collectives inside a captured layer are part of its graph, the data-parallel ones (ZeRO-3's
+// gathers, its reduce-scatter) are the framework's own calls.
+Duration Passes::host_time(int stage, int unit, char pass, bool recomputed) {
+  const auto& job = ctx_.job();
+  const int kind = unit < 0 ? unit : (model::is_moe_layer(job.workload.model, unit) ? 1 : 0);
+  const auto key = std::tuple{kind, pass, recomputed};
+  if (const auto it = host_times_.find(key); it != host_times_.end()) return it->second;
+  Duration ignored = Duration::zero();
+  Launches n;
+  {
+    Writer w(*this, stage, ignored, &n);
+    if (pass == 'F') {
+      unit_forward(w, unit, Category::Compute);
+    } else if (pass == 'B') {
+      replay(w, unit, recomputed);
+      unit_backward(w, unit, !split_);
+    } else {
+      for (const auto& op : ops_of(unit)) w.add(unit, {op.name}, {Pass::BackwardWeight});
+      w.flush(Category::Compute);
+    }
+  }
+  // ZeRO-3: the unit's gather before each pass, its reduce-scatter with its weight gradients
+  const bool weights = pass == 'W' || (pass == 'B' && !split_);
+  const int own = job.strategy.zero == 3 ? (pass != 'W' ? 1 : 0) + (weights ? 1 : 0) : 0;
+  const auto& h = ctx_.options().host;
+  Duration t = h.collective_launch * own;
+  switch (spec::launch_of(job.strategy)) {
+    case spec::LaunchMode::Eager:
+      t += h.eager_launch * n.kernels + h.collective_launch * n.collectives;
+      break;
+    case spec::LaunchMode::Compiled:
+      t += h.compiled_launch * n.kernels + h.collective_launch * n.collectives;
+      break;
+    case spec::LaunchMode::CudaGraphs:
+      t += h.graph_launch;
+      break;
+  }
+  return host_times_.emplace(key, t).first->second;
+}
+
+void Passes::launch(int stage, int unit, char pass, bool recomputed, int microbatch) {
+  const auto t = host_time(stage, unit, pass, recomputed);
+  if (t <= Duration::zero()) return;
+  ctx_.launch(stage, {pass == 'F' ? "launch F#" : pass == 'B' ? "launch B#" : "launch W#", microbatch}, t);
 }
 
 const model::LayerCheckpoint& Passes::checkpoint(int unit, bool recomputed) {
@@ -294,8 +354,7 @@ void Passes::mlp_forward(Writer& w, int unit, bool moe, Category category, Colle
   } else {
     w.add(unit, {"fc1", "act", "fc2"}, fwd);
   }
-  if (tp)
-    w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_out, act, kTp, StreamKind::TpComm, Category::TpComm);
+  if (tp) w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_out, act, kTp, StreamKind::TpComm, Category::TpComm);
 }
 
 void Passes::unit_forward(Writer& w, int unit, Category category) {
@@ -454,8 +513,7 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
                 reduce_scatter_sm_share());
   } else {
     w.add(unit, kQkv, bwd);
-    if (tp)
-      w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_in, act, kTp, StreamKind::TpComm, Category::TpComm);
+    if (tp) w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_in, act, kTp, StreamKind::TpComm, Category::TpComm);
   }
   w.add(unit, {"norm1"}, bwd);
   w.flush(Category::Compute);
@@ -544,6 +602,8 @@ TaskList Passes::forward(int stage, int chunk, int microbatch) {
   int layer = 0;  // index of the layer in its model chunk
   for (const int unit : chunk_units(ctx_.job(), stage, chunk)) {
     const bool recomputed = unit >= 0 && spec::recomputes_layer(ctx_.job().strategy, layer++);
+    dp_.before_launch(stage, chunk, unit, microbatch, true);
+    launch(stage, unit, 'F', false, microbatch);
     dp_.before_pass(stage, chunk, unit, microbatch, true, previous);
     unit_forward(w, unit, Category::Compute);
     const auto last = w.last();
@@ -567,8 +627,10 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
   std::reverse(units.begin(), units.end());
   TaskList previous(ctx_.stage_ranks(stage).size(), kNoTask);
   for (const int unit : units) {
-    dp_.before_pass(stage, chunk, unit, microbatch, false, previous);
     const bool full = recomputed.contains(unit);
+    dp_.before_launch(stage, chunk, unit, microbatch, false);
+    launch(stage, unit, 'B', full, microbatch);
+    dp_.before_pass(stage, chunk, unit, microbatch, false, previous);
     const std::int64_t rebuilt = rebuilt_activations(unit, full);
     if (group > 1 && unit >= 0) {
       // the first backward of a group (its last layer) replays the whole group's forward from the
@@ -581,8 +643,7 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
           replay(w, u, true);
           held += stored_activations(u, true) + rebuilt_activations(u, true);
         }
-        ctx_.memory(stage, w.last(), held - stored_activations(unit - i % group, true), MemoryKind::Activations,
-                    true);
+        ctx_.memory(stage, w.last(), held - stored_activations(unit - i % group, true), MemoryKind::Activations, true);
       }
     } else {
       replay(w, unit, full);
@@ -606,6 +667,7 @@ TaskList Passes::weight_grad(int stage, int chunk, int microbatch) {
   const auto recomputed = recomputed_units(units);
   std::reverse(units.begin(), units.end());
   for (const int unit : units) {
+    launch(stage, unit, 'W', false, microbatch);
     for (const auto& op : ops_of(unit)) w.add(unit, {op.name}, {Pass::BackwardWeight});
     const auto last = w.flush(Category::Compute);
     const bool full = recomputed.contains(unit);

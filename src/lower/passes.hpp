@@ -34,11 +34,17 @@ class Passes {
   };
   UnitTimes unit_times(int stage, int unit);
 
+  // What the host launches for a unit's pass (docs/model.md "Host overhead").
+  struct Launches {
+    int kernels = 0;
+    int collectives = 0;
+  };
+
  private:
   struct Kernel {
     std::string_view op;
     model::Pass pass;
-    int parts = 1;  // one of `parts` equal blocks of the kernel (ring attention)
+    int parts = 1;       // one of `parts` equal blocks of the kernel (ring attention)
     double scale = 1.0;  // slowed down by this factor (SMs lent to an overlapped collective)
   };
   // Compute kernels queued until the next communication (or the end of the unit).
@@ -46,6 +52,12 @@ class Passes {
 
   const std::vector<model::Op>& ops_of(int unit);
   Duration duration(int unit, const std::vector<Kernel>& kernels);
+  int launches(int unit, const std::vector<Kernel>& kernels);
+  // The host's time to launch a unit's pass ('F' forward, 'B' backward with `recomputed` saying
+  // whether full recomputation replays it first, 'W' weight gradients), and the host task that
+  // does it on every rank of the stage: the stage's next compute and data-parallel tasks wait for it.
+  Duration host_time(int stage, int unit, char pass, bool recomputed);
+  void launch(int stage, int unit, char pass, bool recomputed, int microbatch);
   void unit_forward(Writer& w, int unit, Category category);
   void unit_backward(Writer& w, int unit, bool weights);
   void mlp_forward(Writer& w, int unit, bool moe, Category category, cost::CollectiveKind tp_out, Bytes act);
@@ -77,6 +89,7 @@ class Passes {
   std::map<int, std::vector<model::Op>> ops_;  // per unit kind: 0 dense, 1 MoE, embedding, head
   std::map<std::pair<int, std::string>, Duration> durations_;
   std::map<std::pair<bool, bool>, model::LayerCheckpoint> checkpoints_;  // by (MoE, recomputed)
+  std::map<std::tuple<int, char, bool>, Duration> host_times_;           // by (unit kind, pass, recomputed)
 };
 
 }  // namespace trainsim::lower

@@ -147,6 +147,10 @@ ImplEfficiency impl_efficiency(spec::AttentionImpl impl, const spec::KernelTunin
       return {t.flash3_fwd_efficiency, t.flash3_bwd_efficiency, t.flash3_hd64_factor, t.flash3_hd256_factor};
     case spec::AttentionImpl::Cudnn:
       return {t.cudnn_fwd_efficiency, t.cudnn_bwd_efficiency, t.cudnn_hd64_factor, t.cudnn_hd256_factor};
+    case spec::AttentionImpl::Flash1:
+    case spec::AttentionImpl::Triton:
+      // the Triton port: "fwd + bwd slightly slower than the CUDA version" (flash_attn_triton.py's header)
+      return {t.flash1_fwd_efficiency, t.flash1_bwd_efficiency, t.flash1_hd64_factor, t.flash1_hd256_factor};
     case spec::AttentionImpl::Flash:
     case spec::AttentionImpl::Unfused:
       break;
@@ -176,9 +180,15 @@ struct EagerOp {
   double traffic;
   int kernels;
 };
-constexpr EagerOp kEagerOps[] = {{"norm1", 9.0, 6},     {"norm2", 9.0, 6}, {"final_norm", 9.0, 6},
-                                 {"rope", 5.0, 6},      {"act", 10.0 / 6.0, 2}, {"expert_act", 10.0 / 6.0, 2},
-                                 {"shared_act", 10.0 / 6.0, 2}, {"loss", 3.0, 4}, {"q_norm", 9.0, 6},
+constexpr EagerOp kEagerOps[] = {{"norm1", 9.0, 6},
+                                 {"norm2", 9.0, 6},
+                                 {"final_norm", 9.0, 6},
+                                 {"rope", 5.0, 6},
+                                 {"act", 10.0 / 6.0, 2},
+                                 {"expert_act", 10.0 / 6.0, 2},
+                                 {"shared_act", 10.0 / 6.0, 2},
+                                 {"loss", 3.0, 4},
+                                 {"q_norm", 9.0, 6},
                                  {"kv_norm", 9.0, 6}};
 
 // The time an element-wise op adds beyond its fused pass when it runs eagerly.
@@ -262,8 +272,7 @@ double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, std::int6
   return gemm_ceiling * choose_tile(m, n, k, count, sms, t).efficiency;
 }
 
-double attention_efficiency(const AttentionCore& a, Pass pass, spec::AttentionImpl impl,
-                            const spec::KernelTuning& t) {
+double attention_efficiency(const AttentionCore& a, Pass pass, spec::AttentionImpl impl, const spec::KernelTuning& t) {
   const auto e = impl_efficiency(impl, t);
   const double s = static_cast<double>(a.kv_len);
   const double sequence = a.causal ? t.attention_causal_efficiency * s / (s + t.attention_causal_seq_overhead)
@@ -303,6 +312,29 @@ Duration kernel_time(const Op& op, Pass pass, const KernelContext& ctx) {
       op.shape);
   if (seconds <= 0) return Duration::zero();
   return Duration::from_seconds(seconds) + ctx.tuning.kernel_gap;
+}
+
+int kernel_launches(const Op& op, Pass pass, const KernelContext& ctx) {
+  return std::visit(
+      [&](const auto& shape) -> int {
+        using T = std::decay_t<decltype(shape)>;
+        if constexpr (std::is_same_v<T, Gemm>) {
+          return 1 + (shape.linear ? fp8_cast_traffic(shape, pass, ctx).kernels : 0);
+        } else if constexpr (std::is_same_v<T, AttentionCore>) {
+          if (pass == Pass::BackwardWeight) return 0;
+          if (!spec::is_fused(ctx.attention)) return pass == Pass::Forward ? 4 : 6;  // GEMMs and softmax passes
+          // FlashAttention-2's backward: dot(dO, O), the main kernel, dQ's conversion from fp32
+          // (flash_attn csrc flash_bwd_launch_template.h)
+          return pass == Pass::Forward ? 1 : 3;
+        } else {
+          if (pass == Pass::BackwardWeight) return 0;
+          if (ctx.eager)
+            for (const auto& e : kEagerOps)
+              if (e.name == op.name) return e.kernels;
+          return 1;
+        }
+      },
+      op.shape);
 }
 
 Duration forward_time(const std::vector<Op>& ops, const KernelContext& ctx) {

@@ -175,4 +175,16 @@ double head_params_on_gpu(const spec::Job& job) {
   return norm_params(m) + (output ? vocab_shard * h : 0);
 }
 
+int layer_parameter_tensors(const spec::ModelSpec& model, bool moe, int local_experts) {
+  const int per_linear = model.bias ? 2 : 1;
+  const int per_norm = model.norm == spec::NormKind::LayerNorm ? 2 : 1;
+  const int mlp_linears = model.mlp == spec::MlpKind::Swiglu ? 3 : 2;
+  int linears = 2;             // attention: QKV (fused) and the output projection
+  if (model.mla) linears = 5;  // q down and up, kv down and up, output
+  int tensors = 2 * per_norm;
+  if (!moe) return tensors + (linears + mlp_linears) * per_linear;
+  const int shared = model.moe ? model.moe->shared_experts : 0;
+  return tensors + linears * per_linear + 1 + (local_experts + shared) * mlp_linears * per_linear;
+}
+
 }  // namespace trainsim::model

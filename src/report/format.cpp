@@ -19,12 +19,8 @@ std::int64_t rounded(double v) {
 }
 
 ordered_json memory_json(const model::MemoryBreakdown& m) {
-  return {{"params", m.params.count},
-          {"grads", m.grads.count},
-          {"optimizer", m.optimizer.count},
-          {"activations", m.activations.count},
-          {"buffers", m.buffers.count},
-          {"fragmentation", m.fragmentation.count}};
+  return {{"params", m.params.count},           {"grads", m.grads.count},     {"optimizer", m.optimizer.count},
+          {"activations", m.activations.count}, {"buffers", m.buffers.count}, {"fragmentation", m.fragmentation.count}};
 }
 
 ordered_json shape_json(const model::OpShape& shape) {
@@ -119,9 +115,9 @@ std::string mfu_text(const driver::RunReport& r) {
 
 std::string precision_text(const driver::RunReport& r) {
   const auto recipe = spec::fp8_of(r.job->strategy);
-  return fmt::format("{} training{}", spec::dtype_name(r.training_dtype),
-                     recipe == spec::Fp8Recipe::Off ? std::string()
-                                                    : fmt::format(", FP8 GEMMs ({})", spec::fp8_recipe_name(recipe)));
+  return fmt::format(
+      "{} training{}", spec::dtype_name(r.training_dtype),
+      recipe == spec::Fp8Recipe::Off ? std::string() : fmt::format(", FP8 GEMMs ({})", spec::fp8_recipe_name(recipe)));
 }
 
 std::string human_count(double count) {
@@ -140,9 +136,10 @@ ordered_json memory_peak_json(const driver::MemoryPeak& p) {
           {"task", p.task.empty() ? ordered_json() : ordered_json(p.task)},
           {"microbatch", p.microbatch >= 0 ? ordered_json(p.microbatch) : ordered_json()},
           {"phase", p.phase.empty() ? ordered_json() : ordered_json(p.phase)},
-          {"live", {{"static", p.live_static.count},
-                    {"activations", p.live_activations.count},
-                    {"buffers", p.live_buffers.count}}}};
+          {"live",
+           {{"static", p.live_static.count},
+            {"activations", p.live_activations.count},
+            {"buffers", p.live_buffers.count}}}};
 }
 
 // Live bytes of each stage's first simulated rank over the step, kMemoryCurvePoints slices.
@@ -201,14 +198,15 @@ ordered_json perturbation_json(const driver::Perturbation& p) {
 }
 
 std::string stragglers_line(const driver::Perturbation& p, const driver::Simulation& sim, std::int64_t gpus) {
-  return fmt::format("mean of {} steps, {}: p50 {:.4f} s, p90 {:.4f} s, p99 {:.4f} s; {:+.1f}% against {:.4f} s "
-                     "unperturbed, {:.0f} GPU-hours a day; critical path: rank {}, {} {:.0f}%",
-                     p.steps,
-                     sim.simulated_ranks == static_cast<std::size_t>(gpus)
-                         ? std::string("every rank simulated")
-                         : fmt::format("{} of {} ranks simulated (the rest folded)", sim.simulated_ranks, gpus),
-                     p.p50, p.p90, p.p99, (p.mean_step_s / p.unperturbed_step_s - 1) * 100, p.unperturbed_step_s,
-                     p.gpu_hours_per_day, p.critical_rank, p.critical_resource, p.critical_share * 100) +
+  return fmt::format(
+             "mean of {} steps, {}: p50 {:.4f} s, p90 {:.4f} s, p99 {:.4f} s; {:+.1f}% against {:.4f} s "
+             "unperturbed, {:.0f} GPU-hours a day; critical path: rank {}, {} {:.0f}%",
+             p.steps,
+             sim.simulated_ranks == static_cast<std::size_t>(gpus)
+                 ? std::string("every rank simulated")
+                 : fmt::format("{} of {} ranks simulated (the rest folded)", sim.simulated_ranks, gpus),
+             p.p50, p.p90, p.p99, (p.mean_step_s / p.unperturbed_step_s - 1) * 100, p.unperturbed_step_s,
+             p.gpu_hours_per_day, p.critical_rank, p.critical_resource, p.critical_share * 100) +
          (p.degraded_ranks.empty() ? std::string()
                                    : fmt::format("; NICs degraded: rank {}", fmt::join(p.degraded_ranks, ", ")));
 }
@@ -297,14 +295,15 @@ ordered_json to_json(const RunReport& r) {
     out["bubble_fraction"] = s.bubble_fraction;
     out["breakdown"] = {{"compute_s", s.breakdown.compute_s},
                         {"exposed_comm_s", s.breakdown.exposed_comm_s},
+                        {"host_bound_s", s.breakdown.host_bound_s},
                         {"bubble_s", s.breakdown.bubble_s}};
     out["busy_s_by_category"] = busy_json(s);
   }
-  out["flops"] = {{"model_per_step", r.flops.model},
-                  {"hardware_per_step", r.flops.hardware},
-                  {"megatron_formula_per_step",
-                   job.workload.model.moe ? ordered_json() : ordered_json(r.megatron_formula_flops)},
-                  {"model_per_token", r.flops.per_token}};
+  out["flops"] = {
+      {"model_per_step", r.flops.model},
+      {"hardware_per_step", r.flops.hardware},
+      {"megatron_formula_per_step", job.workload.model.moe ? ordered_json() : ordered_json(r.megatron_formula_flops)},
+      {"model_per_token", r.flops.per_token}};
   out["peak_memory_bytes"] = r.peak_memory;
   out["analytic_peak_memory_bytes"] = r.memory.peak().bytes.total().count;
   out["device_memory_bytes"] = r.device_memory.count;
@@ -352,9 +351,9 @@ std::string memory_table(const RunReport& r) {
                                                               r.memory_headroom * 100)
                                                 : std::string("fits")));
   if (const auto p = driver::memory_peak(r); p && !p->task.empty())
-    line("  peak at", fmt::format("{}, {:.4f} s into the step ({}{}, stage {}, rank {})", p->task, p->time_s, p->phase,
-                                  p->microbatch >= 0 ? fmt::format(" of micro-batch {}", p->microbatch) : "",
-                                  p->stage, p->rank));
+    line("  peak at",
+         fmt::format("{}, {:.4f} s into the step ({}{}, stage {}, rank {})", p->task, p->time_s, p->phase,
+                     p->microbatch >= 0 ? fmt::format(" of micro-batch {}", p->microbatch) : "", p->stage, p->rank));
   if (r.memory.stages.size() > 1) {
     out += "per stage\n";
     for (const auto& st : r.memory.stages) {
@@ -388,7 +387,8 @@ std::string to_table(const RunReport& r) {
   named.gpus.reset();
   line("strategy", spec::strategy_text(named));
   if (!r.fits)
-    line("memory", does_not_fit_text(r.peak_memory, r.device_memory) + ": every figure below is for a plan that cannot run");
+    line("memory",
+         does_not_fit_text(r.peak_memory, r.device_memory) + ": every figure below is for a plan that cannot run");
   {
     std::string assumed;
     for (const auto& [key, value] : s.assumed.keys)
@@ -400,10 +400,9 @@ std::string to_table(const RunReport& r) {
   line("micro-batches", fmt::format("{} per step and pipeline", job.micro_batches));
   line("parameters", fmt::format("{} total, {} per GPU", human_count(r.params_total), human_count(r.params_per_gpu)));
   // the Megatron-LM formula counts a dense GPT: no cross-check for a mixture of experts
-  line("model FLOPs/step", job.workload.model.moe
-                               ? fmt::format("{:.4g}", r.flops.model)
-                               : fmt::format("{:.4g} (Megatron formula {:.4g})", r.flops.model,
-                                             r.megatron_formula_flops));
+  line("model FLOPs/step", job.workload.model.moe ? fmt::format("{:.4g}", r.flops.model)
+                                                  : fmt::format("{:.4g} (Megatron formula {:.4g})", r.flops.model,
+                                                                r.megatron_formula_flops));
   line("hardware FLOPs/step", fmt::format("{:.4g}", r.flops.hardware));
   if (r.simulation) {
     const auto& sim = *r.simulation;
@@ -411,12 +410,18 @@ std::string to_table(const RunReport& r) {
     if (const auto& p = r.perturbation) line("stragglers", stragglers_line(*p, sim, job.gpus));
     line("throughput", fmt::format("{:.1f} TFLOP/s per GPU, {}", r.tflops_per_gpu, mfu_text(r)));
     line("breakdown",
-         fmt::format("compute {:.4f} s, exposed comm {:.4f} s, bubble {:.4f} s ({:.1f}%)", sim.breakdown.compute_s,
-                     sim.breakdown.exposed_comm_s, sim.breakdown.bubble_s, sim.bubble_fraction * 100));
+         fmt::format("compute {:.4f} s, exposed comm {:.4f} s, host-bound {:.4f} s, bubble {:.4f} s ({:.1f}%)",
+                     sim.breakdown.compute_s, sim.breakdown.exposed_comm_s, sim.breakdown.host_bound_s,
+                     sim.breakdown.bubble_s, sim.bubble_fraction * 100));
     // kernels (compute, recompute, optimizer) on one line, collectives and transfers on the other
     std::string kernels;
     std::string comm;
+    double host = 0;
     for (const auto& [category, seconds] : sim.comm_busy_s) {
+      if (category == lower::category_name(lower::Category::Host)) {
+        host = seconds;
+        continue;
+      }
       const bool kernel = category == lower::category_name(lower::Category::Compute) ||
                           category == lower::category_name(lower::Category::Recompute) ||
                           category == lower::category_name(lower::Category::Optimizer);
@@ -425,6 +430,8 @@ std::string to_table(const RunReport& r) {
     }
     if (!kernels.empty()) line("compute busy", kernels);
     if (!comm.empty()) line("communication busy", comm);
+    line("host busy", fmt::format("{:.4f} s launching kernels and collectives ({})", host,
+                                  spec::launch_name(spec::launch_of(job.strategy))));
   }
   out += memory_table(r);
   return out;
@@ -440,12 +447,12 @@ std::string to_csv(const RunReport& r) {
   auto named = job.strategy;  // the whole resolved strategy, as run -s reads it back
   named.dp = job.dp;
   named.gpus.reset();
-  out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.6e},{:.6e},{:.3f},{:.4f},{:.4f},{},{},{}\n",
-                     csv_field(job.workload.name), csv_field(job.cluster.name), job.gpus, job.strategy.tp,
-                     job.strategy.pp, job.dp, job.strategy.cp, job.strategy.ep, job.strategy.zero, job.strategy.mb,
-                     rounded(r.params_total), rounded(r.params_per_gpu), r.flops.model, step, r.tokens_per_s,
-                     r.tflops_per_gpu, r.mfu, bubble, r.peak_memory, r.fits ? "true" : "false",
-                     csv_field(spec::strategy_text(named)));
+  out +=
+      fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.6e},{:.6e},{:.6e},{:.3f},{:.4f},{:.4f},{},{},{}\n",
+                  csv_field(job.workload.name), csv_field(job.cluster.name), job.gpus, job.strategy.tp, job.strategy.pp,
+                  job.dp, job.strategy.cp, job.strategy.ep, job.strategy.zero, job.strategy.mb, rounded(r.params_total),
+                  rounded(r.params_per_gpu), r.flops.model, step, r.tokens_per_s, r.tflops_per_gpu, r.mfu, bubble,
+                  r.peak_memory, r.fits ? "true" : "false", csv_field(spec::strategy_text(named)));
   return out;
 }
 

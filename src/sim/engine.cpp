@@ -61,12 +61,12 @@ struct Flow {
   double remaining_ps = 0;  // work left at full speed
   double rate = 1.0;
   Duration updated;
-  std::uint32_t version = 0;  // finish events of other versions are stale
-  std::uint32_t visited = 0;  // the component search that last reached it
-  bool active = false;        // a transfer on its links
-  bool scheduled = false;     // its finish event is pushed
-  bool dirty = false;         // in Engine::dirty_
-  std::vector<LinkShare> shared;  // a transfer's congested links (the only ones that can slow it)
+  std::uint32_t version = 0;           // finish events of other versions are stale
+  std::uint32_t visited = 0;           // the component search that last reached it
+  bool active = false;                 // a transfer on its links
+  bool scheduled = false;              // its finish event is pushed
+  bool dirty = false;                  // in Engine::dirty_
+  std::vector<LinkShare> shared;       // a transfer's congested links (the only ones that can slow it)
   std::vector<std::uint32_t> on_link;  // per link of its load: its position in LinkState::flows
 };
 
@@ -243,7 +243,7 @@ class Engine {
   // A compute task runs at full rate, or, while communication kernels hold some of its process's
   // compute units, at the rest; its finish moves whenever that changes.
   void start_compute(std::uint32_t task, Duration duration) {
-    if (!contention_) {
+    if (!contention_ || !on_device(task)) {
       push(now_ + duration, task, EventKind::Finish);
       return;
     }
@@ -272,10 +272,9 @@ class Engine {
   }
 
   std::uint32_t process_of(std::uint32_t task) const { return g_.stream(g_.streams(TaskId{task}).front()).process; }
+  bool on_device(std::uint32_t task) const { return g_.stream(g_.streams(TaskId{task}).front()).device; }
 
-  double compute_rate(std::uint32_t process) const {
-    return std::max(kMinComputeRate, 1.0 - held_share_[process]);
-  }
+  double compute_rate(std::uint32_t process) const { return std::max(kMinComputeRate, 1.0 - held_share_[process]); }
 
   // A communication task takes (share > 0) or gives back (< 0) compute units on each participant.
   void hold(TaskId t, double share) {
@@ -305,8 +304,10 @@ class Engine {
     const bool transfer = g_.is_transfer(id);
     if (contention_) {
       if (!transfer) {
-        auto& mine = computing_[process_of(task)];
-        mine.erase(std::find(mine.begin(), mine.end(), task));
+        if (on_device(task)) {
+          auto& mine = computing_[process_of(task)];
+          mine.erase(std::find(mine.begin(), mine.end(), task));
+        }
       } else if (const auto share = std::get<CommWork>(g_.work(id)).compute_share; share > 0) {
         hold(id, -share);
       }
@@ -335,8 +336,7 @@ class Engine {
           link.congested = false;
           for (const auto& o : link.flows) {
             auto& other = flow(o.task).shared;
-            other.erase(
-                std::find_if(other.begin(), other.end(), [&](const LinkShare& x) { return x.link == s.link; }));
+            other.erase(std::find_if(other.begin(), other.end(), [&](const LinkShare& x) { return x.link == s.link; }));
           }
         }
       }
@@ -484,8 +484,8 @@ class Engine {
   // A link is congested above this sum of shares (a margin for the shares' rounding).
   static constexpr FixedShare kFull = kWholeLink + (kWholeLink >> 30);
   bool contention_ = false;
-  std::vector<double> held_share_;  // per process
-  std::vector<int> holders_;        // per process: communication tasks holding units
+  std::vector<double> held_share_;                     // per process
+  std::vector<int> holders_;                           // per process: communication tasks holding units
   std::vector<std::vector<std::uint32_t>> computing_;  // per process: running compute tasks
 };
 

@@ -82,6 +82,10 @@ CalibrationSpec read_calibration_spec(const nlohmann::json& json, const std::str
     append(c.values, read_tunables(*mem, "memory"));
     mem->finish();
   }
+  if (auto host = root.optional_object("host")) {
+    append(c.values, read_tunables(*host, "host"));
+    host->finish();
+  }
   root.value("traces");  // written by `trainsim calibrate`: where the values came from
   root.value("fit");     // residuals of the fit, for the record
   root.finish();
@@ -106,6 +110,7 @@ nlohmann::ordered_json calibration_json(const CalibrationSpec& c) {
   }
   if (!col.empty()) out["collectives"] = std::move(col);
   if (auto m = tunables_json(c.values, "memory"); !m.empty()) out["memory"] = std::move(m);
+  if (auto h = tunables_json(c.values, "host"); !h.empty()) out["host"] = std::move(h);
   return out;
 }
 

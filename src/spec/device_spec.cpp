@@ -34,15 +34,18 @@ constexpr std::array<Choice<DeviceArch>, 9> kArchs{{{"ampere", DeviceArch::Amper
 constexpr NumberRange kPower{1, 1e5};  // a board: 1 W .. 100 kW
 // What a device's figures can be and usually are (docs/cli.md "Plausible values"): from a phone-class
 // accelerator to well beyond today's parts (B200: 8 TB/s HBM, 180 GB, 4.5 PFLOP/s dense FP8).
-constexpr Plausibility kMemoryBandwidth{"a device's memory bandwidth", {100e9, 20e12}, {500e9, 10e12},
-                                        "100 GB/s to 20 TB/s", "500 GB/s to 10 TB/s"};
-constexpr Plausibility kMemoryCapacity{"a device's memory", {1073741824.0, 1099511627776.0},
-                                       {8589934592.0, 549755813888.0}, "1 GiB to 1 TiB", "8 GiB to 512 GiB"};
-constexpr Plausibility kPeakFlops{"a device's dense peak", {1e12, 1e17}, {1e13, 2e16}, "1 TFLOP/s to 100 PFLOP/s",
-                                  "10 TFLOP/s to 20 PFLOP/s"};
-constexpr int kDefaultSms = 108;                             // A100, as docs/cli.md's example warns
+constexpr Plausibility kMemoryBandwidth{
+    "a device's memory bandwidth", {100e9, 20e12}, {500e9, 10e12}, "100 GB/s to 20 TB/s", "500 GB/s to 10 TB/s"};
+constexpr Plausibility kMemoryCapacity{"a device's memory",
+                                       {1073741824.0, 1099511627776.0},
+                                       {8589934592.0, 549755813888.0},
+                                       "1 GiB to 1 TiB",
+                                       "8 GiB to 512 GiB"};
+constexpr Plausibility kPeakFlops{
+    "a device's dense peak", {1e12, 1e17}, {1e13, 2e16}, "1 TFLOP/s to 100 PFLOP/s", "10 TFLOP/s to 20 PFLOP/s"};
+constexpr int kDefaultSms = 108;  // A100, as docs/cli.md's example warns
 // Keys a catalogue file or a derived device may carry besides the device's own fields.
-constexpr std::array<std::string_view, 2> kTunableSections{"kernels", "collectives"};
+constexpr std::array<std::string_view, 3> kTunableSections{"kernels", "collectives", "host"};
 
 void read_peak_flops(Reader& r, DeviceSpec& d, std::vector<std::string>& warnings) {
   Reader flops = r.object("peak_flops");
@@ -203,8 +206,8 @@ DeviceSpec read_device_value(Reader& topology, const std::string& spec_path, std
                       "peak_flops, memory, memory_bandwidth");
     return {};
   }
-  if (value->is_string()) return catalogue_device(topology, "device", value->get<std::string>(), spec_path)
-                                     .value_or(DeviceSpec{});
+  if (value->is_string())
+    return catalogue_device(topology, "device", value->get<std::string>(), spec_path).value_or(DeviceSpec{});
   if (!value->is_object()) {
     topology.error_at("device", fmt::format("expected a catalogue name or an object, got {}", describe(*value)));
     return {};

@@ -9,7 +9,7 @@ namespace {
 
 // the distributed optimizer is ZeRO-1; --use-torch-fsdp2 shards everything (ZeRO-3)
 constexpr std::array<int, 3> kMegatronZero{0, 1, 3};
-constexpr std::array<int, 2> kFsdpZero{0, 3};      // DDP (replicate) or FSDP
+constexpr std::array<int, 2> kFsdpZero{0, 3};  // DDP (replicate) or FSDP
 constexpr std::array<int, 4> kDeepSpeedZero{0, 1, 2, 3};
 constexpr std::array<int, 3> kFsdp1Zero{0, 2, 3};  // NO_SHARD, SHARD_GRAD_OP, FULL_SHARD
 
@@ -22,6 +22,9 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .overlap_grad_reduce = false,
      .overlap_param_gather = false,
      .compile = true,
+     .compile_is_torch_compile = false,
+     .limit_all_gathers = false,
+     .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::VocabParallel,
@@ -42,6 +45,9 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .overlap_grad_reduce = false,
      .overlap_param_gather = false,
      .compile = true,
+     .compile_is_torch_compile = false,
+     .limit_all_gathers = false,
+     .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::VocabParallel,
@@ -60,6 +66,9 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .overlap_grad_reduce = true,
      .overlap_param_gather = true,
      .compile = true,
+     .compile_is_torch_compile = false,
+     .limit_all_gathers = false,
+     .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::VocabParallel,
@@ -79,6 +88,9 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .overlap_grad_reduce = true,
      .overlap_param_gather = true,
      .compile = false,
+     .compile_is_torch_compile = true,
+     .limit_all_gathers = false,
+     .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Current,
      .fp8_weight_cache = false,
      .loss = LossImpl::Upcast,
@@ -100,6 +112,9 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .overlap_grad_reduce = true,
      .overlap_param_gather = false,
      .compile = true,
+     .compile_is_torch_compile = false,
+     .limit_all_gathers = false,
+     .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::VocabParallel,
@@ -118,6 +133,9 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .overlap_grad_reduce = true,
      .overlap_param_gather = true,
      .compile = true,
+     .compile_is_torch_compile = false,
+     .limit_all_gathers = true,
+     .optimizer_impl = OptimizerImpl::ForLoop,
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::Fused,

@@ -16,10 +16,8 @@ constexpr std::array<Choice<Schedule>, 4> kSchedules{{{"gpipe", Schedule::GPipe}
                                                       {"1f1b", Schedule::OneFOneB},
                                                       {"interleaved", Schedule::Interleaved},
                                                       {"zb-h1", Schedule::ZbH1}}};
-constexpr std::array<Choice<Recompute>, 4> kRecompute{{{"none", Recompute::None},
-                                                      {"selective", Recompute::Selective},
-                                                      {"full", Recompute::Full},
-                                                      {"op", Recompute::Op}}};
+constexpr std::array<Choice<Recompute>, 4> kRecompute{
+    {{"none", Recompute::None}, {"selective", Recompute::Selective}, {"full", Recompute::Full}, {"op", Recompute::Op}}};
 // Megatron-Core's names (transformer_config.py recompute_modules)
 constexpr std::array<Choice<RecomputeModule>, 7> kRecomputeModules{{{"core_attn", RecomputeModule::CoreAttn},
                                                                     {"layernorm", RecomputeModule::Layernorm},
@@ -30,11 +28,17 @@ constexpr std::array<Choice<RecomputeModule>, 7> kRecomputeModules{{{"core_attn"
                                                                     {"mla_up_proj", RecomputeModule::MlaUpProj}}};
 constexpr std::array<Choice<RecomputeMethod>, 2> kRecomputeMethods{
     {{"block", RecomputeMethod::Block}, {"uniform", RecomputeMethod::Uniform}}};
-constexpr std::array<Choice<AttentionImpl>, 5> kAttention{{{"flash", AttentionImpl::Flash},
+constexpr std::array<Choice<AttentionImpl>, 7> kAttention{{{"flash", AttentionImpl::Flash},
                                                            {"flash3", AttentionImpl::Flash3},
                                                            {"cudnn", AttentionImpl::Cudnn},
                                                            {"unfused", AttentionImpl::Unfused},
+                                                           {"flash1", AttentionImpl::Flash1},
+                                                           {"triton", AttentionImpl::Triton},
                                                            {"flash2", AttentionImpl::Flash}}};
+constexpr std::array<Choice<OptimizerImpl>, 3> kOptimizerImpls{
+    {{"fused", OptimizerImpl::Fused}, {"foreach", OptimizerImpl::Foreach}, {"for_loop", OptimizerImpl::ForLoop}}};
+constexpr std::array<Choice<LaunchMode>, 3> kLaunch{
+    {{"eager", LaunchMode::Eager}, {"compiled", LaunchMode::Compiled}, {"cuda_graphs", LaunchMode::CudaGraphs}}};
 constexpr std::array<Choice<CpComm>, 2> kCpComm{{{"all_gather", CpComm::AllGather}, {"ring", CpComm::Ring}}};
 constexpr std::array<Choice<bool>, 4> kSwitch{{{"on", true}, {"off", false}, {"true", true}, {"false", false}}};
 constexpr std::array<Choice<ParallelDim>, 5> kDims{{{"tp", ParallelDim::Tp},
@@ -71,7 +75,6 @@ std::string_view on_off(bool value) {
 std::string reduce_dtype_text(const std::optional<Dtype>& dtype) {
   return dtype ? std::string(dtype_name(*dtype)) : std::string("training");
 }
-
 
 bool read_switch(Reader& r, std::string_view key, bool fallback) {
   const auto* value = r.value(key);
@@ -153,6 +156,11 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   s.repeat_kv = preset_switch("repeat_kv", preset.repeat_kv, preset.repeat_kv);
   s.fp8_param_gather = read_switch(r, "fp8_param_gather", preset.fp8_param_gather);
   s.sp_saves_gathered = read_switch(r, "sp_saves_gathered", preset.sp_saves_gathered);
+  s.launch = r.optional_choice<LaunchMode>("launch", kLaunch);
+  s.limit_all_gathers = preset_switch("limit_all_gathers", preset.limit_all_gathers, preset.limit_all_gathers);
+  s.optimizer_impl = r.choice_or<OptimizerImpl>("optimizer_impl", preset.optimizer_impl, kOptimizerImpls);
+  if (!r.has("optimizer_impl") && preset.optimizer_impl != OptimizerImpl::Fused)
+    assume("optimizer_impl", optimizer_impl_name(s.optimizer_impl));
 }
 
 // "core_attn+mlp": each a Megatron-Core module name, none twice.
@@ -164,8 +172,8 @@ std::vector<RecomputeModule> read_recompute_modules(Reader& r) {
   while (start <= text.size()) {
     const std::size_t end = std::min(text.find('+', start), text.size());
     const std::string_view token(text.data() + start, end - start);
-    const auto it =
-        std::find_if(kRecomputeModules.begin(), kRecomputeModules.end(), [&](const auto& c) { return c.name == token; });
+    const auto it = std::find_if(kRecomputeModules.begin(), kRecomputeModules.end(),
+                                 [&](const auto& c) { return c.name == token; });
     if (it == kRecomputeModules.end()) {
       std::string names;
       for (const auto& c : kRecomputeModules) names += fmt::format("{}{}", names.empty() ? "" : ", ", c.name);
@@ -225,6 +233,16 @@ std::string_view fp8_recipe_name(Fp8Recipe recipe) {
 }
 std::string_view loss_name(LossImpl loss) {
   return choice_name<LossImpl>(kLoss, loss);
+}
+std::string_view optimizer_impl_name(OptimizerImpl impl) {
+  return choice_name<OptimizerImpl>(kOptimizerImpls, impl);
+}
+std::string_view launch_name(LaunchMode mode) {
+  return choice_name<LaunchMode>(kLaunch, mode);
+}
+LaunchMode launch_of(const StrategySpec& s) {
+  if (s.launch) return *s.launch;
+  return s.compile && framework_preset(s.framework).compile_is_torch_compile ? LaunchMode::Compiled : LaunchMode::Eager;
 }
 std::string_view cp_comm_name(CpComm comm) {
   return choice_name<CpComm>(kCpComm, comm);
@@ -307,6 +325,11 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.fp8_param_gather != preset.fp8_param_gather)
     out += fmt::format(",fp8_param_gather={}", on_off(s.fp8_param_gather));
   if (s.reshard_after_forward) out += fmt::format(",reshard_after_forward={}", on_off(*s.reshard_after_forward));
+  if (s.launch) out += fmt::format(",launch={}", launch_name(*s.launch));
+  if (s.limit_all_gathers != preset.limit_all_gathers)
+    out += fmt::format(",limit_all_gathers={}", on_off(s.limit_all_gathers));
+  if (s.optimizer_impl != preset.optimizer_impl)
+    out += fmt::format(",optimizer_impl={}", optimizer_impl_name(s.optimizer_impl));
   if (s.first_stage_layers) out += fmt::format(",first_stage_layers={}", *s.first_stage_layers);
   if (s.last_stage_layers) out += fmt::format(",last_stage_layers={}", *s.last_stage_layers);
   if (s.order != defaults.order) out += fmt::format(",order={}", order_text(s.order));

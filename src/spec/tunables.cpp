@@ -96,6 +96,7 @@ using P = ProtocolTuning;
 constexpr auto kK = &Tunables::kernels;
 constexpr auto kC = &Tunables::collectives;
 constexpr auto kM = &Tunables::memory;
+constexpr auto kH = &Tunables::host;
 
 constexpr std::array kFields{
     field<kK, &K::gemm_ceiling>(
@@ -103,8 +104,7 @@ constexpr std::array kFields{
         "share of peak a large GEMM reaches once tiles fill every SM",
         "reproduces the 253.7 TFLOP/s of an 8192³ bf16 GEMM on A100 (cuBLASLt) with the tile and K terms", true),
     field<kK, &K::fp8_gemm_ceiling>(
-        "kernels", "fp8_gemm_ceiling", TunableKind::Share, kShare,
-        "the same for FP8 GEMMs (against the FP8 peak)",
+        "kernels", "fp8_gemm_ceiling", TunableKind::Share, kShare, "the same for FP8 GEMMs (against the FP8 peak)",
         "fitted per device to FP8 GEMM microbenchmarks (tools: trainsim calibrate --microbenchmarks)", true),
     field<kK, &K::sustained_fraction>(
         "kernels", "sustained_fraction", TunableKind::Share, kShare,
@@ -157,8 +157,7 @@ constexpr std::array kFields{
                                      "FlashAttention-2 at head dim 64 relative to 128 (interpolated in log2)",
                                      "device microbenchmarks (docs/model.md \"Devices\")"),
     field<kK, &K::flash_hd256_factor>("kernels", "flash_hd256_factor", TunableKind::Number, {0, 4, true},
-                                      "FlashAttention-2 at head dim 256 relative to 128",
-                                      "device microbenchmarks"),
+                                      "FlashAttention-2 at head dim 256 relative to 128", "device microbenchmarks"),
     field<kK, &K::flash3_fwd_efficiency>("kernels", "flash3_fwd_efficiency", TunableKind::Share, kShare,
                                          "FlashAttention-3's share of peak, forward, head dim 128 (Hopper)",
                                          "device microbenchmarks (FlashAttention-3 README charts)", true),
@@ -181,6 +180,22 @@ constexpr std::array kFields{
                                         true),
     field<kK, &K::cudnn_hd64_factor>("kernels", "cudnn_hd64_factor", TunableKind::Number, {0, 4, true},
                                      "cuDNN attention at head dim 64 relative to 128", "device microbenchmarks"),
+    field<kK, &K::flash1_fwd_efficiency>(
+        "kernels", "flash1_fwd_efficiency", TunableKind::Share, kShare,
+        "forward rate of FlashAttention v1 (and of its Triton port, attention=triton), "
+        "share of the bf16 peak at head dim 128 on long sequences",
+        "device microbenchmarks (FlashAttention-2 README's A100 and H100 figures, "
+        "FlashAttention bars)",
+        true),
+    field<kK, &K::flash1_bwd_efficiency>("kernels", "flash1_bwd_efficiency", TunableKind::Share, kShare,
+                                         "backward rate of FlashAttention v1, share of the bf16 peak",
+                                         "device microbenchmarks", true),
+    field<kK, &K::flash1_hd64_factor>("kernels", "flash1_hd64_factor", TunableKind::Number, {0, 4, true},
+                                      "FlashAttention v1's rate at head dim 64 relative to 128",
+                                      "device microbenchmarks"),
+    field<kK, &K::flash1_hd256_factor>("kernels", "flash1_hd256_factor", TunableKind::Number, {0, 4, true},
+                                       "FlashAttention v1's rate at head dim 256 relative to 128",
+                                       "device microbenchmarks (none: as at 128)"),
     field<kK, &K::cudnn_hd256_factor>("kernels", "cudnn_hd256_factor", TunableKind::Number, {0, 4, true},
                                       "cuDNN attention at head dim 256 relative to 128", "device microbenchmarks"),
     field<kK, &K::attention_seq_overhead>("kernels", "attention_seq_overhead", TunableKind::Number, {0, 1e6},
@@ -227,6 +242,13 @@ constexpr std::array kFields{
                                "data-, context-, expert- or pipeline-parallel collective runs on the other SMs "
                                "(0: no contention)",
                                "NCCL launches one thread block per channel (its kernels' grid is the channel count)"),
+    field<kC, &C::proxy_step_latency>("collectives", "proxy_step_latency", TunableKind::Duration, kSmallDuration,
+                                      "latency floor of every step inside a node of a ring that spans nodes (Simple; "
+                                      "LL and LL128 scale it by their latency factors): each step waits for the "
+                                      "network proxy's progress however fast the NVLink hop",
+                                      "NCCL src/graph/tuning.cc: ring latency adds max(intraLat, netOverhead) per "
+                                      "intra-node step when nNodes > 1; netOverhead is 1 µs on Intel hosts, ×3 for "
+                                      "Simple (v2.18.5-1 to v2.30.7-1; tests/reference/collected/fidelity)"),
     field<kC, &C::in_switch_latency>("collectives", "in_switch_latency", TunableKind::Duration, kSmallDuration,
                                      "extra latency of in-switch reduction: multimem set-up and switch reduction",
                                      "NCCL tuning.cc baseLat for NVLS"),
@@ -244,6 +266,19 @@ constexpr std::array kFields{
         "simple_bandwidth_factor", "share of the link rate Simple's payload gets", "NCCL: Simple moves payload only"),
     protocol_field<&C::simple, &P::latency_factor>("simple_latency_factor", "Simple's per-step latency factor",
                                                    "the reference of the other two"),
+    field<kH, &HostTuning::eager_launch>("host", "eager_launch", TunableKind::Duration, kSmallDuration,
+                                         "host time to launch one kernel through PyTorch's dispatcher from Python "
+                                         "(an eager op, or a fused module's kernel)",
+                                         "HOST_EAGER_SOURCE"),
+    field<kH, &HostTuning::compiled_launch>("host", "compiled_launch", TunableKind::Duration, kSmallDuration,
+                                            "host time to launch one kernel from torch.compile's generated code",
+                                            "HOST_COMPILED_SOURCE"),
+    field<kH, &HostTuning::graph_launch>("host", "graph_launch", TunableKind::Duration, kSmallDuration,
+                                         "host time to replay one captured CUDA graph (a layer's pass)",
+                                         "HOST_GRAPH_SOURCE"),
+    field<kH, &HostTuning::collective_launch>("host", "collective_launch", TunableKind::Duration, kSmallDuration,
+                                              "host time of one collective call through ProcessGroupNCCL",
+                                              "HOST_COLLECTIVE_SOURCE"),
     field<kM, &MemoryTuning::runtime_reserved>("memory", "runtime_reserved", TunableKind::Bytes, {0, 1e13},
                                                "resident before the first step: CUDA context and cuBLAS workspaces",
                                                "assumed: the CUDA context takes about 0.5 GiB on Hopper, PyTorch's "

@@ -37,7 +37,8 @@ std::optional<spec::AttentionImpl> impl_of(const std::string& text) {
   if (text == "FlashAttention-2") return spec::AttentionImpl::Flash;
   if (text == "FlashAttention-3") return spec::AttentionImpl::Flash3;
   if (text == "cuDNN") return spec::AttentionImpl::Cudnn;
-  return std::nullopt;  // PyTorch's unfused attention, Triton's tutorial kernel, FlashAttention 1
+  if (text == "FlashAttention") return spec::AttentionImpl::Flash1;  // flash-attn 1.x
+  return std::nullopt;  // PyTorch's unfused attention, Triton's tutorial kernel
 }
 
 std::optional<GemmBench> read_gemm(const json& r) {
@@ -82,7 +83,8 @@ std::optional<AttentionBench> read_attention(const json& r, std::vector<std::str
 Microbenchmarks read_microbenchmarks(const std::string& path, const std::string& device_match) {
   const auto doc = spec::load_json_file(path);
   if (!doc.is_object() || !doc.contains("rows") || !doc["rows"].is_array())
-    throw SpecError(path, "/rows", "missing; expected a list of microbenchmark rows (tests/reference/modern/devices.json)");
+    throw SpecError(path, "/rows",
+                    "missing; expected a list of microbenchmark rows (tests/reference/modern/devices.json)");
   Microbenchmarks out{.device = device_match};
   for (const auto& r : doc["rows"]) {
     if (!r.is_object() || !matches(string_of(r, "gpu"), device_match)) continue;
@@ -106,7 +108,7 @@ Microbenchmarks read_microbenchmarks(const std::string& path, const std::string&
 }
 
 double modelled_tflops(const GemmBench& g, model::KernelContext ctx) {
-  ctx.tuning.sustained_fraction = 1.0;  // a microbenchmark runs at its own clocks
+  ctx.tuning.sustained_fraction = 1.0;       // a microbenchmark runs at its own clocks
   ctx.tuning.kernel_gap = Duration::zero();  // and launches back to back: the next launch hides in this kernel
   ctx.gemm_dtype = g.dtype;
   ctx.dtype = g.dtype == spec::Dtype::Fp8 ? spec::Dtype::Bf16 : g.dtype;

@@ -124,7 +124,8 @@ struct ImplKeys {
 };
 constexpr ImplKeys kImpls[] = {{spec::AttentionImpl::Flash, "flash"},
                                {spec::AttentionImpl::Flash3, "flash3"},
-                               {spec::AttentionImpl::Cudnn, "cudnn"}};
+                               {spec::AttentionImpl::Cudnn, "cudnn"},
+                               {spec::AttentionImpl::Flash1, "flash1"}};
 
 // One implementation's parameters: forward efficiency at head dim 128, the head-dim factors, the
 // backward over forward ratio.
@@ -143,6 +144,11 @@ void set_impl(spec::KernelTuning& t, spec::AttentionImpl impl, const ImplFit& f)
     case spec::AttentionImpl::Cudnn:
       t.cudnn_fwd_efficiency = f.fwd, t.cudnn_bwd_efficiency = bwd, t.cudnn_hd64_factor = f.hd64,
       t.cudnn_hd256_factor = f.hd256;
+      return;
+    case spec::AttentionImpl::Flash1:
+    case spec::AttentionImpl::Triton:
+      t.flash1_fwd_efficiency = f.fwd, t.flash1_bwd_efficiency = bwd, t.flash1_hd64_factor = f.hd64,
+      t.flash1_hd256_factor = f.hd256;
       return;
     case spec::AttentionImpl::Flash:
     case spec::AttentionImpl::Unfused:
@@ -226,7 +232,7 @@ void fit_attention(const std::vector<AttentionBench>& rows, model::KernelContext
         fits[spec::AttentionImpl::Flash] = fit_impl(rows, spec::AttentionImpl::Flash, ctx, kDefaultBackwardRatio, l);
         loss += l;
         const double ratio = fits[spec::AttentionImpl::Flash].fitted_ratio ? fits[spec::AttentionImpl::Flash].ratio
-                                                                            : kDefaultBackwardRatio;
+                                                                           : kDefaultBackwardRatio;
         for (const auto impl : {spec::AttentionImpl::Flash3, spec::AttentionImpl::Cudnn}) {
           fits[impl] = fit_impl(rows, impl, ctx, ratio, l);
           loss += l;
@@ -234,6 +240,16 @@ void fit_attention(const std::vector<AttentionBench>& rows, model::KernelContext
         if (loss < best_loss) best_loss = loss, best = ctx.tuning, best_fits = fits;
       }
     }
+  }
+  // FlashAttention v1 at the sequence terms the current kernels chose (its older kernel does not
+  // choose them), with FlashAttention-2's backward ratio unless its own rows tell
+  {
+    auto t = ctx;
+    t.tuning = best;
+    const auto& flash = best_fits[spec::AttentionImpl::Flash];
+    double l = 0;
+    best_fits[spec::AttentionImpl::Flash1] =
+        fit_impl(rows, spec::AttentionImpl::Flash1, t, flash.fitted_ratio ? flash.ratio : kDefaultBackwardRatio, l);
   }
   out.set("kernels", "attention_seq_overhead", best.attention_seq_overhead);
   out.set("kernels", "attention_causal_efficiency", best.attention_causal_efficiency);
@@ -271,15 +287,16 @@ void fit_collectives(const std::vector<AllReduceBench>& rows, const CostModelFac
   // NCCL's own choice ("auto") may be in-switch reduction too: fit its parameters whenever the
   // model reaches for it
   const bool nvls = std::any_of(rows.begin(), rows.end(), [&](const auto& a) {
-    return a.algorithm == "nvls" || factory(tuning)->cost(cost::AllReduce{Bytes{a.bytes}},
-                                                          [&] {
-                                                            cost::Group g;
-                                                            for (int d = 0; d < a.gpus; ++d)
-                                                              g.devices.push_back(
-                                                                  topo::DeviceId{static_cast<std::uint32_t>(d)});
-                                                            return g;
-                                                          }())
-                                              .algorithm == "nvls";
+    return a.algorithm == "nvls" ||
+           factory(tuning)
+                   ->cost(cost::AllReduce{Bytes{a.bytes}},
+                          [&] {
+                            cost::Group g;
+                            for (int d = 0; d < a.gpus; ++d)
+                              g.devices.push_back(topo::DeviceId{static_cast<std::uint32_t>(d)});
+                            return g;
+                          }())
+                   .algorithm == "nvls";
   });
   double best = collective_loss(rows, factory, tuning);
   for (int round = 0; round < 4; ++round) {
@@ -322,9 +339,9 @@ MicrobenchFit fit_microbenchmarks(const Microbenchmarks& bench, const spec::Devi
   model::KernelContext ctx{.device = &device, .tuning = start.kernels};
   if (bench.triad_Bps) {
     values.set("kernels", "hbm_efficiency", *bench.triad_Bps / device.memory_bandwidth.bytes_per_s);
-    fit.residuals.push_back({"HBM STREAM triad", *bench.triad_Bps / 1e12,
-                             device.memory_bandwidth.bytes_per_s / 1e12 * *bench.triad_Bps /
-                                 device.memory_bandwidth.bytes_per_s});
+    fit.residuals.push_back(
+        {"HBM STREAM triad", *bench.triad_Bps / 1e12,
+         device.memory_bandwidth.bytes_per_s / 1e12 * *bench.triad_Bps / device.memory_bandwidth.bytes_per_s});
   }
   if (!bench.gemms.empty()) fit_gemms(bench.gemms, ctx, values);
   spec::Tunables tuned = start;
@@ -338,20 +355,19 @@ MicrobenchFit fit_microbenchmarks(const Microbenchmarks& bench, const spec::Devi
     std::vector<AllReduceBench> training_sizes;
     for (const auto& a : bench.all_reduce)
       if (a.bytes >= kTrainingCollectiveBytes) training_sizes.push_back(a);
-    fit_collectives(training_sizes.empty() ? bench.all_reduce : training_sizes, node_costs, tuned.collectives,
-                    values);
+    fit_collectives(training_sizes.empty() ? bench.all_reduce : training_sizes, node_costs, tuned.collectives, values);
     values.apply(tuned);
   }
 
   ctx.tuning = tuned.kernels;
   for (const auto& g : bench.gemms)
-    fit.residuals.push_back({fmt::format("{} GEMM {}x{}x{}", spec::dtype_name(g.dtype), g.m, g.n, g.k), g.tflops,
-                             modelled_tflops(g, ctx)});
+    fit.residuals.push_back(
+        {fmt::format("{} GEMM {}x{}x{}", spec::dtype_name(g.dtype), g.m, g.n, g.k), g.tflops, modelled_tflops(g, ctx)});
   for (const auto& a : bench.attention)
-    fit.residuals.push_back({fmt::format("{} {} hd{} s{}{}", spec::attention_name(a.impl),
-                                         a.forward_only ? "fwd" : "fwd+bwd", a.head_dim, a.seq_len,
-                                         a.causal ? " causal" : ""),
-                             a.tflops, modelled_tflops(a, ctx)});
+    fit.residuals.push_back(
+        {fmt::format("{} {} hd{} s{}{}", spec::attention_name(a.impl), a.forward_only ? "fwd" : "fwd+bwd", a.head_dim,
+                     a.seq_len, a.causal ? " causal" : ""),
+         a.tflops, modelled_tflops(a, ctx)});
   if (node_costs) {
     const auto costs = node_costs(tuned.collectives);
     for (const auto& a : bench.all_reduce)

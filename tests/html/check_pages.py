@@ -116,7 +116,7 @@ threads = {(e['pid'], e['tid']) for e in timeline['traceEvents'] if e.get('ph') 
 dom = open_page('run', page)
 check(dom.count('g', 'gantt-row') == len(threads),
       f'run: {dom.count("g", "gantt-row")} Gantt rows, the timeline has {len(threads)} streams with tasks')
-check(dom.count('rect', 'bar') == 8 + 6, f'run: {dom.count("rect", "bar")} bars in the two stacked bars, expected 14')
+check(dom.count('rect', 'bar') == 9 + 6, f'run: {dom.count("rect", "bar")} bars in the two stacked bars, expected 15')
 check(dom.count('polyline', 'series') == 8, f'run: {dom.count("polyline", "series")} memory lines, expected 8 stages')
 check(dom.count('tr') >= 2, 'run: no collectives table')
 check_figures('run', dom, report)

@@ -14,6 +14,8 @@ namespace trainsim::driver {
 struct Breakdown {
   double compute_s = 0;
   double exposed_comm_s = 0;
+  // the device idle while the host is still launching its next work (docs/model.md "Host overhead")
+  double host_bound_s = 0;
   double bubble_s = 0;
 };
 
@@ -35,8 +37,8 @@ struct Simulation {
   // per communication category (pipeline transfers aside): its time with the compute stream idle,
   // mean per rank (categories may overlap one another)
   std::vector<std::pair<std::string, double>> exposed_s;
-  std::int64_t peak_memory = 0;                             // the highest pool peak
-  std::size_t peak_rank = 0;                                // index into Lowered::ranks
+  std::int64_t peak_memory = 0;  // the highest pool peak
+  std::size_t peak_rank = 0;     // index into Lowered::ranks
   std::size_t tasks = 0;
   std::uint64_t events = 0;
   std::size_t simulated_ranks = 0;

@@ -24,14 +24,19 @@ enum class StreamKind : std::uint16_t {
   PpSendNext,
   PpRecvPrev,
   PpSendPrev,
-  PpRecvNext
+  PpRecvNext,
+  Host  // the CPU thread that launches the rank's work (docs/model.md "Host overhead")
 };
-inline constexpr int kStreamKinds = 9;
+inline constexpr int kStreamKinds = 10;
+// A device stream that carries communication (not the compute stream, not the host).
+inline bool is_comm_stream(StreamKind kind) {
+  return kind != StreamKind::Compute && kind != StreamKind::Host;
+}
 std::string_view stream_kind_name(StreamKind kind);
 
 // Task categories, for breakdowns.
-enum class Category : std::uint16_t { Compute, Recompute, Optimizer, TpComm, CpComm, EpComm, DpComm, PpComm };
-inline constexpr int kCategories = 8;
+enum class Category : std::uint16_t { Compute, Recompute, Optimizer, TpComm, CpComm, EpComm, DpComm, PpComm, Host };
+inline constexpr int kCategories = 9;
 std::string_view category_name(Category c);
 
 // Memory categories tracked separately at the peak.
@@ -41,6 +46,7 @@ struct LoweringOptions {
   bool full = false;  // simulate every rank instead of one representative per pipeline stage
   spec::KernelTuning kernel;
   spec::MemoryTuning memory;
+  spec::HostTuning host;
   int nccl_channels = spec::CollectiveTuning{}.channels;  // for NCCL's buffers (model::runtime_memory)
   // Perturbations (stragglers): each rank's compute kernels run this many times slower (indexed by
   // rank; empty or missing: 1)

@@ -69,6 +69,9 @@ double attention_efficiency(const AttentionCore& core, Pass pass, spec::Attentio
 // One pass of one kernel. Backward passes of GEMMs are the dX = dY·Wᵀ and dW = Xᵀ·dY GEMMs with
 // their own shapes; the attention backward (no weights) is all BackwardData.
 Duration kernel_time(const Op& op, Pass pass, const KernelContext& ctx);
+// How many kernels the host launches for an op's pass: one per GEMM or fused pass, FlashAttention's
+// three backward kernels, an FP8 recipe's casts, and an eager element-wise op's separate kernels.
+int kernel_launches(const Op& op, Pass pass, const KernelContext& ctx);
 // Forward, backward (both passes) of a list of kernels.
 Duration forward_time(const std::vector<Op>& ops, const KernelContext& ctx);
 Duration backward_time(const std::vector<Op>& ops, const KernelContext& ctx);

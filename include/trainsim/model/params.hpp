@@ -56,5 +56,9 @@ StageParams layer_params_on_gpu(const spec::ModelSpec& model, bool moe, int tp, 
 // embedding's copy), per GPU.
 double embedding_params_on_gpu(const spec::Job& job);
 double head_params_on_gpu(const spec::Job& job);
+// Parameter tensors of a layer on one GPU, as an optimizer iterates over them: each linear's weight
+// (and bias), each norm's weight (and LayerNorm's bias); an MoE layer's router and its `local_experts`
+// experts' matrices.
+int layer_parameter_tensors(const spec::ModelSpec& model, bool moe, int local_experts);
 
 }  // namespace trainsim::model

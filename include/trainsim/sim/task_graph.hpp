@@ -61,6 +61,9 @@ struct StreamInfo {
   std::string name;           // "compute", "tp-comm", ...
   std::uint32_t process = 0;  // the rank it belongs to
   std::uint16_t kind = 0;
+  // Its compute tasks run on the device's compute units, which communication kernels of the same
+  // process share (false: a host thread, which they do not slow).
+  bool device = true;
 };
 
 struct PoolInfo {
@@ -136,7 +139,7 @@ class TaskGraph {
   static constexpr std::uint32_t kCompute = kNone;  // Record::comm of a compute task
   // 32 bytes a task; a transfer's other fields are in comms_.
   struct Record {
-    Duration duration;  // a compute task's duration, a transfer's bandwidth-bound time
+    Duration duration;        // a compute task's duration, a transfer's bandwidth-bound time
     std::uint32_t label = 0;  // interned
     std::int32_t number = -1;
     std::uint32_t comm = kCompute;  // index in comms_

@@ -32,6 +32,17 @@ enum class Fp8Scaling { Delayed, Current };
 // --cross-entropy-fusion-impl te) and Liger write the gradient into the logits' own buffer during
 // the forward (2 bytes, `fused_inplace`).
 enum class LossImpl { VocabParallel, Upcast, Fused, FusedInplace };
+// How the host hands kernels to the GPU (docs/model.md "Host overhead"): one by one from Python
+// through PyTorch's dispatcher (eager PyTorch, and the fused modules of Megatron-LM, Transformer
+// Engine and Composer, which are Python calls too), from the code torch.compile generated, or as
+// replays of captured CUDA graphs (Megatron-Core's --enable-cuda-graph: one launch per layer pass).
+enum class LaunchMode { Eager, Compiled, CudaGraphs };
+// How the optimizer step is launched (torch.optim's implementations): one multi-tensor kernel per
+// chunk of tensors (fused: Apex/Transformer Engine FusedAdam, torch.optim's fused=True), a few
+// multi-tensor kernels per elementary op (foreach), or a Python loop over the parameters launching
+// each op per tensor and reading the step count back to the host (for_loop: torch.optim's
+// single-tensor path, Composer's DecoupledAdamW), which waits for the device once per tensor.
+enum class OptimizerImpl { Fused, Foreach, ForLoop };
 // Bytes per logit element (per rank's vocabulary shard) at the loss's peak.
 double loss_bytes_per_logit(LossImpl loss);
 
@@ -43,6 +54,11 @@ struct FrameworkPreset {
   bool overlap_grad_reduce;
   bool overlap_param_gather;
   bool compile;  // element-wise kernels fused (see StrategySpec::compile)
+  // `compile` is torch.compile (TorchTitan): compiled kernels are launched from generated code
+  // rather than op by op through the dispatcher.
+  bool compile_is_torch_compile;
+  bool limit_all_gathers;  // see StrategySpec::limit_all_gathers
+  OptimizerImpl optimizer_impl;
   Fp8Scaling fp8_scaling;
   // FP8 weight copies cast once per step and kept (Transformer Engine) or cast per micro-batch.
   bool fp8_weight_cache;
@@ -51,7 +67,7 @@ struct FrameworkPreset {
   // The linear layers keep their inputs' FP8 casts for the backward (Transformer Engine) rather
   // than the bf16 inputs (torchao's Float8Linear re-casts them in the backward).
   bool fp8_saves_casts;
-  bool fp8_param_gather;  // see StrategySpec::fp8_param_gather
+  bool fp8_param_gather;   // see StrategySpec::fp8_param_gather
   bool sp_saves_gathered;  // see StrategySpec::sp_saves_gathered
   // The ZeRO stages the framework offers (what a sweep tries).
   std::span<const int> zero_stages;

@@ -29,7 +29,10 @@ enum class RecomputeMethod { Block, Uniform };
 // PyTorch's SDPA), FlashAttention-3 (Hopper), cuDNN fused attention (Transformer Engine's default
 // on Hopper); or the unfused softmax(Q·Kᵀ)·V of Megatron-LM before them (batched GEMMs and
 // memory-bound softmax over a·s²).
-enum class AttentionImpl { Flash, Flash3, Cudnn, Unfused };
+// FlashAttention v1 ("flash1", flash-attn 1.x: llm-foundry's attn_impl "flash" until 2024) and its
+// Triton port (flash_attn_triton, llm-foundry's default attn_impl "triton" through 2023), which its
+// author measured as slightly slower than v1 forward and backward together, and which is priced as v1.
+enum class AttentionImpl { Flash, Flash3, Cudnn, Unfused, Flash1, Triton };
 inline bool is_fused(AttentionImpl a) {
   return a != AttentionImpl::Unfused;
 }
@@ -118,6 +121,14 @@ struct StrategySpec {
   // sequence parallelism, TorchTitan) instead of the sequence shard, all-gathered again in the
   // backward (Megatron-LM, Korthikanti et al.).
   bool sp_saves_gathered = false;
+  // How kernels are launched; absent: compiled where the framework's compile is torch.compile and
+  // compile is on, else eager (launch_of).
+  std::optional<LaunchMode> launch;
+  // FSDP1's rate limiter (FullyShardedDataParallel(limit_all_gathers=True)): the host blocks before
+  // an all-gather until the parameters gathered two units earlier are freed, so at most two units'
+  // parameters are gathered at once and the host runs at most that far ahead of the device.
+  bool limit_all_gathers = false;
+  OptimizerImpl optimizer_impl = OptimizerImpl::Fused;
   AssumedKeys assumed;
   friend bool operator==(const StrategySpec&, const StrategySpec&) = default;
 };
@@ -171,6 +182,9 @@ inline bool ep_folded(const StrategySpec& s) {
 inline int ep_outer(const StrategySpec& s) {
   return ep_folded(s) ? std::max(1, s.ep / s.tp) : s.ep;
 }
+LaunchMode launch_of(const StrategySpec& s);
+std::string_view launch_name(LaunchMode mode);
+std::string_view optimizer_impl_name(OptimizerImpl impl);
 inline bool reshard_after_forward_of(const StrategySpec& s) {
   return s.reshard_after_forward.value_or(s.pp == 1);
 }

@@ -48,6 +48,10 @@ struct KernelTuning {
   double cudnn_bwd_efficiency = 0.40;
   double cudnn_hd64_factor = 1.0;
   double cudnn_hd256_factor = 1.0;
+  double flash1_fwd_efficiency = 0.55;
+  double flash1_bwd_efficiency = 0.40;
+  double flash1_hd64_factor = 1.0;
+  double flash1_hd256_factor = 1.0;
   // Short sequences leave tiles partly idle: efficiency × s / (s + overhead); a causal mask also
   // wastes part of the diagonal blocks: × causal_efficiency × s / (s + causal overhead).
   double attention_seq_overhead = 0;
@@ -100,6 +104,9 @@ struct CollectiveTuning {
   // (0: communication never slows compute).
   double channel_sms = 1.0;
   Duration in_switch_latency = nanoseconds(23'000);
+  // Per-step latency floor of a ring's hops inside a node once the ring spans nodes, under Simple
+  // (the other protocols scale it by their latency factor).
+  Duration proxy_step_latency = nanoseconds(3'000);
   std::vector<CollectiveFit> fits;
   friend bool operator==(const CollectiveTuning&, const CollectiveTuning&) = default;
 };
@@ -115,10 +122,22 @@ struct MemoryTuning {
   friend bool operator==(const MemoryTuning&, const MemoryTuning&) = default;
 };
 
+// What the host, the CPU thread of a rank's training loop, spends handing work to the GPU
+// (docs/model.md "Host overhead"): kernels and collectives are launched in program order, the GPU
+// cannot run work the host has not launched yet, and the host runs ahead of the GPU otherwise.
+struct HostTuning {
+  Duration eager_launch = nanoseconds(10'000);
+  Duration compiled_launch = nanoseconds(5'000);
+  Duration graph_launch = nanoseconds(10'000);
+  Duration collective_launch = nanoseconds(20'000);
+  friend bool operator==(const HostTuning&, const HostTuning&) = default;
+};
+
 struct Tunables {
   KernelTuning kernels;
   CollectiveTuning collectives;
   MemoryTuning memory;
+  HostTuning host;
   friend bool operator==(const Tunables&, const Tunables&) = default;
 };
 
@@ -127,7 +146,7 @@ struct Tunables {
 enum class TunableKind { Share, Number, Integer, Duration, Bandwidth, Bytes };
 
 struct TunableField {
-  std::string_view section;  // the object of a calibration or device file: kernels, collectives, memory
+  std::string_view section;  // the object of a calibration or device file: kernels, collectives, memory, host
   std::string_view key;
   TunableKind kind;
   NumberRange range;  // in SI units (integers: whole numbers in the range)

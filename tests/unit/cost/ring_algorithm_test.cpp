@@ -103,3 +103,36 @@ TEST_CASE("an inter-node ring loads every NIC with one channel each way") {
   }
   CHECK(nic_links == 2 * 16);  // 16 NICs, up and down: same-rail hops never cross a spine
 }
+
+TEST_CASE("a ring that leaves the node pays the proxy's step latency on every hop inside a node") {
+  // NCCL's ring latency across nodes: max(intraLat, netOverhead) per intra-node step (tuning.cc).
+  // 16 ranks on 2 nodes: each channel's ring has 14 hops inside a node and 2 between them; an
+  // all-gather's chunk travels 15 of the 16 hops.
+  const double floor = 1e-3;  // far above any link's latency
+  auto with = textbook();
+  with.proxy_step_latency = Duration::from_seconds(floor);
+  auto without = textbook();
+  without.proxy_step_latency = Duration::zero();
+  test::CostFixture a(test::fat_tree_cluster(2, 40, true, 2), with);
+  test::CostFixture b(test::fat_tree_cluster(2, 40, true, 2), without);
+  const auto g = test::devices(0, 16);
+  const double hop = 0.2e-6;  // the node fabric's latency, GPU to GPU through the NVSwitch
+  const double added = a.model.cost(AllGather{mib(64)}, g, "ring").time.seconds() -
+                       b.model.cost(AllGather{mib(64)}, g, "ring").time.seconds();
+  CHECK(added == doctest::Approx(14 * (floor - hop) * 15.0 / 16).epsilon(1e-6));
+  // inside one node the ring never waits on a proxy
+  const auto node = test::devices(0, 8);
+  CHECK(a.model.cost(AllGather{mib(64)}, node, "ring").time == b.model.cost(AllGather{mib(64)}, node, "ring").time);
+}
+
+TEST_CASE("across nodes a ring's latency grows with its ranks, not its nodes") {
+  // the default floor: 3 µs per intra-node step under Simple
+  test::CostFixture f(test::fat_tree_cluster(64, 40, true, 2), textbook());
+  const auto small = [&](std::uint32_t ranks) {
+    return f.model.cost(AllGather{kib(64) * ranks}, test::devices(0, ranks), "ring").time.seconds();
+  };
+  // 256 more ranks on 32 more nodes: 224 more intra-node steps at 3 µs, 32 more network hops
+  const double growth = small(512) - small(256);
+  CHECK(growth > 224 * 3e-6);
+  CHECK(growth < 224 * 3e-6 + 32 * 10e-6 + 256 * 64e3 / 25e9);
+}

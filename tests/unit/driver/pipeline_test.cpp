@@ -50,6 +50,8 @@ driver::RunOptions free_communication() {
   driver::RunOptions o;
   o.overrides.set("collectives", "launch", 0);
   o.overrides.set("kernels", "kernel_gap", 0);
+  for (const auto* key : {"eager_launch", "compiled_launch", "graph_launch", "collective_launch"})
+    o.overrides.set("host", key, 0);
   return o;
 }
 
