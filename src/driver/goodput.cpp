@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -48,7 +49,36 @@ void monte_carlo(GoodputReport& r, const GoodputRequest& request) {
   r.tokens_trained = percentiles(tokens);
   for (std::size_t c = 0; c < by_class.size(); ++c)
     r.interruptions_by_cause.emplace_back(r.model.classes[c].cause, by_class[c] / n);
+}
 
+// The Monte Carlo runs event by event (each failure, restart attempt and checkpoint): what it is
+// asked must end in a bounded number of them, or the command would not end at all.
+constexpr double kMaxYears = 100;
+constexpr double kMaxEvents = 1e9;  // over all samples
+
+void check_bounded(const GoodputReport& r, const spec::ReliabilitySpec& reliability, const GoodputRequest& request) {
+  constexpr double kYear = 365.25 * 86400;
+  const double mtbf = r.model.mtbf_s();
+  if (request.tokens && r.work_s > kMaxYears * kYear)
+    throw SpecError("--tokens", "",
+                    fmt::format("{:g} tokens take {:.3g} years of failure-free training at {:.4g} s per step of {:g} "
+                                "tokens; goodput simulates runs of at most {:.0f} years",
+                                *request.tokens, r.work_s / kYear, r.step_s, r.tokens_per_step, kMaxYears));
+  // a restart completes with probability e^(−restart/MTBF), a checkpoint interval likewise
+  const double wall = request.tokens ? r.closed_wall_s : *r.horizon_s;
+  const double events = (std::isfinite(wall) ? wall : std::numeric_limits<double>::infinity()) *
+                        (1 / mtbf + 1 / r.model.interval_s) * request.samples;
+  if (!(events <= kMaxEvents))
+    throw SpecError(
+        reliability.source, "",
+        fmt::format(
+            "the job cannot make progress in bounded time: a restart takes {:.4g} s and a "
+            "checkpoint interval and its save {:.4g} s against the job's MTBF of {:.4g} s, so {} would take about "
+            "{:.3g} failures and checkpoints over {} samples (at most {:.0e}); check the failure "
+            "rates, or ask for fewer --samples",
+            r.model.restart_s, r.model.interval_s + r.model.checkpoint_s, mtbf,
+            request.tokens ? fmt::format("{:g} tokens", *request.tokens) : fmt::format("{:g} days", *request.days),
+            events, request.samples, kMaxEvents));
 }
 
 // Every figure in force, in words.
@@ -57,24 +87,22 @@ std::vector<std::string> assumptions(const GoodputReport& r, const spec::Reliabi
   const auto& job = *r.job;
   const auto& k = reliability.checkpoint;
   const double mtbf = r.model.mtbf_s();
-  return {
-      fmt::format("failures: {} causes from \"{}\", {:.3g} per hour for {} GPUs on {} nodes (MTBF {:.2f} h)",
-                  r.model.classes.size(), reliability.name, 3600 / mtbf, job.gpus, r.nodes, mtbf / 3600),
-      fmt::format("checkpoint: {:.3g} GB of weights and optimizer state, written in {:.1f} s, loaded in {:.1f} s; "
-                  "training stalls {:.1f} s per save{}",
-                  r.checkpoint_bytes / 1e9, r.checkpoint_write_s, r.checkpoint_load_s, r.model.checkpoint_s,
-                  k.asynchronous ? " (asynchronous: the copy to host memory)" : ""),
-      fmt::format("checkpoint interval {:.0f} s ({:.0f} steps){}", r.model.interval_s,
-                  r.model.interval_s / r.step_s, r.interval_optimal ? ", Daly's optimum" : ""),
-      fmt::format("restart {:.0f} s: detection {:.0f} s, rescheduling {:.0f} s, initialization {:.0f} s, loading "
-                  "{:.1f} s",
-                  r.model.restart_s, reliability.restart.detection_s, reliability.restart.rescheduling_s,
-                  reliability.restart.initialization_s, r.checkpoint_load_s),
-      reliability.repair_s > 0
-          ? fmt::format("{} spare nodes; a failed node is back after {:.1f} h", reliability.spare_nodes,
-                        reliability.repair_s / 3600)
-          : std::string("failed nodes are replaced at once (no repair time given)"),
-      fmt::format("{} Monte Carlo samples from seed {}", request.samples, request.seed)};
+  return {fmt::format("failures: {} causes from \"{}\", {:.3g} per hour for {} GPUs on {} nodes (MTBF {:.2f} h)",
+                      r.model.classes.size(), reliability.name, 3600 / mtbf, job.gpus, r.nodes, mtbf / 3600),
+          fmt::format("checkpoint: {:.3g} GB of weights and optimizer state, written in {:.1f} s, loaded in {:.1f} s; "
+                      "training stalls {:.1f} s per save{}",
+                      r.checkpoint_bytes / 1e9, r.checkpoint_write_s, r.checkpoint_load_s, r.model.checkpoint_s,
+                      k.asynchronous ? " (asynchronous: the copy to host memory)" : ""),
+          fmt::format("checkpoint interval {:.0f} s ({:.0f} steps){}", r.model.interval_s,
+                      r.model.interval_s / r.step_s, r.interval_optimal ? ", Daly's optimum" : ""),
+          fmt::format("restart {:.0f} s: detection {:.0f} s, rescheduling {:.0f} s, initialization {:.0f} s, loading "
+                      "{:.1f} s",
+                      r.model.restart_s, reliability.restart.detection_s, reliability.restart.rescheduling_s,
+                      reliability.restart.initialization_s, r.checkpoint_load_s),
+          reliability.repair_s > 0 ? fmt::format("{} spare nodes; a failed node is back after {:.1f} h",
+                                                 reliability.spare_nodes, reliability.repair_s / 3600)
+                                   : std::string("failed nodes are replaced at once (no repair time given)"),
+          fmt::format("{} Monte Carlo samples from seed {}", request.samples, request.seed)};
 }
 
 }  // namespace
@@ -114,9 +142,10 @@ GoodputReport build_goodput_report(const spec::Job& job, const spec::Reliability
     const double units = c.per == spec::FailureUnit::Gpu    ? static_cast<double>(job.gpus)
                          : c.per == spec::FailureUnit::Node ? static_cast<double>(r.nodes)
                                                             : 1.0;
-    if (c.rate_per_unit_hour > 0) r.model.classes.push_back({c.cause, c.rate_per_unit_hour * units / 3600, c.replaces_node});
+    if (c.rate_per_unit_hour > 0)
+      r.model.classes.push_back({c.cause, c.rate_per_unit_hour * units / 3600, c.replaces_node});
   }
-  if (r.model.classes.empty()) throw SpecError(reliability.name, "/failures", "every failure rate is zero");
+  if (r.model.classes.empty()) throw SpecError(reliability.source, "/failures", "every failure rate is zero");
 
   // the checkpoint: each parameter's training copy and optimizer state, once, written in parallel
   // by every rank (distributed checkpointing spreads replicated state over the replicas)
@@ -130,9 +159,8 @@ GoodputReport build_goodput_report(const spec::Job& job, const spec::Reliability
   };
   r.checkpoint_write_s = transfer(k.write_bandwidth, k.node_write_bandwidth);
   r.checkpoint_load_s = transfer(k.read_bandwidth, k.node_read_bandwidth);
-  r.model.checkpoint_s = k.asynchronous
-                             ? r.checkpoint_bytes / static_cast<double>(job.gpus) / k.host_copy_bandwidth
-                             : r.checkpoint_write_s;
+  r.model.checkpoint_s = k.asynchronous ? r.checkpoint_bytes / static_cast<double>(job.gpus) / k.host_copy_bandwidth
+                                        : r.checkpoint_write_s;
   r.model.restart_s = reliability.restart.detection_s + reliability.restart.rescheduling_s +
                       reliability.restart.initialization_s + r.checkpoint_load_s;
   r.model.spare_nodes = reliability.spare_nodes;
@@ -160,6 +188,12 @@ GoodputReport build_goodput_report(const spec::Job& job, const spec::Reliability
     r.closed_wall_s = *r.horizon_s;
   }
 
+  check_bounded(r, reliability, request);
+  if (r.closed_ettr < 0.01)
+    r.warnings.push_back(
+        fmt::format("the job makes almost no progress: ETTR {:.2g}% (closed form), a restart of {:.4g} s "
+                    "and a checkpoint interval of {:.4g} s against an MTBF of {:.4g} s",
+                    r.closed_ettr * 100, r.model.restart_s, r.model.interval_s, mtbf));
   monte_carlo(r, request);
   r.assumptions = assumptions(r, reliability, request);
   return r;

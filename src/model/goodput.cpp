@@ -21,8 +21,7 @@ double daly_interval(double checkpoint_s, double mtbf_s) {
 }
 
 double expected_wall_time(double work_s, double interval_s, double checkpoint_s, double restart_s, double mtbf_s) {
-  return mtbf_s * std::exp(restart_s / mtbf_s) * std::expm1((interval_s + checkpoint_s) / mtbf_s) * work_s /
-         interval_s;
+  return mtbf_s * std::exp(restart_s / mtbf_s) * std::expm1((interval_s + checkpoint_s) / mtbf_s) * work_s / interval_s;
 }
 
 double GoodputModel::rate_per_s() const {
@@ -68,8 +67,8 @@ RunOutcome simulate_run(const GoodputModel& model, double work_s, double horizon
       }
       --spares;
     }
-    // the restart itself may be interrupted, and starts over
-    for (;;) {
+    // the restart itself may be interrupted, and starts over (until the horizon)
+    while (t < horizon_s) {
       const double next = random.exponential(rate);
       if (next >= model.restart_s) {
         t += model.restart_s;

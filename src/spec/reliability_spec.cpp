@@ -13,9 +13,9 @@ namespace {
 constexpr std::array<Choice<FailureUnit>, 3> kUnits{
     {{"gpu", FailureUnit::Gpu}, {"node", FailureUnit::Node}, {"job", FailureUnit::Job}}};
 
-constexpr NumberRange kBandwidth{1e6, 1e15, false};     // 1 MB/s to 1 PB/s
-constexpr NumberRange kTime{0, 30 * 86400.0, false};    // up to a month
-constexpr NumberRange kPeriod{3600, 1e9, false};        // an observation: an hour to decades
+constexpr NumberRange kBandwidth{1e6, 1e15, false};   // 1 MB/s to 1 PB/s
+constexpr NumberRange kTime{0, 30 * 86400.0, false};  // up to a month
+constexpr NumberRange kPeriod{3600, 1e9, false};      // an observation: an hour to decades
 constexpr double kHour = 3600;
 
 // One cause: an MTBF per unit, or a count over a period on a number of units.
@@ -55,6 +55,7 @@ ReliabilitySpec read_reliability_spec(const nlohmann::json& json, const std::str
   Reader root(json, "", diagnostics);
   ReliabilitySpec s;
   s.name = root.string("name");
+  s.source = source;
   root.sources();
   if (const auto* causes = root.value("failures"); causes && causes->is_array() && !causes->empty()) {
     for (std::size_t i = 0; i < causes->size(); ++i) {
@@ -70,8 +71,8 @@ ReliabilitySpec read_reliability_spec(const nlohmann::json& json, const std::str
   if (auto c = root.optional_object("checkpoint")) {
     auto& k = s.checkpoint;
     k.write_bandwidth = c->quantity("write_bandwidth", QuantityKind::Bandwidth, kBandwidth);
-    k.read_bandwidth = c->optional_quantity("read_bandwidth", QuantityKind::Bandwidth, kBandwidth)
-                           .value_or(k.write_bandwidth);
+    k.read_bandwidth =
+        c->optional_quantity("read_bandwidth", QuantityKind::Bandwidth, kBandwidth).value_or(k.write_bandwidth);
     k.node_write_bandwidth =
         c->optional_quantity("node_write_bandwidth", QuantityKind::Bandwidth, kBandwidth).value_or(0);
     k.node_read_bandwidth = c->optional_quantity("node_read_bandwidth", QuantityKind::Bandwidth, kBandwidth)
@@ -80,8 +81,9 @@ ReliabilitySpec read_reliability_spec(const nlohmann::json& json, const std::str
     k.host_copy_bandwidth =
         c->optional_quantity("host_copy_bandwidth", QuantityKind::Bandwidth, kBandwidth).value_or(0);
     if (k.asynchronous && k.host_copy_bandwidth == 0)
-      c->error_at("host_copy_bandwidth", "missing: an asynchronous save stalls training while it copies the state "
-                                         "to host memory");
+      c->error_at("host_copy_bandwidth",
+                  "missing: an asynchronous save stalls training while it copies the state "
+                  "to host memory");
     k.interval_s = c->optional_quantity("interval", QuantityKind::Duration, {1, 1e8, false});
     c->finish();
   } else {

@@ -62,14 +62,22 @@ constexpr Flavour kFlavours[] = {{"llama3", "8B", 32, 4096, 32, 8, 14336, 128256
                                  {"llama3", "405B", 126, 16384, 128, 8, 53248, 128256}};
 
 // Keys that leave a step's cost alone: jobs, logging, checkpoints, data, optimiser settings.
-const std::set<std::string, std::less<>> kCostFreeTables{"job",    "profiling", "metrics", "checkpoint", "optimizer",
-                                                         "lr_scheduler", "comm", "validation", "fault_tolerance",
-                                                         "memory_estimation", "experimental"};
+const std::set<std::string, std::less<>> kCostFreeTables{
+    "job",  "profiling",  "metrics",         "checkpoint",        "optimizer",   "lr_scheduler",
+    "comm", "validation", "fault_tolerance", "memory_estimation", "experimental"};
 
 // Keys of [training] that leave a step's cost alone.
-const std::set<std::string, std::less<>> kCostFreeTrainingKeys{
-    "steps", "warmup_steps", "max_norm", "dataset", "dataset_path", "gc_freq", "seed", "deterministic",
-    "gc_debug", "mixed_precision_param", "mixed_precision_reduce"};
+const std::set<std::string, std::less<>> kCostFreeTrainingKeys{"steps",
+                                                               "warmup_steps",
+                                                               "max_norm",
+                                                               "dataset",
+                                                               "dataset_path",
+                                                               "gc_freq",
+                                                               "seed",
+                                                               "deterministic",
+                                                               "gc_debug",
+                                                               "mixed_precision_param",
+                                                               "mixed_precision_reduce"};
 
 // Which schedule each of TorchTitan's pipeline schedules is closest to.
 struct ScheduleName {
@@ -208,15 +216,18 @@ class TitanReader {
       if (replicate > 1 && shard > 1) s_["zero_group"] = shard;
     } else if (replicate > 1) {
       root_.error_at("data_parallel_replicate_degree",
-                    "with data_parallel_shard_degree -1 the shard group is what remains: give both degrees for HSDP");
+                     "with data_parallel_shard_degree -1 the shard group is what remains: give both degrees for HSDP");
     }
     if (const auto async = flag("enable_async_tensor_parallel"); async && *async) s_["tp_overlap"] = "on";
     if (parallelism_ && parallelism_->has("fsdp_reshard_after_forward")) {
       const auto policy = parallelism_->string("fsdp_reshard_after_forward");
-      if (policy == "always") s_["reshard_after_forward"] = "on";
-      else if (policy == "never") s_["reshard_after_forward"] = "off";
+      if (policy == "always")
+        s_["reshard_after_forward"] = "on";
+      else if (policy == "never")
+        s_["reshard_after_forward"] = "off";
       else if (policy != "default")
-        parallelism_->error_at("fsdp_reshard_after_forward", fmt::format("\"{}\": expected default, always or never", policy));
+        parallelism_->error_at("fsdp_reshard_after_forward",
+                               fmt::format("\"{}\": expected default, always or never", policy));
     }
     return pp;
   }
@@ -231,14 +242,14 @@ class TitanReader {
                                        [&](const ScheduleName& n) { return n.titan == schedule; });
       if (known == std::end(kSchedules)) {
         root_.error_at("parallelism", fmt::format("pipeline_parallel_schedule \"{}\" is not one trainsim models "
-                                                 "(1F1B, GPipe, Interleaved1F1B; LoopedBFS, InterleavedZeroBubble, "
-                                                 "ZBVZeroBubble approximated)",
-                                                 schedule));
+                                                  "(1F1B, GPipe, Interleaved1F1B; LoopedBFS, InterleavedZeroBubble, "
+                                                  "ZBVZeroBubble approximated)",
+                                                  schedule));
       } else {
         s_["schedule"] = std::string(known->schedule);
         if (!known->exact)
-          out_.warnings.push_back(fmt::format("{}: pipeline schedule {} is simulated as {}", source_, schedule,
-                                             known->schedule));
+          out_.warnings.push_back(
+              fmt::format("{}: pipeline schedule {} is simulated as {}", source_, schedule, known->schedule));
         // looped schedules put two stages on each rank unless the layers per stage say otherwise
         if (known->schedule != "1f1b" && known->schedule != "gpipe") {
           if (const auto per_stage = degree("pipeline_parallel_layers_per_stage"))
@@ -256,16 +267,19 @@ class TitanReader {
     auto o = root_.optional_object("optimizer");
     if (!o || !o->has("name")) return;
     const auto name = o->string("name");
-    if (name == "AdamW") out_.training.optimizer = "adamw";
-    else if (name == "Adam") out_.training.optimizer = "adam";
-    else o->error_at("name", fmt::format("\"{}\": expected AdamW or Adam", name));
+    if (name == "AdamW")
+      out_.training.optimizer = "adamw";
+    else if (name == "Adam")
+      out_.training.optimizer = "adam";
+    else
+      o->error_at("name", fmt::format("\"{}\": expected AdamW or Adam", name));
   }
 
   // [training]: the local batch, the sequence, mixed precision.
   void training(std::int64_t pp) {
     if (training_) {
       const auto local = training_->has("local_batch_size") ? training_->integer("local_batch_size", {1, 1 << 30})
-                                                           : training_->integer_or("batch_size", 8, {1, 1 << 30});
+                                                            : training_->integer_or("batch_size", 8, {1, 1 << 30});
       out_.local_batch = local;
       if (pp == 1) s_["mb"] = local;  // no pipeline: each rank's batch is one micro-batch
       out_.seq_len_key = "/training/seq_len";
@@ -280,15 +294,21 @@ class TitanReader {
       if (const auto seq = training_->optional_integer("seq_len", {1, 1 << 24})) out_.training.seq_len = *seq;
       if (training_->has("mixed_precision_param")) {
         const auto param = training_->string("mixed_precision_param");
-        if (param == "bfloat16") out_.training.dtype = "bf16";
-        else if (param == "float32") out_.training.dtype = "fp32";
-        else training_->error_at("mixed_precision_param", fmt::format("\"{}\": expected bfloat16 or float32", param));
+        if (param == "bfloat16")
+          out_.training.dtype = "bf16";
+        else if (param == "float32")
+          out_.training.dtype = "fp32";
+        else
+          training_->error_at("mixed_precision_param", fmt::format("\"{}\": expected bfloat16 or float32", param));
       }
       if (training_->has("mixed_precision_reduce")) {
         const auto reduce = training_->string("mixed_precision_reduce");
-        if (reduce == "float32") s_["grad_reduce_dtype"] = "fp32";
-        else if (reduce == "bfloat16") s_["grad_reduce_dtype"] = "bf16";
-        else training_->error_at("mixed_precision_reduce", fmt::format("\"{}\": expected float32 or bfloat16", reduce));
+        if (reduce == "float32")
+          s_["grad_reduce_dtype"] = "fp32";
+        else if (reduce == "bfloat16")
+          s_["grad_reduce_dtype"] = "bf16";
+        else
+          training_->error_at("mixed_precision_reduce", fmt::format("\"{}\": expected float32 or bfloat16", reduce));
       }
       if (training_->has("compile")) s_["compile"] = training_->boolean("compile") ? "on" : "off";
     } else {
@@ -354,9 +374,13 @@ class TitanReader {
       if (f8->has("enable_float8_linear")) float8 = f8->boolean("enable_float8_linear") || float8;
       const auto recipe = f8->string_or("recipe_name", "tensorwise");
       if (float8) {
-        if (recipe == "tensorwise") s_["fp8"] = "tensorwise";
-        else if (recipe.starts_with("rowwise")) s_["fp8"] = "rowwise";
-        else f8->error_at("recipe_name", fmt::format("\"{}\": expected tensorwise, rowwise or rowwise_with_gw_hp", recipe));
+        if (recipe == "tensorwise")
+          s_["fp8"] = "tensorwise";
+        else if (recipe.starts_with("rowwise"))
+          s_["fp8"] = "rowwise";
+        else
+          f8->error_at("recipe_name",
+                       fmt::format("\"{}\": expected tensorwise, rowwise or rowwise_with_gw_hp", recipe));
       }
       // the cast's settings apply only with the converter (TorchTitan's Float8Converter reads them)
       for (const auto& key : f8->unread())
@@ -408,7 +432,7 @@ class TitanReader {
     unknown.insert(unknown.end(), unmodelled_.begin(), unmodelled_.end());
     if (!unknown.empty())
       out_.warnings.push_back(fmt::format("{}: not read or not modelled, assumed not to change the cost: {}", source_,
-                                         fmt::join(unknown, ", ")));
+                                          fmt::join(unknown, ", ")));
   }
 
   Diagnostics diagnostics_;
@@ -422,9 +446,58 @@ class TitanReader {
   std::vector<std::string> unmodelled_;  // keys read but not modelled, named in the warning
 };
 
+// Nesting and dotted keys bounded before toml11 sees the text: its parser recurses once per level
+// of nested arrays and inline tables (100,000 levels overflowed the stack) and handles a key of n
+// dotted parts in time quadratic in n (100,000 parts never finished). One linear pass outside
+// strings and comments: brackets and braces open at once, and dotted parts in a row.
+constexpr int kMaxTomlDepth = 64;
+constexpr int kMaxTomlDottedParts = 64;
+
+void check_toml_structure(std::string_view text, const std::string& source) {
+  int depth = 0;
+  int dots = 0;
+  int line = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      dots = 0;
+    } else if (c == '#') {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {
+      // a string, basic or literal, single- or multi-line: skip to its end (an unclosed string is
+      // toml11's to report)
+      const bool multi = text.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "'''");
+      const std::string_view close = multi ? text.substr(i, 3) : text.substr(i, 1);
+      std::size_t j = i + close.size();
+      while (j < text.size() && text.substr(j, close.size()) != close) {
+        if (c == '"' && text[j] == '\\') ++j;  // an escape in a basic string
+        if (j < text.size() && text[j] == '\n') ++line;
+        ++j;
+      }
+      i = std::min(text.size(), j + close.size()) - 1;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxTomlDepth)
+        throw SpecError(source, "",
+                        fmt::format("invalid TOML at line {}: arrays and inline tables nested deeper than {} levels",
+                                    line, kMaxTomlDepth));
+    } else if (c == ']' || c == '}') {
+      depth = std::max(0, depth - 1);
+    } else if (c == '.') {
+      if (++dots > kMaxTomlDottedParts)
+        throw SpecError(
+            source, "",
+            fmt::format("invalid TOML at line {}: a key of more than {} dotted parts", line, kMaxTomlDottedParts));
+    } else if (c == '=' || c == ',') {
+      dots = 0;
+    }
+  }
+}
+
 }  // namespace
 
 LaunchConfig read_torchtitan_toml(std::string_view text, const std::string& source) {
+  check_toml_structure(text, source);
   toml::value parsed;
   try {
     std::istringstream in{std::string(text)};

@@ -31,5 +31,6 @@ int main(int argc, char** argv) {
   if (which == "all" || which == "scale") trainsim::bench::scale();
   if (which == "all" || which == "sweep") trainsim::bench::sweep();
   if (which == "all" || which == "traces") trainsim::bench::traces();
+  if (which == "all" || which == "specs") trainsim::bench::specs();
   return 0;
 }

@@ -32,5 +32,6 @@ void engine();
 void scale();
 void sweep();
 void traces();
+void specs();
 
 }  // namespace trainsim::bench

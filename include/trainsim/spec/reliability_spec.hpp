@@ -15,7 +15,7 @@ namespace trainsim::spec {
 enum class FailureUnit { Gpu, Node, Job };
 
 struct FailureCause {
-  std::string cause;             // "faulty GPU"
+  std::string cause;  // "faulty GPU"
   FailureUnit per = FailureUnit::Gpu;
   double rate_per_unit_hour = 0;  // failures per unit and hour
   // Whether the failure takes a node out (a spare replaces it, or the job waits for its repair)
@@ -24,24 +24,25 @@ struct FailureCause {
 };
 
 struct CheckpointSpec {
-  double write_bandwidth = 0;           // bytes/s, the storage system's aggregate
-  double read_bandwidth = 0;            // bytes/s, aggregate
-  double node_write_bandwidth = 0;      // bytes/s per node (its NICs to storage); 0: no limit
+  double write_bandwidth = 0;       // bytes/s, the storage system's aggregate
+  double read_bandwidth = 0;        // bytes/s, aggregate
+  double node_write_bandwidth = 0;  // bytes/s per node (its NICs to storage); 0: no limit
   double node_read_bandwidth = 0;
-  bool asynchronous = false;            // training stalls only while the state is copied to host memory
-  double host_copy_bandwidth = 0;       // bytes/s per GPU, device to host, for asynchronous saves
-  std::optional<double> interval_s;     // absent: the Young/Daly optimum
+  bool asynchronous = false;         // training stalls only while the state is copied to host memory
+  double host_copy_bandwidth = 0;    // bytes/s per GPU, device to host, for asynchronous saves
+  std::optional<double> interval_s;  // absent: the Young/Daly optimum
 };
 
 struct RestartSpec {
-  double detection_s = 0;        // from the failure until the job is known to have stopped
-  double rescheduling_s = 0;     // a spare swapped in, the job relaunched
-  double initialization_s = 0;   // process groups and NCCL communicators, data loaders
+  double detection_s = 0;       // from the failure until the job is known to have stopped
+  double rescheduling_s = 0;    // a spare swapped in, the job relaunched
+  double initialization_s = 0;  // process groups and NCCL communicators, data loaders
   // the checkpoint's load follows from its size and the read bandwidth
 };
 
 struct ReliabilitySpec {
   std::string name;
+  std::string source;  // the file it was read from, for errors
   std::vector<FailureCause> causes;
   CheckpointSpec checkpoint;
   RestartSpec restart;

@@ -2,8 +2,11 @@
 // observed on, and how failures scale with the cluster.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include "common/jobs.hpp"
+
 #include "trainsim/driver/goodput.hpp"
+#include "trainsim/model/goodput.hpp"
 #include "trainsim/report/goodput_format.hpp"
 #include "trainsim/util/error.hpp"
 
@@ -43,11 +46,13 @@ TEST_CASE("with scale the mean time to failure falls as 1/GPUs and the ETTR with
 }
 
 TEST_CASE("reliability specs: counts and MTBFs as rates, bad input named") {
-  const auto base = nlohmann::json{{"name", "x"},
-                                   {"failures", {{{"cause", "gpu"}, {"per", "gpu"}, {"mtbf", "50000 h"}},
-                                                 {{"cause", "sw"}, {"per", "job"}, {"count", 10}, {"over", "10 days"}}}},
-                                   {"checkpoint", {{"write_bandwidth", "100 GB/s"}}},
-                                   {"restart", {{"detection", "1 min"}, {"rescheduling", "1 min"}, {"initialization", "1 min"}}}};
+  const auto base =
+      nlohmann::json{{"name", "x"},
+                     {"failures",
+                      {{{"cause", "gpu"}, {"per", "gpu"}, {"mtbf", "50000 h"}},
+                       {{"cause", "sw"}, {"per", "job"}, {"count", 10}, {"over", "10 days"}}}},
+                     {"checkpoint", {{"write_bandwidth", "100 GB/s"}}},
+                     {"restart", {{"detection", "1 min"}, {"rescheduling", "1 min"}, {"initialization", "1 min"}}}};
   const auto s = spec::read_reliability_spec(base, "r.json");
   CHECK(s.causes[0].rate_per_unit_hour == doctest::Approx(1.0 / 50000));
   CHECK(s.causes[1].rate_per_unit_hour == doctest::Approx(10.0 / 240));
@@ -103,3 +108,40 @@ TEST_CASE("on an NVL72 rack a node failure takes out one compute tray of 4 GPUs,
   const auto r = driver::build_goodput_report(job, spec, {.days = 1.0, .samples = 20});
   CHECK(r.nodes == 128 / 4);
 }
+
+namespace goodput_report_test {
+
+TEST_CASE("goodput refuses what it could not finish: a restart far beyond the MTBF, or 1e18 tokens") {
+  const auto job = test::make_job("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=8,gpus=1024,recompute=full");
+  const auto hopeless = spec::read_reliability_spec(
+      nlohmann::json{{"name", "hopeless"},
+                     {"failures", {{{"cause", "gpu"}, {"per", "gpu"}, {"mtbf", "1 min"}}}},
+                     {"checkpoint", {{"write_bandwidth", "1 GB/s"}}},
+                     {"restart", {{"detection", "5 min"}, {"rescheduling", "5 min"}, {"initialization", "3 min"}}}},
+      "r.json");
+  // a job MTBF of 1 min / 1,024 GPUs = 59 ms against a 13-minute restart: each restart would be retried
+  // about e^13,000 times
+  CHECK_THROWS_WITH_AS(driver::build_goodput_report(job, hopeless, {.days = 1.0}),
+                       doctest::Contains("r.json: the job cannot make progress in bounded time"), SpecError);
+  CHECK_THROWS_WITH_AS(driver::build_goodput_report(job, hopeless, {.tokens = 1e12}),
+                       doctest::Contains("cannot make progress"), SpecError);
+  const auto spec = spec::load_reliability_spec(spec::default_reliability_path());
+  // 1e18 tokens at GPT-3's 30 s per 3.1M-token step: 300,000 years
+  CHECK_THROWS_WITH_AS(driver::build_goodput_report(job, spec, {.tokens = 1e18}),
+                       doctest::Contains("goodput simulates runs of at most 100 years"), SpecError);
+}
+
+TEST_CASE("a run whose restarts keep failing stops at its horizon") {
+  // a restart 20 times the MTBF: each completes with probability e^-20, so within one day none does
+  model::GoodputModel m;
+  m.classes = {{"gpu", 1.0 / 60, true}};  // one failure a minute
+  m.interval_s = 600;
+  m.checkpoint_s = 10;
+  m.restart_s = 1200;
+  const auto o = model::simulate_run(m, std::numeric_limits<double>::infinity(), 86400, 1);
+  CHECK(o.work_s == 0);
+  CHECK(o.wall_s >= 86400);
+  CHECK(o.wall_s < 86400 + 1200);
+}
+
+}  // namespace goodput_report_test

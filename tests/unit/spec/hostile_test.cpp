@@ -6,9 +6,11 @@
 #include <set>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "common/paths.hpp"
 #include "trainsim/spec/cluster_spec.hpp"
+#include "trainsim/spec/launch_config.hpp"
 #include "trainsim/spec/reader.hpp"
 #include "trainsim/spec/strategy_spec.hpp"
 #include "trainsim/spec/workload_spec.hpp"
@@ -119,9 +121,9 @@ TEST_CASE("every value of the shipped Hugging Face config, replaced by every wro
   // keys that do not change the cost are never read, whatever they hold; the ones the llama family
   // reads reject a value of the wrong kind at their own pointer
   const auto config = spec::load_json_file(test::source_path("workloads/hf/llama-3.1-8b/config.json"));
-  const std::set<std::string> read{"/hidden_size", "/intermediate_size", "/num_attention_heads", "/num_hidden_layers",
-                                   "/num_key_value_heads", "/vocab_size", "/tie_word_embeddings", "/attention_bias",
-                                   "/mlp_bias", "/model_type"};
+  const std::set<std::string> read{
+      "/hidden_size", "/intermediate_size",   "/num_attention_heads", "/num_hidden_layers", "/num_key_value_heads",
+      "/vocab_size",  "/tie_word_embeddings", "/attention_bias",      "/mlp_bias",          "/model_type"};
   const std::vector<json> wrong = {true, -1, 0, 1e308, "x", json::array(), json::object(), std::string(4096, 'z')};
   int rejected = 0;
   for (const auto& item : config.items()) {
@@ -173,4 +175,36 @@ TEST_CASE("a 100 MB spec is refused by its size before it is parsed") {
     out << "{\"name\": \"" << std::string(100'000'000, 'a') << "\"}";
   }
   CHECK_THROWS_WITH_AS(spec::load_json_file(path), doctest::Contains("64 MiB"), SpecError);
+}
+
+TEST_CASE("a spec of many small objects parses, and its duplicate keys and depth are still checked") {
+  // the shape that made the callback parser quadratic (docs/performance.md "Reading specs")
+  std::string text = "{\"tp\": 8";
+  for (int i = 0; i < 20000; ++i) text += fmt::format(", \"x{}\": {{\"a\": {}}}", i, i);
+  const auto j = spec::parse_json_text(text + "}", "many.json");
+  CHECK(j.size() == 20001);
+  CHECK(j.at("x19999").at("a") == 19999);
+  CHECK_THROWS_WITH_AS(spec::parse_json_text(text + ", \"x7\": {\"b\": 1}}", "many.json"),
+                       "many.json: /x7: duplicate key", SpecError);
+  CHECK_THROWS_WITH_AS(spec::parse_json_text("{\"a\": {\"b\": [1, {\"c\": 2, \"c\": 3}]}}", "d.json"),
+                       "d.json: /a/b/1/c: duplicate key", SpecError);
+  CHECK_THROWS_WITH_AS(spec::parse_json_text(std::string(100, '[') + std::string(100, ']'), "deep.json"),
+                       doctest::Contains("nested deeper than 64 levels"), SpecError);
+  CHECK_THROWS_WITH_AS(spec::parse_json_text("{\"a\": [1, 2}", "bad.json"), doctest::Contains("invalid JSON at line 1"),
+                       SpecError);
+}
+
+TEST_CASE("a TorchTitan TOML nested or dotted without bound is refused before the TOML parser recurses") {
+  const std::string deep = "[training]\nx = " + std::string(100000, '[') + std::string(100000, ']') + "\n";
+  CHECK_THROWS_WITH_AS(spec::read_torchtitan_toml(deep, "deep.toml"),
+                       "deep.toml: invalid TOML at line 2: arrays and inline tables nested deeper than 64 levels",
+                       SpecError);
+  std::string dotted = "a";
+  for (int i = 0; i < 100000; ++i) dotted += ".a";
+  CHECK_THROWS_WITH_AS(spec::read_torchtitan_toml(dotted + " = 1\n", "dotted.toml"),
+                       "dotted.toml: invalid TOML at line 1: a key of more than 64 dotted parts", SpecError);
+  // brackets and dots inside strings and comments are not structure
+  const std::string quoted = "[job]\ndescription = \"" + std::string(200, '[') + std::string(200, '.') + "\" # " +
+                             std::string(200, '{') + "\n";
+  CHECK_NOTHROW((void)spec::read_torchtitan_toml(quoted, "quoted.toml"));
 }
