@@ -344,6 +344,22 @@ case('megatron-contradictory-flags', f'run -t {T} -w {W} --megatron-args @launch
      {'launch.sh': '--tensor-model-parallel-size 8 --bf16 --fp16\n'})
 case('megatron-inline-bad-value', f'run -t {T} -w {W} -s megatron:--micro-batch-size=0', 2,
      'error: -s megatron:"--micro-batch-size=0": --micro-batch-size 0: expected an integer in [1, 1073741824]')
+# a model given by Megatron's arguments: Megatron's own consistency checks (arguments.py)
+MODEL_ARGS = ('--vocab-size 32000 --num-layers 32 --hidden-size 4096 --seq-length 4096 --global-batch-size 1024 '
+              '--micro-batch-size 1 --bf16')
+for name, extra, message in (
+        ('megatron-heads-not-dividing-hidden', '--num-attention-heads 30',
+         '--num-attention-heads 30 does not divide --hidden-size 4096 (give --kv-channels for another head size)'),
+        ('megatron-query-groups-above-heads', '--num-attention-heads 32 --group-query-attention --num-query-groups 64',
+         '--num-query-groups 64 does not divide --num-attention-heads 32'),
+        ('megatron-topk-above-experts', '--num-attention-heads 32 --num-experts 8 --moe-router-topk 16',
+         '--moe-router-topk 16 exceeds --num-experts 8'),
+        ('megatron-dropout-nan', '--num-attention-heads 32 --attention-dropout nan', '--attention-dropout nan: expected a number'),
+        ('megatron-dropout-above-one', '--num-attention-heads 32 --hidden-dropout 1.5',
+         '--hidden-dropout 1.5: expected a probability in [0, 1)')):
+    case(name, 'run -t topologies/dgx-h100-superpod.json --megatron-args @args.txt', 2,
+         f'error: --megatron-args @args.txt: {message}',
+         {'args.txt': f'{MODEL_ARGS} {extra}\n'})
 case('megatron-args-bad-value', f'run -t {T} -w {W} --megatron-args @launch.sh', 2,
      'error: --megatron-args @launch.sh: line 1: $PP is not set: give it a value in the script (or write ${PP:-DEFAULT})',
      {'launch.sh': 'torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py \\\n  --tensor-model-parallel-size 8 \\\n  --pipeline-model-parallel-size $PP\n'})

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -18,17 +19,55 @@ namespace {
 
 // Arguments that leave a step's cost alone: optimisation hyper-parameters, data, checkpoints,
 // logging, tokenizer files, numerics that do not change the kernels run. Read silently.
-constexpr std::array<std::string_view, 29> kCostFreeArgPrefixes{
-    "--lr", "--min-lr", "--weight-decay", "--clip-grad", "--adam-", "--init-method", "--train-iters",
-    "--train-samples", "--save", "--load", "--data-", "--split", "--tokenizer-", "--vocab-file", "--merge-file",
-    "--log-", "--eval-", "--tensorboard-", "--wandb-", "--seed", "--distributed-", "--exit-", "--ckpt-",
-    "--no-load-", "--rotary-base", "--norm-epsilon", "--layernorm-epsilon", "--timing-", "--use-checkpoint-args"};
-constexpr std::array<std::string_view, 20> kCostFreeArgs{
-    "--use-mcore-models", "--transformer-impl", "--mock-data", "--dataloader-type", "--num-workers",
-    "--async-save", "--finetune", "--max-position-embeddings", "--attention-softmax-in-fp32",
-    "--apply-query-key-layer-scaling", "--make-vocab-size-divisible-by", "--bias-swiglu-fusion",
-    "--bias-gelu-fusion", "--masked-softmax-fusion", "--cross-entropy-loss-fusion", "--use-dist-ckpt",
-    "--dist-ckpt-format", "--manual-gc", "--manual-gc-interval", "--no-async-tensor-model-parallel-allreduce"};
+constexpr std::array<std::string_view, 29> kCostFreeArgPrefixes{"--lr",
+                                                                "--min-lr",
+                                                                "--weight-decay",
+                                                                "--clip-grad",
+                                                                "--adam-",
+                                                                "--init-method",
+                                                                "--train-iters",
+                                                                "--train-samples",
+                                                                "--save",
+                                                                "--load",
+                                                                "--data-",
+                                                                "--split",
+                                                                "--tokenizer-",
+                                                                "--vocab-file",
+                                                                "--merge-file",
+                                                                "--log-",
+                                                                "--eval-",
+                                                                "--tensorboard-",
+                                                                "--wandb-",
+                                                                "--seed",
+                                                                "--distributed-",
+                                                                "--exit-",
+                                                                "--ckpt-",
+                                                                "--no-load-",
+                                                                "--rotary-base",
+                                                                "--norm-epsilon",
+                                                                "--layernorm-epsilon",
+                                                                "--timing-",
+                                                                "--use-checkpoint-args"};
+constexpr std::array<std::string_view, 20> kCostFreeArgs{"--use-mcore-models",
+                                                         "--transformer-impl",
+                                                         "--mock-data",
+                                                         "--dataloader-type",
+                                                         "--num-workers",
+                                                         "--async-save",
+                                                         "--finetune",
+                                                         "--max-position-embeddings",
+                                                         "--attention-softmax-in-fp32",
+                                                         "--apply-query-key-layer-scaling",
+                                                         "--make-vocab-size-divisible-by",
+                                                         "--bias-swiglu-fusion",
+                                                         "--bias-gelu-fusion",
+                                                         "--masked-softmax-fusion",
+                                                         "--cross-entropy-loss-fusion",
+                                                         "--use-dist-ckpt",
+                                                         "--dist-ckpt-format",
+                                                         "--manual-gc",
+                                                         "--manual-gc-interval",
+                                                         "--no-async-tensor-model-parallel-allreduce"};
 
 bool cost_free(std::string_view flag) {
   return std::find(kCostFreeArgs.begin(), kCostFreeArgs.end(), flag) != kCostFreeArgs.end() ||
@@ -62,7 +101,7 @@ class Args {
     const auto text = one(flag);
     double v = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size()) {
+    if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v)) {
       problems_.push_back(fmt::format("{} {}: expected a number", flag, text));
       return std::nullopt;
     }
@@ -132,7 +171,17 @@ std::optional<ModelSpec> read_model_args(Args& a) {
   const auto groups = a.integer("--num-query-groups", {1, 1 << 14});
   m.kv_heads = gqa && groups ? static_cast<int>(*groups) : m.heads;
   if (groups && !gqa) a.problem("--num-query-groups needs --group-query-attention");
-  m.head_dim = a.integer("--kv-channels", {1, 1 << 14}).value_or(m.heads > 0 ? m.hidden / m.heads : 0);
+  // Megatron's own checks (arguments.py, transformer_config.py): heads divide the hidden size
+  // unless --kv-channels gives the head size, and query groups divide the heads
+  const auto kv_channels = a.integer("--kv-channels", {1, 1 << 14});
+  if (!kv_channels && m.hidden % m.heads != 0)
+    a.problem(
+        fmt::format("--num-attention-heads {} does not divide --hidden-size {} (give --kv-channels for another "
+                    "head size)",
+                    m.heads, m.hidden));
+  if (m.heads % m.kv_heads != 0)
+    a.problem(fmt::format("--num-query-groups {} does not divide --num-attention-heads {}", m.kv_heads, m.heads));
+  m.head_dim = kv_channels.value_or(m.hidden / m.heads);
   m.mlp = a.flag("--swiglu") ? MlpKind::Swiglu : MlpKind::Gelu;
   // Megatron's default MLP width: 4h, or 8h/3 rounded to 64 with SwiGLU (arguments.py)
   const std::int64_t default_ffn = m.mlp == MlpKind::Swiglu ? (8 * m.hidden / 3 + 63) / 64 * 64 : 4 * m.hidden;
@@ -145,12 +194,18 @@ std::optional<ModelSpec> read_model_args(Args& a) {
   const auto position = a.word("--position-embedding-type", {"learned_absolute", "rope", "none"});
   const bool rotary = a.flag("--use-rotary-position-embeddings");
   m.position = position == "rope" || rotary ? PositionKind::Rope : PositionKind::Learned;
-  const double dropout = std::max(a.number("--hidden-dropout").value_or(0.1), a.number("--attention-dropout").value_or(0.1));
-  m.dropout = dropout > 0;
+  const double hidden_dropout = a.number("--hidden-dropout").value_or(0.1);
+  const double attention_dropout = a.number("--attention-dropout").value_or(0.1);
+  for (const auto& [flag, p] :
+       {std::pair{"--hidden-dropout", hidden_dropout}, {"--attention-dropout", attention_dropout}})
+    if (!(p >= 0 && p < 1)) a.problem(fmt::format("{} {}: expected a probability in [0, 1)", flag, p));
+  m.dropout = std::max(hidden_dropout, attention_dropout) > 0;
   if (const auto experts = a.integer("--num-experts", {1, 1 << 16})) {
     MoeSpec e;
     e.experts = static_cast<int>(*experts);
     e.top_k = static_cast<int>(a.integer("--moe-router-topk", {1, 1 << 16}).value_or(2));
+    if (e.top_k > e.experts)
+      a.problem(fmt::format("--moe-router-topk {} exceeds --num-experts {}", e.top_k, e.experts));
     e.expert_ffn_hidden = a.integer("--moe-ffn-hidden-size", {1, 1 << 22}).value_or(m.ffn_hidden);
     if (const auto shared = a.integer("--moe-shared-expert-intermediate-size", {1, 1 << 24})) {
       if (*shared % e.expert_ffn_hidden != 0)
@@ -192,9 +247,10 @@ std::size_t script_arguments(const std::vector<std::string>& words, std::int64_t
       std::int64_t v = 0;
       const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
       if (ec != std::errc() || end != text.data() + text.size() || v < 1)
-        throw SpecError(source, "", fmt::format("torchrun {} \"{}\": expected a number of {} (an elastic range such as "
-                                                "1:4 has no one world size: give -s gpus=N)",
-                                                flag, text, is_nodes ? "nodes" : "processes per node"));
+        throw SpecError(source, "",
+                        fmt::format("torchrun {} \"{}\": expected a number of {} (an elastic range such as "
+                                    "1:4 has no one world size: give -s gpus=N)",
+                                    flag, text, is_nodes ? "nodes" : "processes per node"));
       (is_nodes ? nodes : per_node) = v;
     }
     first = i + 1;
@@ -225,8 +281,8 @@ std::map<std::string, std::vector<std::string>, std::less<>> parse_flags(const s
     }
   }
   if (!stray.empty())
-    throw SpecError(source, "", fmt::format("\"{}\" is not a Megatron argument (arguments start with --)",
-                                            stray.front()));
+    throw SpecError(source, "",
+                    fmt::format("\"{}\" is not a Megatron argument (arguments start with --)", stray.front()));
   return flags;
 }
 
@@ -256,8 +312,9 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
   const auto vpp = a.integer("--virtual-pipeline-model-parallel-size", {1, 1024});
   out.layers_per_virtual_stage = a.integer("--num-layers-per-virtual-pipeline-stage", {1, 10000});
   if (vpp && out.layers_per_virtual_stage)
-    a.problem("--virtual-pipeline-model-parallel-size and --num-layers-per-virtual-pipeline-stage contradict each "
-              "other: give one");
+    a.problem(
+        "--virtual-pipeline-model-parallel-size and --num-layers-per-virtual-pipeline-stage contradict each "
+        "other: give one");
   if (vpp) s["vpp"] = *vpp;
   if (vpp || out.layers_per_virtual_stage) s["schedule"] = "interleaved";
   if (a.flag("--sequence-parallel")) s["sp"] = "on";
@@ -278,8 +335,9 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
   const auto method = a.word("--recompute-method", {"uniform", "block"});
   const auto recompute_layers = a.integer("--recompute-num-layers", {0, 10000});
   if ((old_full || selective) && granularity)
-    a.problem("--recompute-granularity and --checkpoint-activations / --recompute-activations contradict each "
-              "other: give one");
+    a.problem(
+        "--recompute-granularity and --checkpoint-activations / --recompute-activations contradict each "
+        "other: give one");
   if (old_full) s["recompute"] = "full";
   if (selective) s["recompute"] = "selective";
   if (granularity) s["recompute"] = *granularity;
@@ -316,8 +374,8 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
   out.model = read_model_args(a);
   out.model_name = "megatron-args-model";
   if (a.has("--rampup-batch-size"))
-    out.warnings.push_back(fmt::format("{}: --rampup-batch-size: the step is simulated at the full global batch",
-                                       source));
+    out.warnings.push_back(
+        fmt::format("{}: --rampup-batch-size: the step is simulated at the full global batch", source));
   a.throw_if_any();
   if (const auto unread = a.unread(); !unread.empty())
     out.warnings.push_back(fmt::format("{}: argument(s) not understood, assumed not to change the cost: {}", source,
