@@ -379,6 +379,9 @@ case('torchtitan-toml-syntax-error', f'run -t {T} -w {W} --torchtitan @train.tom
 case('torchtitan-toml-bad-degree', f'run -t {T} -w {W} --torchtitan @train.toml', 2,
      'error: @train.toml: /parallelism/tensor_parallel_degree: 0 is out of range; expected an integer in [1, 1048576]',
      {'train.toml': '[parallelism]\ntensor_parallel_degree = 0\n'})
+case('torchtitan-optimizer-implementation-unknown', f'run -t {T} -w {W} --torchtitan @train.toml', 2,
+     'error: @train.toml: /optimizer/implementation: "fast": expected for-loop, foreach or fused',
+     {'train.toml': '[optimizer]\nname = "AdamW"\nimplementation = "fast"\n'})
 
 case('torchtitan-seq-len-conflict',
      'run -t topologies/dgx-h100-superpod.json -w workloads/hf/llama-3.1-8b/config.json --torchtitan @train.toml -s gpus=8 --seq-len 4096', 2,

@@ -262,10 +262,21 @@ class TitanReader {
     }
   }
 
-  // [optimizer] name: TorchTitan builds torch.optim.Adam or AdamW (components/optimizer.py).
+  // [optimizer] name: TorchTitan builds torch.optim.Adam or AdamW (components/optimizer.py), in
+  // its `implementation` ("for-loop", "foreach", "fused": how the host launches the step).
   void optimizer() {
     auto o = root_.optional_object("optimizer");
-    if (!o || !o->has("name")) return;
+    if (!o) return;
+    if (o->has("implementation")) {
+      const auto impl = o->string("implementation");
+      if (impl == "fused" || impl == "foreach")
+        s_["optimizer_impl"] = impl;
+      else if (impl == "for-loop")
+        s_["optimizer_impl"] = "for_loop";
+      else
+        o->error_at("implementation", fmt::format("\"{}\": expected for-loop, foreach or fused", impl));
+    }
+    if (!o->has("name")) return;
     const auto name = o->string("name");
     if (name == "AdamW")
       out_.training.optimizer = "adamw";
