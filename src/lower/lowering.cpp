@@ -45,6 +45,7 @@ class Driver {
   }
 
   void run() {
+    for (int s = 0; s < ctx_.stages(); ++s) passes_.plan_host(s, schedules_[static_cast<std::size_t>(s)]);
     dp_.start_of_step();
     const int pp = ctx_.stages();
     std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);

@@ -275,9 +275,49 @@ Duration Passes::host_time(int stage, int unit, char pass, bool recomputed) {
   return host_times_.emplace(key, t).first->second;
 }
 
+Duration Passes::device_time(int stage, int unit, char pass, bool recomputed) {
+  const int kind = unit < 0 ? unit : (model::is_moe_layer(ctx_.job().workload.model, unit) ? 1 : 0);
+  auto it = unit_times_.find(kind);
+  if (it == unit_times_.end()) it = unit_times_.emplace(kind, unit_times(stage, unit)).first;
+  const auto& g = it->second;
+  if (pass == 'F') return g.forward;
+  if (pass == 'W') return g.weight;
+  return g.backward_data + (split_ ? Duration::zero() : g.weight) + (recomputed ? g.forward : Duration::zero());
+}
+
+void Passes::plan_host(int stage, const StageSchedule& schedule) {
+  host_hidden_.resize(static_cast<std::size_t>(ctx_.stages()), false);
+  launched_.resize(static_cast<std::size_t>(ctx_.stages()), false);
+  const auto& job = ctx_.job();
+  if (job.strategy.zero == 3 && job.strategy.limit_all_gathers) return;
+  bool first = true;
+  bool hidden = true;
+  Duration lead = Duration::zero();
+  Duration previous = Duration::zero();  // the device time of the pass launched last
+  for (const auto& a : schedule) {
+    auto units = chunk_units(job, stage, a.chunk);
+    const auto recomputed = recomputed_units(units);
+    if (a.kind != PassKind::Forward) std::reverse(units.begin(), units.end());
+    const char pass = a.kind == PassKind::Forward ? 'F' : a.kind == PassKind::Backward ? 'B' : 'W';
+    for (const int unit : units) {
+      const bool full = pass == 'B' && recomputed.contains(unit);
+      const auto h = host_time(stage, unit, pass, full);
+      lead = first ? Duration::zero() : std::max(lead, Duration::zero()) + previous - h;
+      if (lead < Duration::zero()) hidden = false;
+      first = false;
+      previous = device_time(stage, unit, pass, full);
+    }
+  }
+  host_hidden_[static_cast<std::size_t>(stage)] = hidden;
+}
+
 void Passes::launch(int stage, int unit, char pass, bool recomputed, int microbatch) {
   const auto t = host_time(stage, unit, pass, recomputed);
   if (t <= Duration::zero()) return;
+  const auto s = static_cast<std::size_t>(stage);
+  // a stage whose host is never behind keeps only its first launch (plan_host)
+  if (s < host_hidden_.size() && host_hidden_[s] && launched_[s]) return;
+  if (s < launched_.size()) launched_[s] = true;
   ctx_.launch(stage, {pass == 'F' ? "launch F#" : pass == 'B' ? "launch B#" : "launch W#", microbatch}, t);
 }
 

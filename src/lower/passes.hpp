@@ -58,6 +58,20 @@ class Passes {
   // does it on every rank of the stage: the stage's next compute and data-parallel tasks wait for it.
   Duration host_time(int stage, int unit, char pass, bool recomputed);
   void launch(int stage, int unit, char pass, bool recomputed, int microbatch);
+  // The device time of a unit's pass without contention (what the host's lead grows by).
+  Duration device_time(int stage, int unit, char pass, bool recomputed);
+
+ public:
+  // Decides, before the step is lowered, whether the host can ever hold back `stage`'s device
+  // (docs/model.md "Host overhead"): walking the stage's passes in program order with the host's
+  // lead over the device, lead' = max(lead, 0) + device time − next launch time, from the step's
+  // start; if the lead never falls below zero after the first launch, only that first launch is a
+  // host task (the rest are all hidden behind the device, and would add a fifth of an every-rank
+  // simulation's tasks while changing no time). Host waits on the device (FSDP1's rate limiter)
+  // always keep every launch.
+  void plan_host(int stage, const StageSchedule& schedule);
+
+ private:
   void unit_forward(Writer& w, int unit, Category category);
   void unit_backward(Writer& w, int unit, bool weights);
   void mlp_forward(Writer& w, int unit, bool moe, Category category, cost::CollectiveKind tp_out, Bytes act);
@@ -90,6 +104,9 @@ class Passes {
   std::map<std::pair<int, std::string>, Duration> durations_;
   std::map<std::pair<bool, bool>, model::LayerCheckpoint> checkpoints_;  // by (MoE, recomputed)
   std::map<std::tuple<int, char, bool>, Duration> host_times_;           // by (unit kind, pass, recomputed)
+  std::map<int, UnitTimes> unit_times_;                                  // by unit kind
+  std::vector<bool> host_hidden_;                                        // per stage (plan_host)
+  std::vector<bool> launched_;                                           // per stage: its first launch issued
 };
 
 }  // namespace trainsim::lower

@@ -178,3 +178,19 @@ TEST_CASE("Composer's per-tensor optimizer loop starts once the device is done, 
       host_costs(launch));
   CHECK(fused.simulation->step_time_s < r.simulation->step_time_s - 100 * 10 * launch);
 }
+
+TEST_CASE("a stage whose host is never behind keeps only its first launch; one that falls behind keeps all") {
+  const auto host_tasks = [](const driver::RunReport& r) {
+    const auto& g = r.step->lowered.graph;
+    const auto host = r.step->lowered.ranks.front().streams[static_cast<std::size_t>(lower::StreamKind::Host)];
+    return g.stream_tasks(host).size();
+  };
+  // GPT-3's layers take far longer on the device than their launches: the step's first launch
+  // and the optimizer's
+  const auto gpt3 = test::make_job("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=8,dp=16,sp=on,recompute=selective");
+  CHECK(host_tasks(driver::build_run_report(gpt3)) == 2);
+  // the tiny model is host-bound from its second launch: every unit's pass (the embedding, two layers
+  // and the head, forward and backward: 8 a micro-batch) and the optimizer
+  const auto job = tiny("gpus=1,mb=1", 2);
+  CHECK(host_tasks(driver::build_run_report(job, host_costs(1e-3))) == 2 * (2 + 2 + 2 + 2) + 1);
+}
