@@ -32,7 +32,7 @@ Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, con
       for (const int unit : chunk_units(job, s, chunk)) {
         const bool recomputed = unit >= 0 && spec::recomputes_layer(job.strategy, layer++);
         // every dense (or MoE) layer of a stage costs the same
-        const int kind = unit < 0 ? unit : (model::is_moe_layer(job.workload.model, unit) ? 1 : 0);
+        const int kind = unit_kind(job.workload.model, unit);
         auto it = times.find(kind);
         if (it == times.end()) it = times.emplace(kind, passes.unit_times(s, unit)).first;
         const auto& t = it->second;

@@ -28,6 +28,10 @@ int chunk_layers(const spec::Job& job, int stage, int chunk) {
 
 }  // namespace
 
+int unit_kind(const spec::ModelSpec& model, int unit) {
+  return unit < 0 ? unit : (model::is_moe_layer(model, unit) ? 1 : 0);
+}
+
 std::vector<int> chunk_units(const spec::Job& job, int stage, int chunk) {
   const int pp = job.strategy.pp;
   const int vpp = job.strategy.vpp;

@@ -19,6 +19,10 @@ namespace trainsim::lower {
 inline constexpr int kEmbeddingUnit = -1;
 inline constexpr int kHeadUnit = -2;
 
+// What a unit's kernels are the same as: the embedding, the head, any dense layer (0) or any MoE
+// layer (1).
+int unit_kind(const spec::ModelSpec& model, int unit);
+
 // The units of a stage's model chunk in forward order: embedding (first virtual stage), layers,
 // head (last virtual stage).
 std::vector<int> chunk_units(const spec::Job& job, int stage, int chunk);

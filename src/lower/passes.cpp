@@ -191,7 +191,7 @@ Passes::Passes(Context& ctx, DataParallel& dp)
 
 const std::vector<model::Op>& Passes::ops_of(int unit) {
   const auto& m = ctx_.job().workload.model;
-  const int key = unit < 0 ? unit : (model::is_moe_layer(m, unit) ? 1 : 0);
+  const int key = unit_kind(m, unit);
   auto it = ops_.find(key);
   if (it != ops_.end()) return it->second;
   std::vector<model::Op> ops;
@@ -206,7 +206,7 @@ const std::vector<model::Op>& Passes::ops_of(int unit) {
 
 Duration Passes::duration(int unit, const std::vector<Kernel>& kernels) {
   const auto& m = ctx_.job().workload.model;
-  const int key = unit < 0 ? unit : (model::is_moe_layer(m, unit) ? 1 : 0);
+  const int key = unit_kind(m, unit);
   std::string signature;
   for (const auto& k : kernels)
     signature += fmt::format("{}:{}/{}x{};", k.op, static_cast<int>(k.pass), k.parts, k.scale);
@@ -239,7 +239,7 @@ int Passes::launches(int unit, const std::vector<Kernel>& kernels) {
 // gathers, its reduce-scatter) are the framework's own calls.
 Duration Passes::host_time(int stage, int unit, char pass, bool recomputed) {
   const auto& job = ctx_.job();
-  const int kind = unit < 0 ? unit : (model::is_moe_layer(job.workload.model, unit) ? 1 : 0);
+  const int kind = unit_kind(job.workload.model, unit);
   const auto key = std::tuple{kind, pass, recomputed};
   if (const auto it = host_times_.find(key); it != host_times_.end()) return it->second;
   Duration ignored = Duration::zero();
@@ -276,7 +276,7 @@ Duration Passes::host_time(int stage, int unit, char pass, bool recomputed) {
 }
 
 Duration Passes::device_time(int stage, int unit, char pass, bool recomputed) {
-  const int kind = unit < 0 ? unit : (model::is_moe_layer(ctx_.job().workload.model, unit) ? 1 : 0);
+  const int kind = unit_kind(ctx_.job().workload.model, unit);
   auto it = unit_times_.find(kind);
   if (it == unit_times_.end()) it = unit_times_.emplace(kind, unit_times(stage, unit)).first;
   const auto& g = it->second;
