@@ -52,11 +52,12 @@ void monte_carlo(GoodputReport& r, const GoodputRequest& request) {
 }
 
 // The Monte Carlo runs event by event (each failure, restart attempt and checkpoint): what it is
-// asked must end in a bounded number of them, or the command would not end at all.
+// asked must end in a bounded number of them, or the command would not end at all. A job that
+// makes almost no progress is answered with a warning saying why.
 constexpr double kMaxYears = 100;
 constexpr double kMaxEvents = 1e9;  // over all samples
 
-void check_bounded(const GoodputReport& r, const spec::ReliabilitySpec& reliability, const GoodputRequest& request) {
+void check_progress(GoodputReport& r, const spec::ReliabilitySpec& reliability, const GoodputRequest& request) {
   constexpr double kYear = 365.25 * 86400;
   const double mtbf = r.model.mtbf_s();
   if (request.tokens && r.work_s > kMaxYears * kYear)
@@ -79,6 +80,11 @@ void check_bounded(const GoodputReport& r, const spec::ReliabilitySpec& reliabil
             r.model.restart_s, r.model.interval_s + r.model.checkpoint_s, mtbf,
             request.tokens ? fmt::format("{:g} tokens", *request.tokens) : fmt::format("{:g} days", *request.days),
             events, request.samples, kMaxEvents));
+  if (r.closed_ettr < 0.01)
+    r.warnings.push_back(
+        fmt::format("the job makes almost no progress: ETTR {:.2g}% (closed form), a restart of {:.4g} s "
+                    "and a checkpoint interval of {:.4g} s against an MTBF of {:.4g} s",
+                    r.closed_ettr * 100, r.model.restart_s, r.model.interval_s, mtbf));
 }
 
 // Every figure in force, in words.
@@ -188,12 +194,7 @@ GoodputReport build_goodput_report(const spec::Job& job, const spec::Reliability
     r.closed_wall_s = *r.horizon_s;
   }
 
-  check_bounded(r, reliability, request);
-  if (r.closed_ettr < 0.01)
-    r.warnings.push_back(
-        fmt::format("the job makes almost no progress: ETTR {:.2g}% (closed form), a restart of {:.4g} s "
-                    "and a checkpoint interval of {:.4g} s against an MTBF of {:.4g} s",
-                    r.closed_ettr * 100, r.model.restart_s, r.model.interval_s, mtbf));
+  check_progress(r, reliability, request);
   monte_carlo(r, request);
   r.assumptions = assumptions(r, reliability, request);
   return r;
