@@ -51,6 +51,18 @@ void monte_carlo(GoodputReport& r, const GoodputRequest& request) {
     r.interruptions_by_cause.emplace_back(r.model.classes[c].cause, by_class[c] / n);
 }
 
+// What the command line asks, in range.
+void check_request(const GoodputRequest& request) {
+  if (request.tokens.has_value() == request.days.has_value())
+    throw SpecError("command line", "", "give --tokens N (what to train) or --days D (how long to train), not both");
+  if (request.tokens && !(*request.tokens >= 1 && *request.tokens <= 1e18))
+    throw SpecError("--tokens", "", fmt::format("{} is not a token count in [1, 1e18]", *request.tokens));
+  if (request.days && !(*request.days > 0 && *request.days <= 3650))
+    throw SpecError("--days", "", fmt::format("{} is not a duration in days in (0, 3650]", *request.days));
+  if (request.samples < 1 || request.samples > 1'000'000)
+    throw SpecError("--samples", "", fmt::format("{} is not a sample count in [1, 1000000]", request.samples));
+}
+
 // The Monte Carlo runs event by event (each failure, restart attempt and checkpoint): what it is
 // asked must end in a bounded number of them, or the command would not end at all. A job that
 // makes almost no progress is answered with a warning saying why.
@@ -119,14 +131,7 @@ double GoodputReport::gpu_hours() const {
 
 GoodputReport build_goodput_report(const spec::Job& job, const spec::ReliabilitySpec& reliability,
                                    const GoodputRequest& request, const RunOptions& options) {
-  if (request.tokens.has_value() == request.days.has_value())
-    throw SpecError("command line", "", "give --tokens N (what to train) or --days D (how long to train), not both");
-  if (request.tokens && !(*request.tokens >= 1 && *request.tokens <= 1e18))
-    throw SpecError("--tokens", "", fmt::format("{} is not a token count in [1, 1e18]", *request.tokens));
-  if (request.days && !(*request.days > 0 && *request.days <= 3650))
-    throw SpecError("--days", "", fmt::format("{} is not a duration in days in (0, 3650]", *request.days));
-  if (request.samples < 1 || request.samples > 1'000'000)
-    throw SpecError("--samples", "", fmt::format("{} is not a sample count in [1, 1000000]", request.samples));
+  check_request(request);
   GoodputReport r;
   r.job = &job;
   r.reliability = reliability.name;
