@@ -35,9 +35,8 @@ class DataParallel {
   // Before the host launches a unit's pass: under FSDP1's rate limiter (limit_all_gathers) it
   // first waits, for each gather the pass issues, until the parameters gathered two units before
   // are freed on the device.
-  void before_launch(
-      int stage, int chunk, int unit, int microbatch,
-      bool forward);  // Before a unit's forward or backward (its pass order given): the compute stream waits for its
+  void before_launch(int stage, int chunk, int unit, int microbatch, bool forward);
+  // Before a unit's forward or backward (its pass order given): the compute stream waits for its
   // parameters; ZeRO-3 gathers them and prefetches the next unit once `previous` has run.
   void before_pass(int stage, int chunk, int unit, int microbatch, bool forward, const TaskList& previous);
   // After the pass: ZeRO-3 releases the gathered parameters when `last` ends.
