@@ -44,9 +44,10 @@ void print_report(const std::string& text, const std::vector<std::string>& warni
 int run_app(int argc, char** argv) {
   CLI::App app{"trainsim: a discrete-event cluster simulator for parallel LLM training"};
   app.set_version_flag("--version", std::string("trainsim ") + TRAINSIM_VERSION);
-  app.footer("Example: trainsim run -t topologies/dgx-a100-superpod.json -w workloads/gpt3-175b.json "
-             "-s tp=8,pp=8,dp=16,sp=on,recompute=selective,schedule=interleaved,vpp=3\n"
-             "Each command's --help shows an example of its own.");
+  app.footer(
+      "Example: trainsim run -t topologies/dgx-a100-superpod.json -w workloads/gpt3-175b.json "
+      "-s tp=8,pp=8,dp=16,sp=on,recompute=selective,schedule=interleaved,vpp=3\n"
+      "Each command's --help shows an example of its own.");
   app.require_subcommand(1);
   Action action;
   add_run_command(app, action);

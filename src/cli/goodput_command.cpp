@@ -4,11 +4,9 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
-#include "trainsim/driver/goodput.hpp"
+#include "trainsim/api/api.hpp"
 #include "trainsim/html/html.hpp"
 #include "trainsim/report/goodput_format.hpp"
-#include "trainsim/spec/job.hpp"
-#include "trainsim/spec/reliability_spec.hpp"
 #include "trainsim/util/error.hpp"
 
 namespace trainsim::cli {
@@ -31,25 +29,18 @@ struct GoodputOptions {
 };
 
 int run_goodput(const GoodputOptions& o) {
-  spec::Sources sources{.topology = o.topology, .workload = o.workload, .strategy = {}};
-  auto cluster = spec::load_cluster_spec(o.topology);
-  auto workload = spec::load_workload_spec(o.workload, o.training.overrides());
-  auto strategy = spec::load_strategy_spec(o.strategy, sources.strategy);
-  const auto job = spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources);
-  const auto reliability =
-      spec::load_reliability_spec(o.reliability.empty() ? spec::default_reliability_path() : o.reliability);
-  driver::GoodputRequest request{.seed = o.seed, .samples = o.samples};
+  api::GoodputRequest request{.topology = {.text = o.topology},
+                              .workload = {.text = o.workload},
+                              .strategy = {.text = o.strategy},
+                              .training = o.training.overrides(),
+                              .reliability = o.reliability,
+                              .checkpoint_interval = o.checkpoint_interval,
+                              .seed = o.seed,
+                              .samples = o.samples};
   if (o.tokens != 0) request.tokens = o.tokens;
   if (o.days != 0) request.days = o.days;
-  if (!o.checkpoint_interval.empty()) {
-    const auto parsed = spec::parse_quantity(o.checkpoint_interval, spec::QuantityKind::Duration);
-    if (const auto* err = std::get_if<spec::QuantityError>(&parsed))
-      throw SpecError("--checkpoint-interval", "", err->message);
-    const double s = std::get<double>(parsed);
-    if (!(s >= 1 && s <= 1e8)) throw SpecError("--checkpoint-interval", "", fmt::format("{} s is out of range", s));
-    request.interval_s = s;
-  }
-  const auto report = driver::build_goodput_report(job, reliability, request);
+  const auto result = api::goodput(request);
+  const auto& report = result.report;
   if (!report.fits && !o.allow_no_fit) {
     // a plan that cannot run has no training time: not priced unless asked for
     fmt::print(stderr, "{}; goodput prices only plans that fit (--allow-no-fit prices it anyway)\n",
@@ -90,8 +81,9 @@ void add_goodput_command(CLI::App& app, Action& action) {
   cmd->add_flag("--allow-no-fit", o->allow_no_fit,
                 "price a plan whose memory peak exceeds the device's (exit 0, the report says it does not fit); "
                 "without it such a plan exits 1 unpriced");
-  cmd->footer("Example: trainsim goodput -t topologies/h100-roce-llama3.json -w workloads/llama3-405b.json "
-              "-s tp=8,sp=on,pp=16,zero=2,first_stage_layers=7,last_stage_layers=7,gpus=16384 --days 54");
+  cmd->footer(
+      "Example: trainsim goodput -t topologies/h100-roce-llama3.json -w workloads/llama3-405b.json "
+      "-s tp=8,sp=on,pp=16,zero=2,first_stage_layers=7,last_stage_layers=7,gpus=16384 --days 54");
   cmd->callback([o, &action] { action = [o] { return run_goodput(*o); }; });
 }
 

@@ -3,12 +3,10 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
-#include "trainsim/driver/run.hpp"
+#include "trainsim/api/api.hpp"
 #include "trainsim/html/html.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/report/perfetto.hpp"
-#include "trainsim/spec/job.hpp"
-#include "trainsim/spec/launch_config.hpp"
 #include "trainsim/util/error.hpp"
 
 namespace trainsim::cli {
@@ -33,68 +31,22 @@ struct RunOptions {
   int steps = 1;
 };
 
-constexpr std::string_view kMegatronPrefix = "megatron:";
-
-// The launch configuration a run was given, if any: -s megatron:ARGS, --megatron-args FILE or
-// --torchtitan FILE.
-std::optional<spec::LaunchConfig> launch_config(const RunOptions& o) {
-  std::optional<spec::LaunchConfig> launch;
-  const auto add = [&](spec::LaunchConfig config) {
-    if (launch)
-      throw SpecError("command line", "",
-                      fmt::format("{} and {}: give one launch configuration", launch->source, config.source));
-    launch = std::move(config);
-  };
-  if (o.strategy.starts_with(kMegatronPrefix)) {
-    const auto args = o.strategy.substr(kMegatronPrefix.size());
-    add(spec::read_megatron_args(args, fmt::format("-s megatron:\"{}\"", args.size() > 60 ? args.substr(0, 57) + "..." : args)));
-  }
-  if (!o.megatron_args.empty()) add(spec::load_megatron_args(o.megatron_args));
-  if (!o.torchtitan.empty()) add(spec::load_torchtitan_toml(o.torchtitan));
-  return launch;
-}
-
 int run(const RunOptions& o) {
-  spec::Sources sources{.topology = o.topology, .workload = o.workload, .strategy = {}};
-  auto cluster = spec::load_cluster_spec(o.topology);
-  spec::WorkloadSpec workload;
-  spec::StrategySpec strategy;
-  if (auto launch = launch_config(o)) {
-    // the launch's strategy, training settings and (without -w) model; -s keys and the training
-    // flags fill in and win over it, except a flag contradicting the launch's sequence or batch
-    const auto flags = o.training.overrides();
-    const bool extra = !o.strategy.empty() && !o.strategy.starts_with(kMegatronPrefix);
-    const auto keys = extra ? spec::parse_inline_strategy(o.strategy, o.strategy) : nlohmann::json::object();
-    std::optional<spec::WorkloadSpec> file;
-    if (!o.workload.empty())
-      file = spec::load_workload_spec(o.workload, spec::launch_training(*launch, keys, flags, cluster.num_devices()));
-    auto launched = spec::resolve_launch(*launch, keys, file, cluster.num_devices(), flags);
-    workload = std::move(launched.workload);
-    strategy = std::move(launched.strategy);
-    if (!file) sources.workload = launch->source;
-    sources.strategy = launch->source;
-  } else {
-    if (o.workload.empty())
-      throw SpecError("command line", "",
-                      "run needs -w WORKLOAD (or a launch configuration: --megatron-args, --torchtitan, -s megatron:ARGS)");
-    if (o.strategy.empty())
-      throw SpecError("command line", "", "run needs -s STRATEGY (or --megatron-args FILE, --torchtitan FILE)");
-    workload = spec::load_workload_spec(o.workload, o.training.overrides());
-    strategy = spec::load_strategy_spec(o.strategy, sources.strategy);
-  }
-  if (o.analytic && !o.timeline.empty())
-    throw SpecError("command line", "--timeline",
-                    "the timeline (and the memory over the step) needs a simulated step; --analytic skips the "
-                    "simulation (drop one of them)");
-  const spec::Job job = spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources);
-  driver::RunOptions options;
-  options.simulate = !o.analytic;
-  options.full = o.full;
-  options.memory_headroom = o.memory_headroom;
-  if (!o.perturb.empty()) options.perturb = spec::load_perturb_spec(o.perturb);
-  options.steps = o.steps;
-  if (!o.calibration.empty()) options.calibration = spec::load_calibration_spec(o.calibration);
-  const auto report = driver::build_run_report(job, options);
+  api::RunRequest request{.topology = {.text = o.topology},
+                          .workload = {.text = o.workload},
+                          .strategy = {.text = o.strategy},
+                          .megatron_args = o.megatron_args,
+                          .torchtitan = o.torchtitan,
+                          .training = o.training.overrides(),
+                          .calibration = o.calibration,
+                          .perturb = o.perturb,
+                          .steps = o.steps,
+                          .memory_headroom = o.memory_headroom,
+                          .full = o.full,
+                          .analytic = o.analytic,
+                          .timeline = !o.timeline.empty()};
+  const auto result = api::run(request);
+  const auto& report = result.report;
   if (!o.timeline.empty() && report.step)
     report::write_perfetto(report.step->lowered, report.step->timeline, o.timeline);
   if (!o.html.empty()) html::write_page(o.html, html::run_page(report));
@@ -119,8 +71,9 @@ int run(const RunOptions& o) {
 void add_run_command(CLI::App& app, Action& action) {
   auto options = std::make_shared<RunOptions>();
   auto* cmd = app.add_subcommand("run", "simulate one training step of a workload on a cluster");
-  cmd->footer("Example: trainsim run -t topologies/dgx-a100-superpod.json -w workloads/gpt3-175b.json "
-              "-s tp=8,pp=8,dp=16,sp=on,recompute=selective,schedule=interleaved,vpp=3");
+  cmd->footer(
+      "Example: trainsim run -t topologies/dgx-a100-superpod.json -w workloads/gpt3-175b.json "
+      "-s tp=8,pp=8,dp=16,sp=on,recompute=selective,schedule=interleaved,vpp=3");
   cmd->add_option("-t,--topology", options->topology, "topology JSON file")->required();
   cmd->add_option("-w,--workload", options->workload,
                   "workload JSON file, a Hugging Face config.json, or {\"hf_config\": PATH, \"training\": {...}}");

@@ -1,19 +1,14 @@
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdio>
 
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "trainsim/api/api.hpp"
 #include "trainsim/html/html.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/search/sweep.hpp"
-#include "trainsim/spec/calibration_spec.hpp"
-#include "trainsim/spec/cluster_spec.hpp"
-#include "trainsim/spec/reader.hpp"
-#include "trainsim/spec/strategy_spec.hpp"
-#include "trainsim/spec/workload_spec.hpp"
 #include "trainsim/util/error.hpp"
 
 namespace trainsim::cli {
@@ -38,22 +33,6 @@ struct SweepCommandOptions {
   std::string html;
 };
 
-// "I/N" with 0 ≤ I < N.
-std::pair<int, int> parse_shard(const std::string& text) {
-  const auto slash = text.find('/');
-  int index = -1;
-  int count = 0;
-  const auto number = [](std::string_view s, int& out) {
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    return ec == std::errc() && end == s.data() + s.size();
-  };
-  if (slash == std::string::npos || !number(std::string_view(text).substr(0, slash), index) ||
-      !number(std::string_view(text).substr(slash + 1), count) || count < 1 || count > (1 << 20) || index < 0 ||
-      index >= count)
-    throw SpecError("--shard", "", fmt::format("\"{}\" is not I/N with 0 ≤ I < N (for example 0/4)", text));
-  return {index, count};
-}
-
 // A progress line on stderr when it is a terminal.
 class Progress {
  public:
@@ -76,29 +55,21 @@ class Progress {
 };
 
 int run_sweep(const SweepCommandOptions& o) {
-  if (o.topology.empty() || o.workload.empty())
-    throw SpecError("command line", "", "sweep needs --topology and --workload (or: sweep merge FILE...)");
-  const auto cluster = spec::load_cluster_spec(o.topology);
-  const auto workload = spec::load_workload_spec(o.workload, o.training.overrides());
-  search::SweepOptions options;
-  for (const auto g : o.gpus)
-    if (g < 1 || g > cluster.num_devices())
-      throw SpecError("--gpus", "",
-                      fmt::format("{} is not a device count in [1, {}] of topology \"{}\"", g, cluster.num_devices(),
-                                  cluster.name));
-  options.gpus = o.gpus;
-  if (!o.fix.empty()) options.fixed = spec::parse_inline_strategy(o.fix, "--fix");
-  options.objective = search::objective_from_name(o.rank_by);
-  if (o.top < 1) throw SpecError("--top", "", "must be at least 1");
-  options.top = o.top;
-  options.threads = o.threads;
-  if (!o.shard.empty()) std::tie(options.shard, options.shards) = parse_shard(o.shard);
-  options.exhaustive = o.exhaustive;
-  if (!o.calibration.empty()) options.run.calibration = spec::load_calibration_spec(o.calibration);
-  options.run.memory_headroom = o.memory_headroom;
   Progress progress(!o.quiet);
-  options.progress = [&](std::size_t done, std::size_t at_most) { progress.update(done, at_most); };
-  const auto result = search::sweep(cluster, workload, spec::Sources{o.topology, o.workload, "--fix"}, options);
+  const auto result =
+      api::sweep({.topology = {.text = o.topology},
+                  .workload = {.text = o.workload},
+                  .training = o.training.overrides(),
+                  .gpus = o.gpus,
+                  .fix = o.fix,
+                  .rank_by = o.rank_by,
+                  .top = o.top,
+                  .threads = o.threads,
+                  .shard = o.shard,
+                  .calibration = o.calibration,
+                  .memory_headroom = o.memory_headroom,
+                  .exhaustive = o.exhaustive,
+                  .progress = [&](std::size_t done, std::size_t at_most) { progress.update(done, at_most); }});
   progress.finish();
   if (!o.html.empty()) html::write_page(o.html, html::sweep_page(result));
   fmt::print("{}", search::render(result, parse_format(o.format)));
@@ -116,9 +87,7 @@ int run_sweep(const SweepCommandOptions& o) {
 }
 
 int run_merge(const SweepCommandOptions& o) {
-  std::vector<search::SweepResult> parts;
-  for (const auto& file : o.merge_files) parts.push_back(search::sweep_from_json(spec::load_json_file(file), file));
-  const auto result = search::merge_sweeps(std::move(parts), o.merge_files);
+  const auto result = api::merge_sweeps(o.merge_files);
   if (!o.html.empty()) html::write_page(o.html, html::sweep_page(result));
   fmt::print("{}", search::render(result, parse_format(o.format)));
   return result.top.empty() ? kDoesNotFit : kOk;
@@ -148,8 +117,9 @@ void add_sweep_command(CLI::App& app, Action& action) {
   add_format_option(*cmd, o->format);
   cmd->add_option("--html", o->html, "write a self-contained HTML page of the result");
   cmd->require_subcommand(0, 1);
-  cmd->footer("Example: trainsim sweep -t topologies/dgx-h100-superpod.json -w workloads/llama3-70b.json --gpus 512 "
-              "--top 5");
+  cmd->footer(
+      "Example: trainsim sweep -t topologies/dgx-h100-superpod.json -w workloads/llama3-70b.json --gpus 512 "
+      "--top 5");
   auto* merge = cmd->add_subcommand("merge", "join the JSON results of sweep shards into the whole sweep's answer");
   merge->footer("Example: trainsim sweep merge shard-0.json shard-1.json");
   merge->add_option("files", o->merge_files, "shard results (sweep --shard I/N --format json)")->required();

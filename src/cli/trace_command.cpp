@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "trainsim/api/api.hpp"
 #include "trainsim/driver/device_fit.hpp"
-#include "trainsim/driver/replay.hpp"
 #include "trainsim/html/html.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/report/trace_format.hpp"
@@ -31,23 +31,18 @@ struct TraceCommandOptions {
   std::string html;
 };
 
-std::vector<trace::RankTrace> read_all(const std::vector<std::string>& paths) {
-  std::vector<trace::RankTrace> out;
-  for (const auto& p : paths) out.push_back(trace::read_trace(p));
-  return out;
-}
-
 int run_summary(const TraceCommandOptions& o) {
-  fmt::print("{}", report::render(trace::summarize(read_all(o.traces)), parse_format(o.format)));
+  fmt::print("{}", report::render(trace::summarize(api::read_traces(o.traces)), parse_format(o.format)));
   return kOk;
 }
 
 int run_replay(const TraceCommandOptions& o) {
-  driver::ReplayRequest request{.compute_scale = o.compute_scale, .network_scale = o.network_scale};
-  if (!o.topology.empty()) request.cluster = spec::load_cluster_spec(o.topology);
-  if (!o.calibration.empty()) request.calibration = spec::load_calibration_spec(o.calibration);
   const auto format = parse_format(o.format);
-  const auto report = driver::replay(read_all(o.traces), request);
+  const auto report = api::replay({.traces = o.traces,
+                                   .topology = o.topology,
+                                   .calibration = o.calibration,
+                                   .compute_scale = o.compute_scale,
+                                   .network_scale = o.network_scale});
   if (!o.html.empty()) html::write_page(o.html, html::replay_page(report));
   print_report(report::render(report, format), report.warnings, format);
   return kOk;
@@ -72,10 +67,9 @@ int run_calibrate(const TraceCommandOptions& o) {
     if (!o.traces.empty()) throw SpecError("command line", "", "give --trace or --microbenchmarks, not both");
     return run_microbench_calibrate(o);
   }
-  if (o.traces.empty()) throw SpecError("command line", "", "give --trace FILE (profiler traces) or --microbenchmarks FILE");
-  std::optional<spec::ClusterSpec> cluster;
-  if (!o.topology.empty()) cluster = spec::load_cluster_spec(o.topology);
-  const auto result = trace::calibrate(read_all(o.traces), cluster);
+  if (o.traces.empty())
+    throw SpecError("command line", "", "give --trace FILE (profiler traces) or --microbenchmarks FILE");
+  const auto result = api::calibrate(o.traces, o.topology);
   const auto text = report::json_text(report::to_json(result, o.traces)) + "\n";
   std::ofstream out(o.output);
   out << text;
@@ -112,7 +106,8 @@ void add_trace_commands(CLI::App& app, Action& action) {
 
   auto* calibrate =
       app.add_subcommand("calibrate", "fit collective and kernel parameters to traces or device microbenchmarks");
-  calibrate->footer("Example: trainsim calibrate --trace rank0.json.gz -t topologies/dgx-a100-superpod.json -o cal.json");
+  calibrate->footer(
+      "Example: trainsim calibrate --trace rank0.json.gz -t topologies/dgx-a100-superpod.json -o cal.json");
   calibrate->add_option("--trace", o->traces, "a rank's trace file (repeat for several)");
   calibrate->add_option("--microbenchmarks", o->microbenchmarks,
                         "device microbenchmarks (tests/reference/modern/devices.json format)");

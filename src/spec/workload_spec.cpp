@@ -204,12 +204,13 @@ WorkloadSpec read_hf_workload(const nlohmann::json& config, const std::string& c
   apply_overrides(training, overrides);
   std::vector<std::string> missing;
   for (const auto* key : {"seq_len", "global_batch"})
-    if (!training.contains(key)) missing.push_back(fmt::format("--{}", key == std::string_view("seq_len") ? "seq-len"
-                                                                                                          : "global-batch"));
+    if (!training.contains(key))
+      missing.push_back(fmt::format("--{}", key == std::string_view("seq_len") ? "seq-len" : "global-batch"));
   if (!missing.empty())
-    throw SpecError(source, "", fmt::format("a Hugging Face config holds no training settings: give {} (or a wrapper "
-                                            "{{\"hf_config\": \"config.json\", \"training\": {{...}}}})",
-                                            fmt::join(missing, " and ")));
+    throw SpecError(source, "",
+                    fmt::format("a Hugging Face config holds no training settings: give {} (or a wrapper "
+                                "{{\"hf_config\": \"config.json\", \"training\": {{...}}}})",
+                                fmt::join(missing, " and ")));
   for (const auto& [key, value] : {std::pair{"dtype", "bf16"}, std::pair{"optimizer", "adamw"}})
     if (!training.contains(key)) {
       training[key] = value;
@@ -248,13 +249,16 @@ WorkloadSpec read_hf_wrapper(const nlohmann::json& json, const std::string& path
 
 }  // namespace
 
-WorkloadSpec load_workload_spec(const std::string& path, const TrainingOverrides& overrides) {
-  auto json = load_json_file(path);
-  if (json.is_object() && json.contains("hf_config")) return read_hf_wrapper(json, path, overrides);
-  if (is_hf_config(json)) return read_hf_workload(json, path, nlohmann::json::object(), path, overrides);
+WorkloadSpec workload_from_json(nlohmann::json json, const std::string& source, const TrainingOverrides& overrides) {
+  if (json.is_object() && json.contains("hf_config")) return read_hf_wrapper(json, source, overrides);
+  if (is_hf_config(json)) return read_hf_workload(json, source, nlohmann::json::object(), source, overrides);
   if (!overrides.empty() && json.is_object() && json.contains("training") && json["training"].is_object())
     apply_overrides(json["training"], overrides);
-  return read_workload_spec(json, path);
+  return read_workload_spec(json, source);
+}
+
+WorkloadSpec load_workload_spec(const std::string& path, const TrainingOverrides& overrides) {
+  return workload_from_json(load_json_file(path), path, overrides);
 }
 
 }  // namespace trainsim::spec

@@ -101,6 +101,9 @@ WorkloadSpec read_workload_spec(const nlohmann::json& json, const std::string& s
 // A workload file, a Hugging Face config.json (recognised by model_type or architectures) or a
 // wrapper {"hf_config": "PATH", "training": {...}} (PATH relative to the wrapper's folder).
 WorkloadSpec load_workload_spec(const std::string& path, const TrainingOverrides& overrides = {});
+// The same from a JSON value already read (a Python dict); `source` names it in errors.
+WorkloadSpec workload_from_json(nlohmann::json json, const std::string& source,
+                                const TrainingOverrides& overrides = {});
 
 // Whether a JSON object is a Hugging Face model config.
 bool is_hf_config(const nlohmann::json& json);

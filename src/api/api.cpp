@@ -1,0 +1,241 @@
+#include "trainsim/api/api.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "trainsim/cost/collective.hpp"
+#include "trainsim/driver/replay.hpp"
+#include "trainsim/spec/calibration_spec.hpp"
+#include "trainsim/spec/launch_config.hpp"
+#include "trainsim/spec/quantity.hpp"
+#include "trainsim/spec/reader.hpp"
+#include "trainsim/spec/reliability_spec.hpp"
+#include "trainsim/spec/strategy_spec.hpp"
+#include "trainsim/util/error.hpp"
+
+namespace trainsim::api {
+namespace {
+
+constexpr std::string_view kMegatronPrefix = "megatron:";
+
+spec::StrategySpec load_strategy(const SpecInput& in, std::string& source) {
+  if (in.value) {
+    source = in.label;
+    return spec::read_strategy_spec(*in.value, in.label);
+  }
+  return spec::load_strategy_spec(in.text, source);
+}
+
+std::string shortened(const std::string& text) {
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+// The launch configuration a run was given, if any: a strategy "megatron:ARGS", a Megatron-LM
+// launch file or a TorchTitan TOML.
+std::optional<spec::LaunchConfig> launch_config(const RunRequest& r) {
+  std::optional<spec::LaunchConfig> launch;
+  const auto add = [&](spec::LaunchConfig config) {
+    if (launch)
+      throw SpecError("command line", "",
+                      fmt::format("{} and {}: give one launch configuration", launch->source, config.source));
+    launch = std::move(config);
+  };
+  if (!r.strategy.value && r.strategy.text.starts_with(kMegatronPrefix)) {
+    const auto args = r.strategy.text.substr(kMegatronPrefix.size());
+    add(spec::read_megatron_args(args, fmt::format("-s megatron:\"{}\"", shortened(args))));
+  }
+  if (!r.megatron_args.empty()) add(spec::load_megatron_args(r.megatron_args));
+  if (!r.torchtitan.empty()) add(spec::load_torchtitan_toml(r.torchtitan));
+  return launch;
+}
+
+// The workload and strategy of a run given a launch configuration: the launch's strategy,
+// training settings and (without a workload) model; strategy keys and the training overrides fill
+// in and win over it, except an override contradicting the launch's sequence or batch.
+void resolve_launched(const RunRequest& r, const spec::LaunchConfig& launch, std::int64_t devices,
+                      spec::WorkloadSpec& workload, spec::StrategySpec& strategy, spec::Sources& sources) {
+  nlohmann::json keys = nlohmann::json::object();
+  if (r.strategy.value)
+    keys = *r.strategy.value;
+  else if (!r.strategy.text.empty() && !r.strategy.text.starts_with(kMegatronPrefix))
+    keys = spec::parse_inline_strategy(r.strategy.text, r.strategy.text);
+  std::optional<spec::WorkloadSpec> file;
+  if (!r.workload.empty()) file = load_workload(r.workload, spec::launch_training(launch, keys, r.training, devices));
+  auto launched = spec::resolve_launch(launch, keys, file, devices, r.training);
+  workload = std::move(launched.workload);
+  strategy = std::move(launched.strategy);
+  if (!file) sources.workload = launch.source;
+  sources.strategy = launch.source;
+}
+
+spec::Job build_job(const SpecInput& topology, const SpecInput& workload_in, const SpecInput& strategy_in,
+                    const spec::TrainingOverrides& training) {
+  spec::Sources sources{.topology = topology.name(), .workload = workload_in.name(), .strategy = {}};
+  auto cluster = load_cluster(topology);
+  auto workload = load_workload(workload_in, training);
+  auto strategy = load_strategy(strategy_in, sources.strategy);
+  return spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources);
+}
+
+// "I/N" with 0 ≤ I < N.
+std::pair<int, int> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  int index = -1;
+  int count = 0;
+  const auto number = [](std::string_view s, int& out) {
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && end == s.data() + s.size();
+  };
+  if (slash == std::string::npos || !number(std::string_view(text).substr(0, slash), index) ||
+      !number(std::string_view(text).substr(slash + 1), count) || count < 1 || count > (1 << 20) || index < 0 ||
+      index >= count)
+    throw SpecError("--shard", "", fmt::format("\"{}\" is not I/N with 0 ≤ I < N (for example 0/4)", text));
+  return {index, count};
+}
+
+std::vector<Bytes> collective_sizes(const CollectiveRequest& r) {
+  if (r.sweep.empty()) {
+    if (r.bytes.empty()) throw SpecError("command line", "", "give --bytes SIZE or --sweep MIN:MAX");
+    return {spec::parse_bytes_option(r.bytes, "--bytes")};
+  }
+  const auto colon = r.sweep.find(':');
+  if (colon == std::string::npos) throw SpecError("--sweep", "", fmt::format("\"{}\" is not MIN:MAX", r.sweep));
+  const Bytes lo = spec::parse_bytes_option(r.sweep.substr(0, colon), "--sweep");
+  const Bytes hi = spec::parse_bytes_option(r.sweep.substr(colon + 1), "--sweep");
+  if (hi < lo) throw SpecError("--sweep", "", fmt::format("\"{}\" runs backwards", r.sweep));
+  return driver::doubling_sizes(lo, hi);
+}
+
+}  // namespace
+
+spec::ClusterSpec load_cluster(const SpecInput& in) {
+  if (in.value) return spec::read_cluster_spec(*in.value, in.label);
+  return spec::load_cluster_spec(in.text);
+}
+
+spec::WorkloadSpec load_workload(const SpecInput& in, const spec::TrainingOverrides& overrides) {
+  if (in.value) return spec::workload_from_json(*in.value, in.label, overrides);
+  return spec::load_workload_spec(in.text, overrides);
+}
+
+RunResult run(const RunRequest& r) {
+  spec::Sources sources{.topology = r.topology.name(), .workload = r.workload.name(), .strategy = {}};
+  auto cluster = load_cluster(r.topology);
+  spec::WorkloadSpec workload;
+  spec::StrategySpec strategy;
+  if (const auto launch = launch_config(r)) {
+    resolve_launched(r, *launch, cluster.num_devices(), workload, strategy, sources);
+  } else {
+    if (r.workload.empty())
+      throw SpecError(
+          "command line", "",
+          "run needs -w WORKLOAD (or a launch configuration: --megatron-args, --torchtitan, -s megatron:ARGS)");
+    if (r.strategy.empty())
+      throw SpecError("command line", "", "run needs -s STRATEGY (or --megatron-args FILE, --torchtitan FILE)");
+    workload = load_workload(r.workload, r.training);
+    strategy = load_strategy(r.strategy, sources.strategy);
+  }
+  if (r.analytic && r.timeline)
+    throw SpecError("command line", "--timeline",
+                    "the timeline (and the memory over the step) needs a simulated step; --analytic skips the "
+                    "simulation (drop one of them)");
+  RunResult result;
+  result.job = std::make_unique<spec::Job>(
+      spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources));
+  driver::RunOptions options;
+  options.simulate = !r.analytic;
+  options.full = r.full;
+  options.memory_headroom = r.memory_headroom;
+  if (!r.perturb.empty()) options.perturb = spec::load_perturb_spec(r.perturb);
+  options.steps = r.steps;
+  if (!r.calibration.empty()) options.calibration = spec::load_calibration_spec(r.calibration);
+  result.report = driver::build_run_report(*result.job, options);
+  return result;
+}
+
+search::SweepResult sweep(const SweepRequest& r) {
+  if (r.topology.empty() || r.workload.empty())
+    throw SpecError("command line", "", "sweep needs --topology and --workload (or: sweep merge FILE...)");
+  const auto cluster = load_cluster(r.topology);
+  const auto workload = load_workload(r.workload, r.training);
+  search::SweepOptions options;
+  for (const auto g : r.gpus)
+    if (g < 1 || g > cluster.num_devices())
+      throw SpecError("--gpus", "",
+                      fmt::format("{} is not a device count in [1, {}] of topology \"{}\"", g, cluster.num_devices(),
+                                  cluster.name));
+  options.gpus = r.gpus;
+  if (!r.fix.empty()) options.fixed = spec::parse_inline_strategy(r.fix, "--fix");
+  options.objective = search::objective_from_name(r.rank_by);
+  if (r.top < 1) throw SpecError("--top", "", "must be at least 1");
+  options.top = r.top;
+  options.threads = r.threads;
+  if (!r.shard.empty()) std::tie(options.shard, options.shards) = parse_shard(r.shard);
+  options.exhaustive = r.exhaustive;
+  if (!r.calibration.empty()) options.run.calibration = spec::load_calibration_spec(r.calibration);
+  options.run.memory_headroom = r.memory_headroom;
+  options.progress = r.progress;
+  return search::sweep(cluster, workload, spec::Sources{r.topology.name(), r.workload.name(), "--fix"}, options);
+}
+
+search::SweepResult merge_sweeps(const std::vector<std::string>& files) {
+  std::vector<search::SweepResult> parts;
+  for (const auto& file : files) parts.push_back(search::sweep_from_json(spec::load_json_file(file), file));
+  return search::merge_sweeps(std::move(parts), files);
+}
+
+driver::CollectiveReport collective(const CollectiveRequest& r) {
+  const auto cluster = load_cluster(r.topology);
+  // the device's fitted collective parameters, then the calibration: as run resolves them
+  std::optional<spec::CalibrationSpec> calibration;
+  if (!r.calibration.empty()) calibration = spec::load_calibration_spec(r.calibration);
+  const auto tunables = driver::resolve_tunables(cluster, calibration ? &*calibration : nullptr).values;
+  driver::CollectiveQuery query{.op = r.op, .group = r.group, .algorithm = r.algorithm, .strategy = r.strategy};
+  const auto& names = cost::collective_names();
+  if (std::find(names.begin(), names.end(), r.op) == names.end())
+    throw SpecError("--op", "",
+                    fmt::format("unknown collective \"{}\"; expected one of: {}", r.op, fmt::join(names, ", ")));
+  query.sizes = collective_sizes(r);
+  return driver::run_collective(cluster, query, tunables);
+}
+
+GoodputResult goodput(const GoodputRequest& r) {
+  GoodputResult result;
+  result.job = std::make_unique<spec::Job>(build_job(r.topology, r.workload, r.strategy, r.training));
+  const auto reliability =
+      spec::load_reliability_spec(r.reliability.empty() ? spec::default_reliability_path() : r.reliability);
+  driver::GoodputRequest request{.tokens = r.tokens, .days = r.days, .seed = r.seed, .samples = r.samples};
+  if (!r.checkpoint_interval.empty()) {
+    const auto parsed = spec::parse_quantity(r.checkpoint_interval, spec::QuantityKind::Duration);
+    if (const auto* err = std::get_if<spec::QuantityError>(&parsed))
+      throw SpecError("--checkpoint-interval", "", err->message);
+    const double s = std::get<double>(parsed);
+    if (!(s >= 1 && s <= 1e8)) throw SpecError("--checkpoint-interval", "", fmt::format("{} s is out of range", s));
+    request.interval_s = s;
+  }
+  result.report = driver::build_goodput_report(*result.job, reliability, request);
+  return result;
+}
+
+std::vector<trace::RankTrace> read_traces(const std::vector<std::string>& paths) {
+  std::vector<trace::RankTrace> out;
+  for (const auto& p : paths) out.push_back(trace::read_trace(p));
+  return out;
+}
+
+trace::TraceReport replay(const ReplayRequest& r) {
+  driver::ReplayRequest request{.compute_scale = r.compute_scale, .network_scale = r.network_scale};
+  if (!r.topology.empty()) request.cluster = spec::load_cluster_spec(r.topology);
+  if (!r.calibration.empty()) request.calibration = spec::load_calibration_spec(r.calibration);
+  return driver::replay(read_traces(r.traces), request);
+}
+
+trace::CalibrationReport calibrate(const std::vector<std::string>& traces, const std::string& topology) {
+  std::optional<spec::ClusterSpec> cluster;
+  if (!topology.empty()) cluster = spec::load_cluster_spec(topology);
+  return trace::calibrate(read_traces(traces), cluster);
+}
+
+}  // namespace trainsim::api
