@@ -141,6 +141,10 @@ RunResult run(const RunRequest& r) {
     throw SpecError("command line", "--timeline",
                     "the timeline (and the memory over the step) needs a simulated step; --analytic skips the "
                     "simulation (drop one of them)");
+  if (r.analytic && r.chakra)
+    throw SpecError("command line", "--chakra",
+                    "a Chakra export is the simulated step's task graph; --analytic skips the simulation (drop one "
+                    "of them)");
   RunResult result;
   result.job = std::make_unique<spec::Job>(
       spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources));
@@ -150,6 +154,7 @@ RunResult run(const RunRequest& r) {
   options.memory_headroom = r.memory_headroom;
   if (!r.perturb.empty()) options.perturb = spec::load_perturb_spec(r.perturb);
   options.steps = r.steps;
+  options.record_work = r.chakra;
   if (!r.calibration.empty()) options.calibration = spec::load_calibration_spec(r.calibration);
   result.report = driver::build_run_report(*result.job, options);
   return result;
@@ -230,6 +235,13 @@ trace::TraceReport replay(const ReplayRequest& r) {
   if (!r.topology.empty()) request.cluster = spec::load_cluster_spec(r.topology);
   if (!r.calibration.empty()) request.calibration = spec::load_calibration_spec(r.calibration);
   return driver::replay(read_traces(r.traces), request);
+}
+
+trace::ChakraReport replay_chakra(const std::string& dir, const ReplayRequest& r) {
+  driver::ReplayRequest request{.compute_scale = r.compute_scale, .network_scale = r.network_scale};
+  if (!r.topology.empty()) request.cluster = spec::load_cluster_spec(r.topology);
+  if (!r.calibration.empty()) request.calibration = spec::load_calibration_spec(r.calibration);
+  return driver::replay_chakra(trace::read_chakra_dir(dir), request);
 }
 
 trace::CalibrationReport calibrate(const std::vector<std::string>& traces, const std::string& topology) {

@@ -29,6 +29,7 @@ struct TraceCommandOptions {
   double network_scale = 1;
   std::string format = "table";
   std::string html;
+  std::string chakra;
 };
 
 int run_summary(const TraceCommandOptions& o) {
@@ -36,7 +37,21 @@ int run_summary(const TraceCommandOptions& o) {
   return kOk;
 }
 
+int run_chakra_replay(const TraceCommandOptions& o) {
+  if (!o.traces.empty()) throw SpecError("command line", "", "give --trace (Kineto) or --chakra (Chakra), not both");
+  if (!o.html.empty()) throw SpecError("--html", "", "a Chakra replay has no HTML page yet (use --format json)");
+  const auto format = parse_format(o.format);
+  const auto report = api::replay_chakra(o.chakra, {.topology = o.topology,
+                                                    .calibration = o.calibration,
+                                                    .compute_scale = o.compute_scale,
+                                                    .network_scale = o.network_scale});
+  print_report(report::render(report, format), report.warnings, format);
+  return kOk;
+}
+
 int run_replay(const TraceCommandOptions& o) {
+  if (!o.chakra.empty()) return run_chakra_replay(o);
+  if (o.traces.empty()) throw SpecError("command line", "", "replay needs --trace FILE (Kineto) or --chakra DIR");
   const auto format = parse_format(o.format);
   const auto report = api::replay({.traces = o.traces,
                                    .topology = o.topology,
@@ -93,7 +108,9 @@ void add_trace_commands(CLI::App& app, Action& action) {
 
   auto* replay = app.add_subcommand("replay", "run recorded traces back through the engine, optionally changed");
   replay->footer("Example: trainsim replay --trace rank0.json.gz --trace rank1.json.gz --compute-scale 2");
-  replay->add_option("--trace", o->traces, "a rank's trace file (repeat for several ranks)")->required();
+  replay->add_option("--trace", o->traces, "a rank's trace file (repeat for several ranks)");
+  replay->add_option("--chakra", o->chakra,
+                     "a folder of Chakra execution traces (<prefix>.<rank>.et, comm_group.json) instead of --trace");
   replay->add_option("-t,--topology", o->topology, "cost the collectives on this topology (ranks = its devices)");
   replay->add_option("--calibration", o->calibration, "calibration JSON whose fitted collectives replace NCCL times");
   replay->add_option("--compute-scale", o->compute_scale,

@@ -18,4 +18,15 @@ trace::TraceReport replay(const std::vector<trace::RankTrace>& traces, const Rep
   return trace::replay(traces, options);
 }
 
+trace::ChakraReport replay_chakra(const trace::ChakraJob& job, const ReplayRequest& request) {
+  trace::ReplayOptions options{.compute_scale = request.compute_scale, .network_scale = request.network_scale};
+  if (!request.cluster) return trace::replay_chakra(job, options);
+  spec::Tunables tunables;
+  if (request.calibration) request.calibration->apply(tunables);
+  const ClusterModel cluster(*request.cluster, tunables.collectives);
+  const auto costs = cluster.cost_model();
+  options.costs = costs.get();
+  return trace::replay_chakra(job, options);
+}
+
 }  // namespace trainsim::driver

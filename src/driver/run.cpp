@@ -321,7 +321,8 @@ lower::LoweringOptions RunOptions::lowering(const spec::Tunables& tunables) cons
           .memory = tunables.memory,
           .host = tunables.host,
           .nccl_channels = tunables.collectives.channels,
-          .min_bucket_params = min_bucket_params};
+          .min_bucket_params = min_bucket_params,
+          .record_work = record_work};
 }
 
 }  // namespace trainsim::driver

@@ -119,7 +119,19 @@ void Context::take_pending(std::size_t rank_index, StreamKind kind, std::vector<
   pending.clear();  // keeps its capacity for the stream's next waits
 }
 
-TaskList Context::compute(int stage, sim::TaskName name, Duration duration, Category category) {
+void Context::note(sim::TaskId task, const TaskWork& work) {
+  if (!options_->record_work) return;
+  if (out_->work.size() <= task.index()) out_->work.resize(task.index() + 1);
+  out_->work[task.index()] = work;
+}
+
+std::int32_t Context::work_group(std::vector<int> devices) {
+  const auto [it, inserted] = work_groups_.try_emplace(devices, static_cast<std::int32_t>(out_->groups.size()));
+  if (inserted) out_->groups.push_back(std::move(devices));
+  return it->second;
+}
+
+TaskList Context::compute(int stage, sim::TaskName name, Duration duration, Category category, TaskWork work) {
   TaskList out;
   const auto& factors = options_->compute_factor;
   for (const auto i : stage_ranks(stage)) {
@@ -130,6 +142,7 @@ TaskList Context::compute(int stage, sim::TaskName name, Duration duration, Cate
         r < factors.size() && factors[r] != 1.0 ? Duration::from_seconds(duration.seconds() * factors[r]) : duration;
     out.push_back(graph().add_task(name, stream_of(i, StreamKind::Compute), sim::ComputeWork{d}, deps_,
                                    static_cast<std::uint16_t>(category)));
+    note(out.back(), work);
   }
   return out;
 }
@@ -219,6 +232,11 @@ const std::vector<Context::StageGroup>& Context::groups_of(int stage, std::span<
     }
     std::sort(g.members.begin(), g.members.end());
     for (const auto j : g.members) grouped[j] = true;
+    if (options_->record_work) {
+      std::vector<int> members;
+      for (const auto d : devices) members.push_back(static_cast<int>(d.value));
+      g.work_group = work_group(std::move(members));
+    }
     g.group = costs_->intern(cost::Group{devices});
     it->second.push_back(std::move(g));
   }
@@ -252,6 +270,7 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
     // tensor-parallel collectives block the compute stream (pipelined ones are charged in the GEMM)
     const auto work = comm_work(c, Bytes::from_double(bytes.as_double() * fraction), stream != StreamKind::TpComm);
     const auto task = graph().add_task(name, streams_, work, deps_, static_cast<std::uint16_t>(category));
+    note(task, {.op = static_cast<std::int16_t>(kind), .group = g.work_group});
     for (const auto j : g.members) out[j] = task;
   }
   return out;
@@ -276,6 +295,9 @@ TaskList Context::collective_between(int stage_a, int stage_b, sim::TaskName nam
     const sim::StreamId streams[] = {stream_of(i, stream), stream_of(j, stream)};
     const auto task =
         graph().add_task(name, streams, comm_work(c, bytes, true), deps_, static_cast<std::uint16_t>(Category::DpComm));
+    if (options_->record_work)
+      note(task, {.op = static_cast<std::int16_t>(cost::CollectiveKind::AllReduce),
+                  .group = work_group({std::min(ra, rb), std::max(ra, rb)})});
     out.push_back(task);
     on_b[stage_position_[static_cast<std::size_t>(rb)]] = task;
   }
@@ -300,6 +322,8 @@ TaskList Context::transfer(int from, int to, sim::TaskName name, Bytes bytes, bo
     const sim::StreamId streams[] = {stream_of(i, send), stream_of(j, recv)};
     const auto task =
         graph().add_task(name, streams, comm_work(c, bytes, true), deps_, static_cast<std::uint16_t>(Category::PpComm));
+    if (options_->record_work)
+      note(task, {.op = static_cast<std::int16_t>(cost::CollectiveKind::SendRecv), .group = work_group({src, dst})});
     out[stage_position_[static_cast<std::size_t>(dst)]] = task;
   }
   return out;

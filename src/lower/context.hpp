@@ -49,7 +49,8 @@ class Context {
   // Dependencies for the next task on `stream` of every rank of `stage` (kNoTask entries ignored).
   void wait(int stage, StreamKind stream, const TaskList& tasks);
 
-  TaskList compute(int stage, sim::TaskName name, Duration duration, Category category);
+  // `work`: the FLOPs and bytes of its kernels, kept when the options ask (Lowered::work).
+  TaskList compute(int stage, sim::TaskName name, Duration duration, Category category, TaskWork work = {});
   // The host launching the next pass on every rank of `stage`: a task on its host thread (after
   // the waits pending there), which the stage's next compute and data-parallel tasks wait for.
   TaskList launch(int stage, sim::TaskName name, Duration duration);
@@ -78,6 +79,9 @@ class Context {
   // Keeps how a collective was costed, once per distinct choice (Lowered::collectives).
   void record(CollectiveChoice choice);
   std::size_t index_of_rank(int rank) const;
+  // With LoweringOptions::record_work: what `task` does, and a group's index in Lowered::groups.
+  void note(sim::TaskId task, const TaskWork& work);
+  std::int32_t work_group(std::vector<int> devices);
 
   const spec::Job* job_;
   cost::CostModel* costs_;
@@ -97,12 +101,14 @@ class Context {
     std::size_t size = 0;
     std::vector<std::size_t> members;
     cost::GroupId group;
+    std::int32_t work_group = -1;  // Lowered::groups, with record_work
   };
   const std::vector<StageGroup>& groups_of(int stage, std::span<const spec::ParallelDim> dims, Subgroup subgroup);
   static constexpr std::size_t kNotSimulated = ~std::size_t{0};
   std::vector<std::size_t> stage_position_;  // per rank: its position in its stage's list
   // by (stage, dims as a bit set, subgroup size, across), in the order of their first member
   std::map<std::tuple<int, std::uint32_t, int, bool>, std::vector<StageGroup>> stage_groups_;
+  std::map<std::vector<int>, std::int32_t> work_groups_;
   std::vector<sim::StreamId> streams_;  // scratch space
   std::vector<sim::TaskId> deps_;
 };

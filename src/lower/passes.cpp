@@ -99,7 +99,7 @@ class Passes::Writer {
     }
     const auto label =
         fmt::format("{}{} {}..{}", prefix_, unit_name(unit), queued_.front().second.op, queued_.back().second.op);
-    last_ = p_.ctx_.compute(stage_, {label, microbatch_}, p_.duration(unit, kernels), category);
+    last_ = p_.ctx_.compute(stage_, {label, microbatch_}, p_.duration(unit, kernels), category, p_.work(unit, kernels));
     queued_.clear();
     return last_;
   }
@@ -224,6 +224,25 @@ Duration Passes::duration(int unit, const std::vector<Kernel>& kernels) {
     }
   }
   return it->second;
+}
+
+TaskWork Passes::work(int unit, const std::vector<Kernel>& kernels) {
+  TaskWork out;
+  if (!ctx_.options().record_work) return out;
+  for (const auto& k : kernels)
+    for (const auto& op : ops_of(unit)) {
+      if (op.name != k.op) continue;
+      const double flops = k.pass == model::Pass::Forward        ? op.fwd_flops
+                           : k.pass == model::Pass::BackwardData ? op.bwd_data_flops
+                                                                 : op.bwd_weight_flops;
+      // the backward's memory-bound traffic is the data-gradient pass's
+      const double bytes = k.pass == model::Pass::Forward        ? op.fwd_bytes
+                           : k.pass == model::Pass::BackwardData ? op.bwd_bytes
+                                                                 : 0.0;
+      out.flops += flops / k.parts;
+      out.bytes += bytes / k.parts;
+    }
+  return out;
 }
 
 int Passes::launches(int unit, const std::vector<Kernel>& kernels) {

@@ -52,6 +52,8 @@ class Passes {
 
   const std::vector<model::Op>& ops_of(int unit);
   Duration duration(int unit, const std::vector<Kernel>& kernels);
+  // The FLOPs and HBM bytes of the kernels (Lowered::work; zero unless the options keep them).
+  TaskWork work(int unit, const std::vector<Kernel>& kernels);
   int launches(int unit, const std::vector<Kernel>& kernels);
   // The host's time to launch a unit's pass ('F' forward, 'B' backward with `recomputed` saying
   // whether full recomputation replays it first, 'W' weight gradients), and the host task that

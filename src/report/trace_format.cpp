@@ -28,7 +28,8 @@ std::string bound_line(const trace::TraceReport& r) {
   }
   std::vector<std::string> counts;
   for (const auto* kind : {"CPU", "GPU", "communication", "unrecorded wait"})
-    if (steps.contains(kind)) counts.push_back(fmt::format("{} in {} of {} step(s)", kind, steps.at(kind), r.steps.size()));
+    if (steps.contains(kind))
+      counts.push_back(fmt::format("{} in {} of {} step(s)", kind, steps.at(kind), r.steps.size()));
   const auto sum = std::max(total.cpu_s + total.compute_s + total.comm_s + total.wait_s, 1e-300);
   return fmt::format(
       "bound by {} (critical path: {:.0f}% CPU threads, {:.0f}% GPU compute, {:.0f}% NCCL, {:.0f}% unrecorded waits)",
@@ -153,6 +154,58 @@ std::string render(const trace::TraceReport& r, Format format) {
       return to_csv(r);
     case Format::Table:
       return to_table(r);
+  }
+  SIM_ASSERT(false, "unhandled format");
+}
+
+ordered_json to_json(const trace::ChakraReport& r) {
+  ordered_json ranks = ordered_json::array();
+  for (const auto& f : r.ranks)
+    ranks.push_back({{"path", f.path},
+                     {"rank", f.rank},
+                     {"nodes", f.nodes},
+                     {"compute", f.compute},
+                     {"host", f.host},
+                     {"collectives", f.collectives},
+                     {"p2p", f.p2p},
+                     {"missing_deps", f.missing_deps},
+                     {"recorded_s", f.recorded_s},
+                     {"replayed_s", f.replayed_s}});
+  return {{"trainsim_version", TRAINSIM_VERSION},
+          {"chakra", r.dir},
+          {"step_time_s", r.step_time_s},
+          {"collectives", r.collectives},
+          {"costed", r.costed},
+          {"ranks", std::move(ranks)},
+          {"notes", r.notes},
+          {"warnings", r.warnings}};
+}
+
+namespace {
+
+std::string chakra_table(const trace::ChakraReport& r) {
+  std::string out =
+      fmt::format("{:<21} {} ({} ranks, {} collectives)\n", "chakra traces", r.dir, r.ranks.size(), r.collectives);
+  out += fmt::format("{:<21} {:.6f} s replayed\n", "step time", r.step_time_s);
+  out += fmt::format("{:>8} {:>9} {:>9} {:>7} {:>11} {:>6} {:>12} {:>12}\n", "rank", "nodes", "compute", "host",
+                     "collectives", "p2p", "recorded s", "replayed s");
+  for (const auto& f : r.ranks)
+    out += fmt::format("{:>8} {:>9} {:>9} {:>7} {:>11} {:>6} {:>12.6f} {:>12.6f}\n", f.rank, f.nodes, f.compute, f.host,
+                       f.collectives, f.p2p, f.recorded_s, f.replayed_s);
+  for (const auto& n : r.notes) out += fmt::format("note: {}\n", n);
+  return out;
+}
+
+}  // namespace
+
+std::string render(const trace::ChakraReport& r, Format format) {
+  switch (format) {
+    case Format::Json:
+      return json_text(to_json(r)) + "\n";
+    case Format::Csv:
+      throw SpecError("--format", "", "replay --chakra prints a table or JSON, not CSV");
+    case Format::Table:
+      return chakra_table(r);
   }
   SIM_ASSERT(false, "unhandled format");
 }

@@ -17,6 +17,7 @@
 #include "trainsim/spec/job.hpp"
 #include "trainsim/spec/workload_spec.hpp"
 #include "trainsim/trace/analysis.hpp"
+#include "trainsim/trace/chakra.hpp"
 
 namespace trainsim::api {
 
@@ -50,6 +51,7 @@ struct RunRequest {
   bool full = false;
   bool analytic = false;
   bool timeline = false;  // a timeline will be asked for: the step must be simulated
+  bool chakra = false;    // a Chakra export will be asked for: simulated, with each task's work kept
 };
 
 // A run's report with the job it points into (moving the result keeps the pointer valid).
@@ -123,6 +125,9 @@ struct ReplayRequest {
 };
 
 trace::TraceReport replay(const ReplayRequest& request);
+
+// `replay --chakra DIR`: a folder of Chakra execution traces replayed (`traces` unused).
+trace::ChakraReport replay_chakra(const std::string& dir, const ReplayRequest& request);
 
 // `calibrate --trace`: collective and kernel parameters fitted to traces (topology optional).
 trace::CalibrationReport calibrate(const std::vector<std::string>& traces, const std::string& topology);

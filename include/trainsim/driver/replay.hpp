@@ -7,6 +7,7 @@
 #include "trainsim/spec/calibration_spec.hpp"
 #include "trainsim/spec/cluster_spec.hpp"
 #include "trainsim/trace/analysis.hpp"
+#include "trainsim/trace/chakra.hpp"
 
 namespace trainsim::driver {
 
@@ -18,5 +19,7 @@ struct ReplayRequest {
 };
 
 trace::TraceReport replay(const std::vector<trace::RankTrace>& traces, const ReplayRequest& request);
+// Chakra execution traces replayed, collectives costed on the cluster when there is one.
+trace::ChakraReport replay_chakra(const trace::ChakraJob& job, const ReplayRequest& request);
 
 }  // namespace trainsim::driver

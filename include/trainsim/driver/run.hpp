@@ -45,6 +45,8 @@ struct RunOptions {
   // Stragglers: every rank simulated, over `steps` steps (each its own noise draw)
   std::optional<spec::PerturbSpec> perturb;
   int steps = 1;
+  // Keep what each task does (lower::Lowered::work), for a Chakra export.
+  bool record_work = false;
 
   ResolvedTunables tunables(const spec::ClusterSpec& cluster) const;
   lower::LoweringOptions lowering(const spec::Tunables& tunables) const;

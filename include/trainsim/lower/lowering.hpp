@@ -56,6 +56,8 @@ struct LoweringOptions {
   std::vector<int> distinct_ranks;
   // Megatron-LM's data-parallel bucket: max(40M, 1M · dp) parameters.
   double min_bucket_params = 40e6;
+  // Keep what each task does (Lowered::work): an exporter's need (Chakra), off otherwise.
+  bool record_work = false;
 };
 
 struct SimulatedRank {
@@ -78,11 +80,25 @@ struct CollectiveChoice {
   friend auto operator<=>(const CollectiveChoice&, const CollectiveChoice&) = default;
 };
 
+// What a task does beyond its duration, for exporters (LoweringOptions::record_work).
+struct TaskWork {
+  static constexpr std::int16_t kCompute = -1;
+  double flops = 0;            // compute: the FLOPs of its kernels
+  double bytes = 0;            // compute: the HBM bytes of its memory-bound kernels
+  std::int16_t op = kCompute;  // communication: its cost::CollectiveKind (SendRecv: a pipeline transfer)
+  // communication: its devices, an index into Lowered::groups (a transfer's: source, destination)
+  std::int32_t group = -1;
+};
+
 struct Lowered {
   sim::TaskGraph graph;
   // one entry per distinct (label, bytes, group size, algorithm, protocol), sorted
   std::vector<CollectiveChoice> collectives;
   std::vector<SimulatedRank> ranks;
+  // With LoweringOptions::record_work: one entry per task (by TaskId), and the device groups the
+  // communication tasks run on (every member of the group, simulated or not), in rank order.
+  std::vector<TaskWork> work;
+  std::vector<std::vector<int>> groups;
   // Ranks of the job per simulated rank (1 with LoweringOptions::full; rounded down, and a mean,
   // when ranks stand for different numbers: SimulatedRank::stands_for).
   std::int64_t fold = 1;

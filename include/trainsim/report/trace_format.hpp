@@ -8,6 +8,7 @@
 
 #include "trainsim/report/format.hpp"
 #include "trainsim/trace/analysis.hpp"
+#include "trainsim/trace/chakra.hpp"
 #include "trainsim/trace/microbench.hpp"
 
 namespace trainsim::report {
@@ -16,6 +17,10 @@ nlohmann::ordered_json to_json(const trace::TraceReport& report);
 std::string to_table(const trace::TraceReport& report);
 std::string to_csv(const trace::TraceReport& report);
 std::string render(const trace::TraceReport& report, Format format);
+
+// `replay --chakra`: per rank, the nodes by kind and the recorded and replayed spans.
+nlohmann::ordered_json to_json(const trace::ChakraReport& report);
+std::string render(const trace::ChakraReport& report, Format format);
 
 // The calibration file: the fitted values `run --calibration` reads, the traces they came from
 // ("traces") and the fit's residuals ("fit").
