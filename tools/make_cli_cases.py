@@ -17,6 +17,7 @@ def case(name, args, exit_code, stderr, files=None):
     base = f'tests/cli/cases/{name}'
     for fname, content in (files or {}).items():
         mode = 'wb' if isinstance(content, bytes) else 'w'
+        os.makedirs(os.path.dirname(f'{d}/{fname}'), exist_ok=True)
         with open(f'{d}/{fname}', mode) as f:
             f.write(content if isinstance(content, (str, bytes)) else json.dumps(content, indent=2) + '\n')
     args = args.replace('@', base + '/')
@@ -516,6 +517,29 @@ case('replay-no-profiler-steps', 'replay --trace @t.json', 2,
 case('replay-no-gpu-kernels', 'replay --trace @t.json', 2,
      'error: @t.json: nothing to replay: no GPU kernels, copies or sets',
      {'t.json': {"traceEvents": [e for e in SMALL_TRACE["traceEvents"] if e["cat"] != "kernel"]}})
+# Chakra execution traces (replay --chakra, run --chakra): length-delimited protobuf, written here
+# byte by byte: a varint length, then the message (GlobalMetadata: version "0.0.4")
+CHAKRA_META = bytes([7, 0x0a, 5]) + b'0.0.4'
+case('replay-trace-and-chakra', 'replay --trace @t.json --chakra @et', 2,
+     'error: command line: give --trace (Kineto) or --chakra (Chakra), not both')
+case('replay-nothing', 'replay', 2, 'error: command line: replay needs --trace FILE (Kineto) or --chakra DIR')
+case('replay-chakra-not-a-folder', 'replay --chakra @missing', 2,
+     'error: @missing: not a folder of Chakra traces')
+case('replay-chakra-no-traces', 'replay --chakra @et', 2,
+     'error: @et: no Chakra traces (<prefix>.<rank>.et) in the folder', {'et/README': 'no traces here\n'})
+case('replay-chakra-truncated', 'replay --chakra @et', 2,
+     'error: @et/x.0.et: corrupt or truncated protobuf after 0 nodes',
+     {'et/x.0.et': CHAKRA_META + bytes([16, 0x08, 0x05, 0x12])})
+# a Node with id 5 and type 42 (field 1 varint, field 3 varint)
+case('replay-chakra-unknown-node-type', 'replay --chakra @et', 2,
+     'error: @et/x.0.et: node 5 (""): unknown node type 42',
+     {'et/x.0.et': CHAKRA_META + bytes([4, 0x08, 0x05, 0x18, 42])})
+case('replay-chakra-html', 'replay --chakra @et --html @p.html', 2,
+     'error: --html: a Chakra replay has no HTML page yet (use --format json)',
+     {'et/x.0.et': CHAKRA_META + bytes([4, 0x08, 0x05, 0x18, 4])})
+case('chakra-without-simulation', f'{RUN} tp=8,gpus=8 --analytic --chakra @et', 2,
+     'error: command line: --chakra: a Chakra export is the simulated step\'s task graph; --analytic skips the '
+     'simulation (drop one of them)')
 case('replay-topology-costs-nothing', f'replay --trace @t.json -t {T}', 2,
      'error: -t: none of the 1 NCCL kernel(s) can be costed: 1 record no size or group size (the profiler\'s "In msg nelems" and "Group size" arguments)',
      {'t.json': UNSIZED_TRACE})

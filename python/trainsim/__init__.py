@@ -239,18 +239,20 @@ def run(topology: SpecArg, workload: SpecArg = None, strategy: SpecArg = None, *
         seq_len: int | None = None, global_batch: int | None = None, dtype: str | None = None,
         optimizer: str | None = None, megatron_args: PathLike | None = None, torchtitan: PathLike | None = None,
         calibration: PathLike | None = None, perturb: PathLike | None = None, steps: int = 1,
-        memory_headroom: float = 0.05, full: bool = False, analytic: bool = False) -> RunReport:
+        memory_headroom: float = 0.05, full: bool = False, analytic: bool = False,
+        chakra: PathLike | None = None) -> RunReport:
     """Simulate one training step, as ``trainsim run``.
 
     ``topology``, ``workload`` and ``strategy`` are paths, dicts or Topology/Workload/Strategy;
     the strategy also the CLI's ``"tp=8,pp=4"`` or ``"megatron:ARGS"``. A plan that does not fit
-    is reported (``fits`` is False), not raised. Raises SpecError for bad input.
+    is reported (``fits`` is False), not raised. ``chakra`` writes the simulated step as Chakra
+    execution traces into that folder (as ``--chakra DIR``). Raises SpecError for bad input.
     """
     request = {"topology": _spec(topology, Topology), "workload": _spec(workload, Workload),
                "strategy": _spec(strategy, Strategy), "megatron_args": _path(megatron_args),
                "torchtitan": _path(torchtitan), "calibration": _path(calibration), "perturb": _path(perturb),
                "steps": steps, "memory_headroom": memory_headroom, "full": full, "analytic": analytic,
-               **_training(seq_len, global_batch, dtype, optimizer)}
+               "chakra": _path(chakra), **_training(seq_len, global_batch, dtype, optimizer)}
     return RunReport(_core.run(request))
 
 
@@ -307,10 +309,19 @@ def goodput(topology: SpecArg, workload: SpecArg, strategy: SpecArg, *, reliabil
     return report
 
 
-def replay(traces: PathLike | Sequence[PathLike], *, topology: PathLike | None = None,
-           calibration: PathLike | None = None, compute_scale: float = 1,
+def replay(traces: PathLike | Sequence[PathLike] | None = None, *, chakra: PathLike | None = None,
+           topology: PathLike | None = None, calibration: PathLike | None = None, compute_scale: float = 1,
            network_scale: float = 1) -> ReplayReport:
-    """Recorded Kineto traces run back through the engine, as ``trainsim replay``."""
+    """Recorded traces run back through the engine, as ``trainsim replay``: Kineto trace files
+    (``--trace``), or a folder of Chakra execution traces (``chakra``, as ``--chakra DIR``)."""
+    if chakra is not None:
+        if traces is not None:
+            raise SpecError("give traces (Kineto) or chakra (a folder of Chakra traces), not both", "replay")
+        request = {"chakra": os.fspath(chakra), "topology": _path(topology), "calibration": _path(calibration),
+                   "compute_scale": compute_scale, "network_scale": network_scale}
+        return ReplayReport(_core.replay_chakra(request))
+    if traces is None:
+        raise SpecError("replay needs traces (Kineto files) or chakra (a folder of Chakra traces)", "replay")
     paths = [os.fspath(traces)] if isinstance(traces, (str, os.PathLike)) else [os.fspath(t) for t in traces]
     request = {"traces": paths, "topology": _path(topology), "calibration": _path(calibration),
                "compute_scale": compute_scale, "network_scale": network_scale}

@@ -9,6 +9,7 @@
 
 #include "trainsim/api/api.hpp"
 #include "trainsim/html/html.hpp"
+#include "trainsim/report/chakra.hpp"
 #include "trainsim/report/collective_report.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/report/goodput_format.hpp"
@@ -109,8 +110,14 @@ std::unique_ptr<Run> run(const py::dict& d) {
                     .memory_headroom = get<double>(d, "memory_headroom", driver::RunOptions::kDefaultMemoryHeadroom),
                     .full = get<bool>(d, "full", false),
                     .analytic = get<bool>(d, "analytic", false)};
+  const auto chakra = get<std::string>(d, "chakra", "");
+  r.chakra = !chakra.empty();
   py::gil_scoped_release release;
-  return std::make_unique<Run>(Run{api::run(r)});
+  auto out = std::make_unique<Run>(Run{api::run(r)});
+  const auto& report = out->result.report;
+  if (!chakra.empty() && report.step)
+    report::write_chakra(*out->result.job, report.step->lowered, report.step->timeline, chakra);
+  return out;
 }
 
 std::unique_ptr<Sweep> sweep(const py::dict& d) {
@@ -161,6 +168,23 @@ std::unique_ptr<Goodput> goodput(const py::dict& d) {
   if (d.contains("days") && !d["days"].is_none()) r.days = d["days"].cast<double>();
   py::gil_scoped_release release;
   return std::make_unique<Goodput>(Goodput{api::goodput(r)});
+}
+
+struct ChakraReplay {
+  trace::ChakraReport report;
+  std::string text(const std::string& format) const {
+    return report::render(report, format == "json" ? Format::Json : Format::Table);
+  }
+};
+
+std::unique_ptr<ChakraReplay> replay_chakra(const py::dict& d) {
+  const auto dir = get<std::string>(d, "chakra", "");
+  api::ReplayRequest r{.topology = get<std::string>(d, "topology", ""),
+                       .calibration = get<std::string>(d, "calibration", ""),
+                       .compute_scale = get<double>(d, "compute_scale", 1),
+                       .network_scale = get<double>(d, "network_scale", 1)};
+  py::gil_scoped_release release;
+  return std::make_unique<ChakraReplay>(ChakraReplay{api::replay_chakra(dir, r)});
 }
 
 std::unique_ptr<Replay> replay(const py::dict& d) {
@@ -223,7 +247,10 @@ PYBIND11_MODULE(_core, m) {
       .def("text", &Replay::text, py::arg("format"), release())
       .def("write_html", &Replay::write_html, py::arg("path"), release());
 
+  py::class_<ChakraReplay>(m, "ChakraReplay").def("text", &ChakraReplay::text, py::arg("format"), release());
+
   m.def("run", &run, py::arg("request"));
+  m.def("replay_chakra", &replay_chakra, py::arg("request"));
   m.def("sweep", &sweep, py::arg("request"));
   m.def("merge", &merge, py::arg("files"));
   m.def("collective", &collective, py::arg("request"));
