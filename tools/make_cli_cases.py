@@ -537,6 +537,11 @@ case('replay-chakra-unknown-node-type', 'replay --chakra @et', 2,
 case('replay-chakra-html', 'replay --chakra @et --html @p.html', 2,
      'error: --html: a Chakra replay has no HTML page yet (use --format json)',
      {'et/x.0.et': CHAKRA_META + bytes([4, 0x08, 0x05, 0x18, 4])})
+case('replay-cost-compute-without-chakra', 'replay --trace @t.json --cost-compute', 2,
+     'error: --cost-compute: costs the kernels of Chakra traces: give --chakra DIR')
+case('replay-cost-compute-without-topology', 'replay --chakra @et --cost-compute', 2,
+     'error: --cost-compute: costing the kernels needs a device: give -t TOPOLOGY',
+     {'et/x.0.et': CHAKRA_META + bytes([4, 0x08, 0x05, 0x18, 4])})
 case('chakra-without-simulation', f'{RUN} tp=8,gpus=8 --analytic --chakra @et', 2,
      'error: command line: --chakra: a Chakra export is the simulated step\'s task graph; --analytic skips the '
      'simulation (drop one of them)')

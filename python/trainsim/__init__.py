@@ -311,14 +311,15 @@ def goodput(topology: SpecArg, workload: SpecArg, strategy: SpecArg, *, reliabil
 
 def replay(traces: PathLike | Sequence[PathLike] | None = None, *, chakra: PathLike | None = None,
            topology: PathLike | None = None, calibration: PathLike | None = None, compute_scale: float = 1,
-           network_scale: float = 1) -> ReplayReport:
+           network_scale: float = 1, cost_compute: bool = False) -> ReplayReport:
     """Recorded traces run back through the engine, as ``trainsim replay``: Kineto trace files
-    (``--trace``), or a folder of Chakra execution traces (``chakra``, as ``--chakra DIR``)."""
+    (``--trace``), or a folder of Chakra execution traces (``chakra``, as ``--chakra DIR``;
+    ``cost_compute`` costs their kernels on the topology's device, ``--cost-compute``)."""
     if chakra is not None:
         if traces is not None:
             raise SpecError("give traces (Kineto) or chakra (a folder of Chakra traces), not both", "replay")
         request = {"chakra": os.fspath(chakra), "topology": _path(topology), "calibration": _path(calibration),
-                   "compute_scale": compute_scale, "network_scale": network_scale}
+                   "compute_scale": compute_scale, "network_scale": network_scale, "cost_compute": cost_compute}
         return ReplayReport(_core.replay_chakra(request))
     if traces is None:
         raise SpecError("replay needs traces (Kineto files) or chakra (a folder of Chakra traces)", "replay")

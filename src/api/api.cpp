@@ -238,7 +238,8 @@ trace::TraceReport replay(const ReplayRequest& r) {
 }
 
 trace::ChakraReport replay_chakra(const std::string& dir, const ReplayRequest& r) {
-  driver::ReplayRequest request{.compute_scale = r.compute_scale, .network_scale = r.network_scale};
+  driver::ReplayRequest request{
+      .compute_scale = r.compute_scale, .network_scale = r.network_scale, .cost_compute = r.cost_compute};
   if (!r.topology.empty()) request.cluster = spec::load_cluster_spec(r.topology);
   if (!r.calibration.empty()) request.calibration = spec::load_calibration_spec(r.calibration);
   return driver::replay_chakra(trace::read_chakra_dir(dir), request);

@@ -30,6 +30,7 @@ struct TraceCommandOptions {
   std::string format = "table";
   std::string html;
   std::string chakra;
+  bool cost_compute = false;
 };
 
 int run_summary(const TraceCommandOptions& o) {
@@ -44,13 +45,15 @@ int run_chakra_replay(const TraceCommandOptions& o) {
   const auto report = api::replay_chakra(o.chakra, {.topology = o.topology,
                                                     .calibration = o.calibration,
                                                     .compute_scale = o.compute_scale,
-                                                    .network_scale = o.network_scale});
+                                                    .network_scale = o.network_scale,
+                                                    .cost_compute = o.cost_compute});
   print_report(report::render(report, format), report.warnings, format);
   return kOk;
 }
 
 int run_replay(const TraceCommandOptions& o) {
   if (!o.chakra.empty()) return run_chakra_replay(o);
+  if (o.cost_compute) throw SpecError("--cost-compute", "", "costs the kernels of Chakra traces: give --chakra DIR");
   if (o.traces.empty()) throw SpecError("command line", "", "replay needs --trace FILE (Kineto) or --chakra DIR");
   const auto format = parse_format(o.format);
   const auto report = api::replay({.traces = o.traces,
@@ -111,6 +114,8 @@ void add_trace_commands(CLI::App& app, Action& action) {
   replay->add_option("--trace", o->traces, "a rank's trace file (repeat for several ranks)");
   replay->add_option("--chakra", o->chakra,
                      "a folder of Chakra execution traces (<prefix>.<rank>.et, comm_group.json) instead of --trace");
+  replay->add_flag("--cost-compute", o->cost_compute,
+                   "with --chakra and -t: cost the kernels on the topology's device from their FLOPs and bytes");
   replay->add_option("-t,--topology", o->topology, "cost the collectives on this topology (ranks = its devices)");
   replay->add_option("--calibration", o->calibration, "calibration JSON whose fitted collectives replace NCCL times");
   replay->add_option("--compute-scale", o->compute_scale,

@@ -182,7 +182,8 @@ std::unique_ptr<ChakraReplay> replay_chakra(const py::dict& d) {
   api::ReplayRequest r{.topology = get<std::string>(d, "topology", ""),
                        .calibration = get<std::string>(d, "calibration", ""),
                        .compute_scale = get<double>(d, "compute_scale", 1),
-                       .network_scale = get<double>(d, "network_scale", 1)};
+                       .network_scale = get<double>(d, "network_scale", 1),
+                       .cost_compute = get<bool>(d, "cost_compute", false)};
   py::gil_scoped_release release;
   return std::make_unique<ChakraReplay>(ChakraReplay{api::replay_chakra(dir, r)});
 }

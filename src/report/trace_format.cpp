@@ -176,6 +176,7 @@ ordered_json to_json(const trace::ChakraReport& r) {
           {"step_time_s", r.step_time_s},
           {"collectives", r.collectives},
           {"costed", r.costed},
+          {"costed_compute", r.costed_compute},
           {"ranks", std::move(ranks)},
           {"notes", r.notes},
           {"warnings", r.warnings}};

@@ -246,7 +246,8 @@ std::optional<Plan> simulate_one(const spec::Job& job, std::size_t index, double
               .gpu_hours_per_mtoken = gpu_hours_per_mtoken(sim.step_time_s, job.gpus, workload),
               .peak_memory = report.peak_memory,
               .memory_at_risk = report.memory_at_risk,
-              .objective = objective_of(options.objective, sim.step_time_s, job.gpus, workload)};
+              .objective = objective_of(options.objective, sim.step_time_s, job.gpus, workload),
+              .bound = bound};
 }
 
 // Phase two: simulate in rounds of kRound, best bound first, until the bound passes the K-th best.
@@ -298,6 +299,15 @@ std::vector<Plan> simulate_rounds(const std::vector<std::size_t>& order, const s
   return kept;
 }
 
+// Keeps the simulated plans every sweep of this space simulates, sharded or not: those whose bound
+// does not exceed the K-th best (each shard's threshold is at least the whole sweep's, so each
+// simulates them). An exhaustive sweep simulates them all.
+void keep_certain_simulations(SweepResult& r) {
+  if (r.exhaustive || r.top.size() < r.top_k) return;
+  const double threshold = r.top[r.top_k - 1].objective;
+  std::erase_if(r.simulated, [&](const Plan& p) { return p.bound > threshold; });
+}
+
 }  // namespace
 
 SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload, const spec::Sources& sources,
@@ -324,6 +334,8 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
   std::vector<Screened> screened;
   const auto order = screen_all(all, mine, cluster, workload, sources, options, pool, screened, result);
   result.top = simulate_rounds(order, mine, screened, workload, options, pool, result.stats, result.simulated);
+  result.exhaustive = options.exhaustive;
+  if (options.shards == 1) keep_certain_simulations(result);
   result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
@@ -352,6 +364,7 @@ SweepResult merge_sweeps(std::vector<SweepResult> parts, const std::vector<std::
     differs("/top_k", p.top_k, out.top_k);
     differs("/gpus", p.gpus, out.gpus);
     differs("/shard/count", p.shards, out.shards);
+    differs("/exhaustive", p.exhaustive, out.exhaustive);
     for (const int s : p.shard_indices) {
       if (std::find(out.shard_indices.begin(), out.shard_indices.end(), s) != out.shard_indices.end())
         throw SpecError(sources[i], "/shard/index", fmt::format("shard {} of {} appears twice", s, out.shards));
@@ -384,6 +397,7 @@ SweepResult merge_sweeps(std::vector<SweepResult> parts, const std::vector<std::
   std::sort(out.top.begin(), out.top.end(), better);
   if (out.top.size() > out.top_k) out.top.resize(out.top_k);
   std::sort(out.simulated.begin(), out.simulated.end(), [](const Plan& a, const Plan& b) { return a.index < b.index; });
+  keep_certain_simulations(out);
   for (auto& [reason, family] : families) out.pruned.push_back(std::move(family));
   sort_families(out.pruned);
   return out;

@@ -67,8 +67,10 @@ ordered_json to_json(const SweepResult& r) {
                          {"strategy", p.strategy},
                          {"gpus", p.gpus},
                          {"step_time_s", p.step_time_s},
-                         {"peak_memory_bytes", p.peak_memory}});
+                         {"peak_memory_bytes", p.peak_memory},
+                         {"bound", p.bound}});
   out["simulated"] = std::move(simulated);
+  if (r.exhaustive) out["exhaustive"] = true;
   ordered_json pruned = ordered_json::array();
   for (const auto& f : r.pruned)
     pruned.push_back(
@@ -146,8 +148,10 @@ SweepResult sweep_from_json(const nlohmann::json& json, const std::string& sourc
                                    .strategy = p.string("strategy"),
                                    .gpus = p.integer("gpus", {1, std::int64_t{1} << 22}),
                                    .step_time_s = p.number("step_time_s", {0, 1e30, true}),
-                                   .peak_memory = p.integer("peak_memory_bytes", {0, std::int64_t{1} << 62})});
+                                   .peak_memory = p.integer("peak_memory_bytes", {0, std::int64_t{1} << 62}),
+                                   .bound = p.has("bound") ? p.number("bound", {0, 1e30}) : 0.0});
     });
+  out.exhaustive = r.boolean_or("exhaustive", false);
   array_of("pruned", [&](spec::Reader& f) {
     out.pruned.push_back(
         PrunedFamily{.reason = f.string("reason"),

@@ -110,6 +110,7 @@ ChakraNode read_node(const pb::Node& n, const std::string& path) {
                          : static_cast<std::int64_t>(n.duration_micros()) * kPsPerMicro;
   node.stream = a.integer("tid").value_or(0);
   node.flops = static_cast<double>(std::max<std::int64_t>(a.integer("num_ops").value_or(0), 0));
+  node.tensor_bytes = static_cast<double>(std::max<std::int64_t>(a.integer("tensor_size").value_or(0), 0));
   const bool cpu = a.flag("is_cpu_op");
   switch (n.type()) {
     case pb::COMP_NODE:
@@ -254,7 +255,9 @@ ChakraJob read_chakra_dir(const std::string& dir) {
   if (fs::exists(groups, ec)) {
     const auto json = spec::load_json_file(groups.string());
     if (!json.is_object()) throw SpecError(groups.string(), "", "expected an object {\"GROUP\": [RANK, ...], ...}");
-    for (const auto& [name, ranks] : json.items()) {
+    for (const auto& item : json.items()) {
+      const std::string name = item.key();  // (clang 14 cannot capture structured bindings)
+      const auto& ranks = item.value();
       std::vector<int> members;
       const auto fail = [&] {
         throw SpecError(groups.string(), "/" + name, "expected a list of distinct ranks (integers ≥ 0)");

@@ -2,7 +2,9 @@
 // order, issued in lockstep so that an operation spanning ranks (a collective, a send with its
 // receive) is one task on all of their streams, as trainsim's own lowering issues them.
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <optional>
 #include <queue>
 
 #include <fmt/format.h>
@@ -41,7 +43,8 @@ struct Rank {
 
 class ChakraReplayer {
  public:
-  ChakraReplayer(const ChakraJob& job, const ReplayOptions& options) : job_(job), options_(options) {
+  ChakraReplayer(const ChakraJob& job, const ReplayOptions& options, const ComputeCosting& compute)
+      : job_(job), options_(options), compute_(compute) {
     for (const auto& t : job.ranks) ranks_.push_back(Rank{.trace = &t});
     for (std::size_t r = 0; r < ranks_.size(); ++r) index_of_rank_[job.ranks[r].rank] = r;
   }
@@ -54,6 +57,7 @@ class ChakraReplayer {
   }
 
   const std::vector<Rank>& ranks() const { return ranks_; }
+  bool costs_compute(const ChakraNode& n) const { return costed_compute(n).has_value(); }
 
  private:
   // Kahn's order, the recorded start times (then file order) choosing among ready nodes.
@@ -165,7 +169,27 @@ class ChakraReplayer {
     return id;
   }
 
+  // A device kernel on the costing device: its FLOPs and bytes on a roofline.
+  std::optional<Duration> costed_compute(const ChakraNode& n) const {
+    if (compute_.device == nullptr || n.kind != Kind::Compute || (n.flops <= 0 && n.tensor_bytes <= 0))
+      return std::nullopt;
+    const auto& d = *compute_.device;
+    const auto peak = d.peak_flops.find(spec::Dtype::Bf16);
+    if (peak == d.peak_flops.end() || peak->second.flop_per_s <= 0 || d.memory_bandwidth.bytes_per_s <= 0)
+      return std::nullopt;
+    const auto& k = compute_.kernels;
+    const double math = n.flops / (peak->second.flop_per_s * k.gemm_ceiling * k.sustained_fraction);
+    const double memory = n.tensor_bytes / (d.memory_bandwidth.bytes_per_s * k.hbm_efficiency);
+    // the p-norm of the two, as the kernel model joins them (large p: the longer one)
+    const double longer = std::max(math, memory);
+    const double shorter = std::min(math, memory);
+    const double p = k.roofline_sharpness;
+    const double seconds = longer * std::pow(1.0 + std::pow(shorter / longer, p), 1.0 / p);
+    return Duration::from_seconds(seconds / options_.compute_scale);
+  }
+
   Duration own(const ChakraNode& n) const {
+    if (const auto costed = costed_compute(n)) return *costed;
     const bool device = n.kind != Kind::Host && n.kind != Kind::Other;
     if (!device || (n.kind == Kind::Compute ? options_.compute_scale : options_.network_scale) == 1.0)
       return Duration{n.duration_ps};
@@ -277,6 +301,7 @@ class ChakraReplayer {
  private:
   const ChakraJob& job_;
   const ReplayOptions& options_;
+  const ComputeCosting& compute_;
   std::vector<Rank> ranks_;
   std::map<int, std::size_t> index_of_rank_;
   std::vector<Shared> shared_;
@@ -285,13 +310,13 @@ class ChakraReplayer {
 
 }  // namespace
 
-ChakraReport replay_chakra(const ChakraJob& job, const ReplayOptions& options) {
+ChakraReport replay_chakra(const ChakraJob& job, const ReplayOptions& options, const ComputeCosting& compute) {
   for (const auto& [name, scale] :
        {std::pair{"--compute-scale", options.compute_scale}, std::pair{"--network-scale", options.network_scale}})
     if (!(scale >= 0.01 && scale <= 1e6))
       throw SpecError(name, "", fmt::format("{} is not a factor in [0.01, 1e6]", scale));
   ChakraReport report{.dir = job.dir, .warnings = job.warnings};
-  ChakraReplayer replayer(job, options);
+  ChakraReplayer replayer(job, options, compute);
   const auto graph = replayer.build(report);
   const auto timeline = sim::run(graph);
   report.costed = replayer.costed_;
@@ -307,6 +332,7 @@ ChakraReport replay_chakra(const ChakraJob& job, const ReplayOptions& options) {
       const auto& n = t.nodes[i];
       ++f.nodes;
       f.compute += n.kind == Kind::Compute;
+      report.costed_compute += replayer.costs_compute(n) ? 1 : 0;
       f.host += n.kind == Kind::Host;
       f.collectives += n.kind == Kind::Collective;
       f.p2p += n.kind == Kind::Send || n.kind == Kind::Recv;
@@ -323,6 +349,11 @@ ChakraReport replay_chakra(const ChakraJob& job, const ReplayOptions& options) {
     report.step_time_s = std::max(report.step_time_s, static_cast<double>(last) * 1e-12);
     report.ranks.push_back(f);
   }
+  if (compute.device != nullptr)
+    report.notes.push_back(
+        fmt::format("{} device kernels costed on {} from their FLOPs (num_ops) and bytes "
+                    "(tensor_size) on a roofline; the rest keep their recorded time",
+                    report.costed_compute, compute.device->name));
   if (options.costs != nullptr)
     report.notes.push_back(
         fmt::format("{} collectives and transfers costed by the collective model on the topology "

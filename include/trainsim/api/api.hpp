@@ -122,6 +122,7 @@ struct ReplayRequest {
   std::string calibration;
   double compute_scale = 1;
   double network_scale = 1;
+  bool cost_compute = false;  // Chakra: kernels costed on the topology's device
 };
 
 trace::TraceReport replay(const ReplayRequest& request);

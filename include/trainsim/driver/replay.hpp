@@ -16,6 +16,8 @@ struct ReplayRequest {
   double network_scale = 1;
   std::optional<spec::ClusterSpec> cluster;
   std::optional<spec::CalibrationSpec> calibration;
+  // Chakra: device kernels costed on the cluster's device from their FLOPs and bytes
+  bool cost_compute = false;
 };
 
 trace::TraceReport replay(const std::vector<trace::RankTrace>& traces, const ReplayRequest& request);

@@ -63,6 +63,7 @@ struct Plan {
   // the peak fits but enters the memory headroom (--memory-headroom): kept and ranked, flagged
   bool memory_at_risk = false;
   double objective = 0;  // minimised
+  double bound = 0;      // the lower bound on the objective the sweep ordered it by
 };
 
 // Configurations pruned for one reason, with the first of them as an example.
@@ -93,9 +94,12 @@ struct SweepResult {
   std::int64_t out_of_memory = 0;  // the analytic memory estimate exceeds the device
   std::int64_t candidates = 0;     // the rest: simulated or bounded out
   std::vector<Plan> top;
-  // every plan simulated that fits, in enumeration order (index, strategy, gpus, step time and peak
-  // memory), for the step-time/memory picture of the search
+  // the plans simulated that fit and whose bound does not exceed the K-th best objective (every
+  // sweep simulates those, sharded or not: which others it simulates depends on the order the
+  // bound tightened in), in enumeration order (index, strategy, gpus, step time, peak memory,
+  // bound), for the step-time/memory picture of the search; with `exhaustive`, every plan that fits
   std::vector<Plan> simulated;
+  bool exhaustive = false;
   std::vector<PrunedFamily> pruned;  // most common reason first
   SearchStats stats;
 };

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "trainsim/spec/device_spec.hpp"
+#include "trainsim/spec/tunables.hpp"
 #include "trainsim/trace/analysis.hpp"
 
 namespace trainsim::trace {
@@ -29,7 +31,8 @@ struct ChakraNode {
   std::string group;        // pg_name; "" for every rank
   int peer = -1;            // a send's destination, a receive's source
   std::int64_t tag = 0;
-  double flops = 0;  // num_ops
+  double flops = 0;         // num_ops
+  double tensor_bytes = 0;  // tensor_size: the bytes a compute node moves
 };
 
 struct ChakraTrace {
@@ -73,7 +76,8 @@ struct ChakraReport {
   std::vector<ChakraRankFigures> ranks;
   double step_time_s = 0;  // the replay's last end over every rank
   std::int64_t collectives = 0;
-  std::int64_t costed = 0;  // communication costed by the collective model (with a topology)
+  std::int64_t costed = 0;          // communication costed by the collective model (with a topology)
+  std::int64_t costed_compute = 0;  // device kernels costed on a device from num_ops and tensor_size
   std::vector<std::string> notes;
   std::vector<std::string> warnings;
 };
@@ -83,6 +87,13 @@ struct ChakraReport {
 // collective of a group on each of its ranks is one collective across them, a send and the
 // matching receive one transfer. Device kernels run compute_scale times faster; communication is
 // costed by options.costs (ranks are its cluster's devices) or runs network_scale times faster.
-ChakraReport replay_chakra(const ChakraJob& job, const ReplayOptions& options);
+// `compute`: device kernels with num_ops or tensor_size costed on this device instead (a roofline:
+// FLOPs at gemm_ceiling × sustained_fraction of its bf16 peak, bytes at hbm_efficiency of its HBM
+// bandwidth, joined as the kernel model joins them); null: their recorded time.
+struct ComputeCosting {
+  const spec::DeviceSpec* device = nullptr;
+  spec::KernelTuning kernels;
+};
+ChakraReport replay_chakra(const ChakraJob& job, const ReplayOptions& options, const ComputeCosting& compute = {});
 
 }  // namespace trainsim::trace

@@ -88,6 +88,26 @@ TEST_CASE("a 3D-parallel step exported to Chakra and replayed is the same step")
                    false);
 }
 
+TEST_CASE("an exported step's kernels costed on a roofline, on the same and on a faster device") {
+  const auto job = test::make_job("dgx-a100-superpod", "gpt3-175b",
+                                  "tp=8,pp=8,dp=16,sp=on,recompute=selective,schedule=interleaved,vpp=3");
+  test::ScratchDir dir("chakra-roofline");
+  const auto rt = export_and_read(job, dir.path().string(), false);
+  const double simulated = rt.report.simulation->step_time_s;
+  // the roofline of num_ops and tensor_size against the kernel model's wave quantisation, tile
+  // and attention efficiencies: the same step within 10% on the device it was simulated on
+  const auto a100 = driver::replay_chakra(rt.job, {.cluster = job.cluster, .cost_compute = true});
+  CHECK(a100.costed_compute > 0);
+  CHECK(a100.step_time_s == doctest::Approx(simulated).epsilon(0.10));
+  // H100: 3.2x the bf16 peak, 1.7x the HBM bandwidth and faster NVLink and NICs
+  const auto h100 = spec::load_cluster_spec(test::topology("dgx-h100-superpod"));
+  const auto faster = driver::replay_chakra(rt.job, {.cluster = h100, .cost_compute = true});
+  CHECK(faster.step_time_s < a100.step_time_s / 2);
+  CHECK(faster.step_time_s > a100.step_time_s / 3.5);
+  CHECK_THROWS_WITH_AS(driver::replay_chakra(rt.job, {.cost_compute = true}),
+                       "--cost-compute: costing the kernels needs a device: give -t TOPOLOGY", SpecError);
+}
+
 TEST_CASE("every rank simulated and exported: collectives span the ranks' files") {
   const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", "tp=2,pp=2,dp=2,zero=1,gpus=8");
   check_round_trip(job, true);

@@ -203,3 +203,29 @@ TEST_CASE("Chakra's own feeder test trace imports and replays") {
   const auto faster = trace::replay_chakra(job, {.compute_scale = 2});
   CHECK(faster.step_time_s < report.step_time_s);
 }
+
+TEST_CASE("kernels costed on a device from their FLOPs and bytes: the roofline by hand") {
+  test::ScratchDir dir("chakra-roofline");
+  auto gemm = node(1, pb::COMP_NODE, 999);
+  int_attr(gemm, "num_ops", 1'000'000'000'000);  // 1e12 FLOPs
+  auto norm = node(2, pb::COMP_NODE, 999, {1});
+  int_attr(norm, "tensor_size", 1'000'000'000);  // 1 GB moved, no FLOPs
+  auto host = node(3, pb::COMP_NODE, 7, {2});
+  host.mutable_attr(0)->set_bool_val(true);  // is_cpu_op: keeps its recorded time
+  write(dir.file("t.0.et"), {gemm, norm, host});
+  spec::DeviceSpec device;
+  device.name = "test-device";
+  device.peak_flops[spec::Dtype::Bf16] = FlopRate{1e15};
+  device.memory_bandwidth = Bandwidth{2e12};
+  spec::KernelTuning kernels;  // gemm_ceiling 0.82, sustained_fraction 0.84, hbm_efficiency 0.83
+  const auto job = trace::read_chakra_dir(dir.path());
+  const auto report = trace::replay_chakra(job, {}, {.device = &device, .kernels = kernels});
+  const double gemm_s = 1e12 / (1e15 * 0.82 * 0.84);
+  const double norm_s = 1e9 / (2e12 * 0.83);
+  CHECK(report.step_time_s == doctest::Approx(gemm_s + norm_s + 7e-6).epsilon(1e-9));
+  CHECK(report.costed_compute == 2);
+  // twice the peak: the GEMM halves, the memory-bound kernel does not move
+  device.peak_flops[spec::Dtype::Bf16] = FlopRate{2e15};
+  const auto faster = trace::replay_chakra(job, {}, {.device = &device, .kernels = kernels});
+  CHECK(faster.step_time_s == doctest::Approx(gemm_s / 2 + norm_s + 7e-6).epsilon(1e-9));
+}
