@@ -317,6 +317,21 @@ case('sweep-merge-mixed-sweeps', 'sweep merge @a.json @b.json', 2,
                  "counts": {"enumerated": 0, "invalid": 0, "out_of_memory": 0, "candidates": 0},
                  "top": [], "pruned": []}})
 
+def shard_result(index, fingerprint, enumerated=1):
+    return {"topology": "t", "workload": "w", "rank_by": "step_time", "top_k": 3, "gpus": [8],
+            "shard": {"index": index, "count": 2, "fingerprint": fingerprint},
+            "counts": {"enumerated": enumerated, "invalid": enumerated, "out_of_memory": 0, "candidates": 0},
+            "top": [], "pruned": [{"reason": "r", "count": enumerated, "example_index": index, "example": "tp=3"}]}
+# same names, other inputs (another --fix, another file with the same name): the fingerprint tells
+case('sweep-merge-other-inputs', 'sweep merge @a.json @b.json', 2,
+     'error: @b.json: /shard/fingerprint: differs from @a.json: the results come from different sweeps',
+     {'a.json': shard_result(0, "00000000000000aa"), 'b.json': shard_result(1, "00000000000000bb")})
+case('sweep-merge-shard-twice-differently', 'sweep merge @a.json @b.json @c.json', 2,
+     'error: @c.json: /shard/index: shard 0 of 2 appears twice, with different answers (also @a.json)',
+     {'a.json': shard_result(0, "aa"), 'b.json': shard_result(1, "aa"), 'c.json': shard_result(0, "aa", 2)})
+case('sweep-merge-missing-shard', 'sweep merge @a.json @a.json', 2,
+     'error: sweep merge: shards 1 of 2 are missing', {'a.json': shard_result(0, "aa")})
+
 # Hugging Face configs as workloads
 HF_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
             "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,

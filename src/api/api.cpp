@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "trainsim/cost/collective.hpp"
 #include "trainsim/driver/replay.hpp"
@@ -95,6 +98,40 @@ std::pair<int, int> parse_shard(const std::string& text) {
   return {index, count};
 }
 
+// What a spec holds, for the fingerprint: a file's bytes, or a value's JSON.
+std::string spec_bytes(const SpecInput& in) {
+  if (in.value) return in.value->dump();
+  std::ifstream file(in.text, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << file.rdbuf();
+  return bytes.str();
+}
+
+// 64-bit FNV-1a of everything that decides a sweep's answer: its inputs' bytes and its options. A
+// shard records it; `sweep merge` refuses shards whose fingerprints differ.
+std::string sweep_fingerprint(const SweepRequest& r) {
+  std::string text;
+  const auto add = [&](std::string_view part) {
+    text += part;
+    text += '\0';
+  };
+  add(spec_bytes(r.topology));
+  add(spec_bytes(r.workload));
+  add(r.calibration.empty() ? "" : spec_bytes({.text = r.calibration}));
+  add(r.fix);
+  add(r.rank_by);
+  add(fmt::format("{} {} {} {}", r.top, r.memory_headroom, r.exhaustive, fmt::join(r.gpus, ",")));
+  const auto& t = r.training;
+  add(fmt::format("{} {} {} {}", t.seq_len.value_or(0), t.global_batch.value_or(0), t.dtype.value_or(""),
+                  t.optimizer.value_or("")));
+  std::uint64_t hash = 14695981039346656037ull;
+  for (const unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", hash);
+}
+
 std::vector<Bytes> collective_sizes(const CollectiveRequest& r) {
   if (r.sweep.empty()) {
     if (r.bytes.empty()) throw SpecError("command line", "", "give --bytes SIZE or --sweep MIN:MAX");
@@ -182,6 +219,7 @@ search::SweepResult sweep(const SweepRequest& r) {
   if (!r.calibration.empty()) options.run.calibration = spec::load_calibration_spec(r.calibration);
   options.run.memory_headroom = r.memory_headroom;
   options.progress = r.progress;
+  if (options.shards > 1) options.fingerprint = sweep_fingerprint(r);
   return search::sweep(cluster, workload, spec::Sources{r.topology.name(), r.workload.name(), "--fix"}, options);
 }
 

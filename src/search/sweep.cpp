@@ -325,6 +325,7 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
   result.top_k = options.top;
   result.shards = options.shards;
   result.shard_indices = {options.shard};
+  result.fingerprint = options.fingerprint;
   for (const auto& c : all)
     if (std::find(result.gpus.begin(), result.gpus.end(), c.gpus) == result.gpus.end()) result.gpus.push_back(c.gpus);
 
@@ -339,6 +340,17 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
   result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
+
+namespace {
+
+// The first of parts[0..i] that covers the same shard as parts[i] (i itself when none does).
+std::size_t first_with_shard(const std::vector<SweepResult>& parts, std::size_t i) {
+  for (std::size_t j = 0; j < i; ++j)
+    if (parts[j].shard_indices == parts[i].shard_indices) return j;
+  return i;
+}
+
+}  // namespace
 
 SweepResult merge_sweeps(std::vector<SweepResult> parts, const std::vector<std::string>& sources) {
   SIM_ASSERT(parts.size() == sources.size(), "one source per sweep result");
@@ -365,11 +377,16 @@ SweepResult merge_sweeps(std::vector<SweepResult> parts, const std::vector<std::
     differs("/gpus", p.gpus, out.gpus);
     differs("/shard/count", p.shards, out.shards);
     differs("/exhaustive", p.exhaustive, out.exhaustive);
-    for (const int s : p.shard_indices) {
-      if (std::find(out.shard_indices.begin(), out.shard_indices.end(), s) != out.shard_indices.end())
-        throw SpecError(sources[i], "/shard/index", fmt::format("shard {} of {} appears twice", s, out.shards));
-      out.shard_indices.push_back(s);
+    differs("/shard/fingerprint", p.fingerprint, out.fingerprint);
+    // a shard given twice: a rerun, counted once if it found the same, else two different answers
+    if (const auto j = first_with_shard(parts, i); j < i) {
+      if (to_json(p) != to_json(parts[j]))
+        throw SpecError(sources[i], "/shard/index",
+                        fmt::format("shard {} of {} appears twice, with different answers (also {})",
+                                    p.shard_indices.front(), out.shards, sources[j]));
+      continue;
     }
+    for (const int s : p.shard_indices) out.shard_indices.push_back(s);
     out.enumerated += p.enumerated;
     out.invalid += p.invalid;
     out.out_of_memory += p.out_of_memory;
@@ -394,6 +411,7 @@ SweepResult merge_sweeps(std::vector<SweepResult> parts, const std::vector<std::
   // every shard is here: the result is the whole sweep's
   out.shards = 1;
   out.shard_indices = {0};
+  out.fingerprint.clear();
   std::sort(out.top.begin(), out.top.end(), better);
   if (out.top.size() > out.top_k) out.top.resize(out.top_k);
   std::sort(out.simulated.begin(), out.simulated.end(), [](const Plan& a, const Plan& b) { return a.index < b.index; });

@@ -38,7 +38,10 @@ ordered_json to_json(const SweepResult& r) {
                    {"rank_by", objective_name(r.objective)},
                    {"top_k", r.top_k},
                    {"gpus", r.gpus}};
-  if (r.shards > 1) out["shard"] = {{"index", r.shard_indices.front()}, {"count", r.shards}};
+  if (r.shards > 1) {
+    out["shard"] = {{"index", r.shard_indices.front()}, {"count", r.shards}};
+    if (!r.fingerprint.empty()) out["shard"]["fingerprint"] = r.fingerprint;
+  }
   out["counts"] = {{"enumerated", r.enumerated},
                    {"invalid", r.invalid},
                    {"out_of_memory", r.out_of_memory},
@@ -99,6 +102,7 @@ SweepResult sweep_from_json(const nlohmann::json& json, const std::string& sourc
     out.shards = static_cast<int>(shard->integer("count", {1, 1 << 20}));
     out.shard_indices = {static_cast<int>(shard->integer("index", {0, (1 << 20) - 1}))};
     if (out.shard_indices.front() >= out.shards) shard->error_at("index", "must be below the shard count");
+    if (shard->has("fingerprint")) out.fingerprint = shard->string("fingerprint");
     shard->finish();
   } else {
     out.shard_indices = {0};

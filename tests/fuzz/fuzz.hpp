@@ -4,6 +4,8 @@
 // behaviour or a hang is a finding. libFuzzer aborts on an uncaught exception.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <string_view>
 
 #include "trainsim/util/error.hpp"
@@ -12,6 +14,15 @@ namespace trainsim::fuzz {
 
 inline std::string_view text(const std::uint8_t* data, std::size_t size) {
   return {reinterpret_cast<const char*>(data), size};
+}
+
+// The input as a file, for the readers that take a path; false when it cannot be written.
+inline bool write_input(const std::string& path, const std::uint8_t* data, std::size_t size) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return false;
+  if (size > 0) std::fwrite(data, 1, size, f);
+  std::fclose(f);
+  return true;
 }
 
 template <class F>

@@ -2,7 +2,6 @@
 // (alone and with the what-ifs).
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -15,12 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const bool made = std::filesystem::create_directories(dir) || std::filesystem::is_directory(dir);
   if (!made) return 0;
   const auto path = dir + "/fuzz.0.et";
-  if (FILE* f = std::fopen(path.c_str(), "wb")) {
-    if (size > 0) std::fwrite(data, 1, size, f);
-    std::fclose(f);
-  } else {
-    return 0;
-  }
+  if (!fuzz::write_input(path, data, size)) return 0;
   fuzz::expect_clean([&] {
     const auto job = trace::read_chakra_dir(dir);
     (void)trace::replay_chakra(job, {});

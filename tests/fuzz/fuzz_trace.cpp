@@ -2,7 +2,6 @@
 // summary, the replay and the calibration of what was read.
 #include <unistd.h>
 
-#include <cstdio>
 #include <string>
 
 #include "fuzz/fuzz.hpp"
@@ -11,12 +10,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace trainsim;
   static const std::string path = "/tmp/trainsim-fuzz-trace-" + std::to_string(getpid()) + ".json";
-  if (FILE* f = std::fopen(path.c_str(), "wb")) {
-    if (size > 0) std::fwrite(data, 1, size, f);
-    std::fclose(f);
-  } else {
-    return 0;
-  }
+  if (!fuzz::write_input(path, data, size)) return 0;
   fuzz::expect_clean([&] {
     const auto t = trace::read_trace(path);
     (void)trace::summarize({t});

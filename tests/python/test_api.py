@@ -18,14 +18,7 @@ import pytest
 
 import trainsim
 
-ROOT = pathlib.Path(os.environ["TRAINSIM_SOURCE_DIR"])
-CLI = os.environ["TRAINSIM_CLI"]
-
-A100 = str(ROOT / "topologies/dgx-a100-superpod.json")
-H100 = str(ROOT / "topologies/dgx-h100-superpod.json")
-GPT3 = str(ROOT / "workloads/gpt3-175b.json")
-LLAMA8B = str(ROOT / "workloads/llama3-8b.json")
-GPT3_PLAN = "tp=8,pp=8,dp=16,sp=on,recompute=selective,schedule=interleaved,vpp=3"
+from specs import A100, CLI, GPT3, GPT3_PLAN, H100, LLAMA8B, ROOT
 
 
 def cli(*args: str, expect: int = 0) -> subprocess.CompletedProcess:
@@ -127,6 +120,13 @@ def test_sharded_sweep_merges_to_the_whole(tmp_path):
     merged = trainsim.merge(files)
     assert merged.to_json() == whole.to_json()
     assert cli("sweep", "merge", *map(str, files), "--format", "json").stdout == whole.to_json()
+    # a shard rerun (the same answer) counts once
+    assert trainsim.merge([*files, files[0]]).to_json() == whole.to_json()
+    # a shard of another sweep, though of the same topology and workload, is refused by its fingerprint
+    other = tmp_path / "other.json"
+    other.write_text(trainsim.sweep(H100, LLAMA8B, gpus=64, top=4, shard="1/3", fix="zero=1").to_json())
+    with pytest.raises(trainsim.SpecError, match="/shard/fingerprint: differs from"):
+        trainsim.merge([files[0], other, files[2]])
 
 
 def test_collective_equals_the_cli():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import pathlib
 import shutil
 import subprocess
@@ -15,13 +14,8 @@ import pytest
 
 import trainsim
 
-ROOT = pathlib.Path(os.environ["TRAINSIM_SOURCE_DIR"])
-CLI = os.environ["TRAINSIM_CLI"]
-A100 = str(ROOT / "topologies/dgx-a100-superpod.json")
-H100 = str(ROOT / "topologies/dgx-h100-superpod.json")
-GPT3 = str(ROOT / "workloads/gpt3-175b.json")
-LLAMA8B = str(ROOT / "workloads/llama3-8b.json")
-PLAN = "tp=8,pp=8,dp=16,sp=on,recompute=selective,schedule=interleaved,vpp=3"
+from specs import A100, CLI, GPT3, ROOT
+from specs import GPT3_PLAN as PLAN
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import pathlib
 import subprocess
 import sys
 
 import pytest
 
-ROOT = pathlib.Path(os.environ["TRAINSIM_SOURCE_DIR"])
+from specs import ROOT
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -7,6 +7,7 @@
 # stopped on exit, whatever happens. Where Slurm or munge is missing or cannot start, it says why
 # and exits 77 (ctest: skipped).
 set -uo pipefail
+SECONDS=0
 trainsim=$(realpath "$1")
 source_dir=$(realpath "$2")
 skip() { echo "SKIPPED: $*" >&2; exit 77; }
@@ -92,9 +93,11 @@ topology="$source_dir/topologies/dgx-h100-superpod.json"
 workload="$source_dir/workloads/llama3-8b.json"
 cd "$work"
 export TRAINSIM="$trainsim"
+started=$SECONDS
 timeout 300 sbatch --wait --array=0-2 --cpus-per-task=1 --output="$work/logs/job-%A_%a.log" \
   "$source_dir/tools/sweep-job-array.sh" "$topology" "$workload" 64 5 >"$work/logs/sbatch.out" 2>&1
 status=$?
+finished=$SECONDS
 if [ "$status" != 0 ]; then
   echo "FAILED: the job array did not finish cleanly (sbatch exit $status)" >&2
   cat "$work/logs/sbatch.out" "$work"/logs/job-*.log >&2 2>/dev/null
@@ -108,4 +111,4 @@ if ! cmp -s merged.json whole.json; then
   diff merged.json whole.json | head -20 >&2
   exit 1
 fi
-echo "slurm: 3 array tasks on $host, merged = single-process sweep ($(wc -c <whole.json) bytes)"
+echo "slurm: cluster up in $((started)) s; 3 array tasks on $host in $((finished - started)) s (submitted to done), merged = single-process sweep ($(wc -c <whole.json) bytes)"

@@ -41,6 +41,9 @@ struct SweepOptions {
   unsigned threads = 0;  // 0: every hardware thread
   int shard = 0;         // this process's share: candidates whose index ≡ shard (mod shards)
   int shards = 1;
+  // What the sweep's inputs hash to (the API's), in a shard's JSON: shards of different sweeps are
+  // refused by it when merged.
+  std::string fingerprint;
   bool exhaustive = false;  // simulate every candidate that fits instead of skipping bounded ones
   driver::RunOptions run;   // kernel and collective tuning (a calibration file)
   // Called after each simulation with (simulated so far, candidates left to consider at most);
@@ -89,6 +92,7 @@ struct SweepResult {
   std::vector<std::int64_t> gpus;
   int shards = 1;
   std::vector<int> shard_indices;  // the shards this result covers (all of them once merged)
+  std::string fingerprint;         // SweepOptions::fingerprint
   std::int64_t enumerated = 0;
   std::int64_t invalid = 0;        // rejected by the job rules
   std::int64_t out_of_memory = 0;  // the analytic memory estimate exceeds the device
@@ -108,7 +112,8 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
                   const SweepOptions& options);
 
 // Joins the results of shards of one sweep (each read back with sweep_from_json from the file in
-// `sources`); checks that they belong together and cover each shard once. The answer equals the
+// `sources`); checks that they belong together (inputs, options, fingerprint) and cover each shard
+// once (a shard given twice with the same answer counts once: a rerun). The answer equals the
 // unsharded sweep's.
 SweepResult merge_sweeps(std::vector<SweepResult> parts, const std::vector<std::string>& sources);
 

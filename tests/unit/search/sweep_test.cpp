@@ -139,9 +139,26 @@ TEST_CASE("shards merged give the unsharded answer") {
     sources.pop_back();
     CHECK_THROWS_WITH_AS(search::merge_sweeps(parts, sources), "sweep merge: shards 2 of 3 are missing", SpecError);
   }
-  SUBCASE("a shard twice is an error") {
+  SUBCASE("a shard twice with the same answer (a rerun) counts once; with another answer it is an error") {
+    parts.push_back(parts[1]);
+    sources.push_back("shard1-rerun.json");
+    CHECK(search::to_json(search::merge_sweeps(parts, sources)).dump(2) == search::to_json(whole).dump(2));
+    parts.back().enumerated += 1;
+    CHECK_THROWS_WITH_AS(search::merge_sweeps(parts, sources),
+                         "shard1-rerun.json: /shard/index: shard 1 of 3 appears twice, with different answers (also "
+                         "shard1.json)",
+                         SpecError);
     parts[2] = parts[1];
-    CHECK_THROWS_WITH_AS(search::merge_sweeps(parts, sources), "shard2.json: /shard/index: shard 1 of 3 appears twice",
+    parts.pop_back();
+    sources.pop_back();
+    CHECK_THROWS_WITH_AS(search::merge_sweeps(parts, sources), "sweep merge: shards 2 of 3 are missing", SpecError);
+  }
+  SUBCASE("shards of sweeps with other inputs are refused by their fingerprint") {
+    parts[0].fingerprint = "0123456789abcdef";
+    parts[1].fingerprint = parts[2].fingerprint = "fedcba9876543210";
+    CHECK_THROWS_WITH_AS(search::merge_sweeps(parts, sources),
+                         "shard1.json: /shard/fingerprint: differs from shard0.json: the results come from different "
+                         "sweeps",
                          SpecError);
   }
   SUBCASE("results of another sweep are refused") {
