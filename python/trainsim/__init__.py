@@ -266,6 +266,11 @@ def sweep(topology: SpecArg, workload: SpecArg, *, gpus: int | Sequence[int] | N
     ``gpus`` is one device count or several; ``fix`` pins strategy keys (``"tp=8"`` or
     ``{"tp": 8}``); ``shard`` is ``"I/N"``. The result does not depend on ``threads``.
     """
+    # what the C++ core takes as unsigned is checked here, with the CLI's messages
+    if top < 1:
+        raise SpecError("--top: must be at least 1", "--top", [("--top", "", "must be at least 1")])
+    if threads < 0:
+        raise SpecError("--threads: must be 0 (every core) or more", "--threads")
     counts = [gpus] if isinstance(gpus, int) else list(gpus or [])
     request = {"topology": _spec(topology, Topology), "workload": _spec(workload, Workload), "gpus": counts,
                "top": top, "fix": _keys(fix), "rank_by": rank_by, "threads": threads, "shard": shard,

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/util/delimited_message_util.h>
 
 #include "et_def.pb.h"
@@ -98,11 +99,13 @@ ChakraNode read_node(const pb::Node& n, const std::string& path) {
   };
   if (!pb::NodeType_IsValid(n.type()) || n.type() == pb::INVALID_NODE)
     fail(fmt::format("unknown node type {}", static_cast<int>(n.type())));
-  if (n.duration_micros() > kMaxMicros || n.start_time_micros() > kMaxMicros * 1000)
+  // a duration within a day; a start within 2^62 µs (any epoch-based clock), so that start + duration
+  // cannot overflow
+  if (n.duration_micros() > kMaxMicros || n.start_time_micros() > (std::uint64_t{1} << 62))
     fail(fmt::format("a time out of range ({} µs from {} µs)", n.duration_micros(), n.start_time_micros()));
   const Attributes a(n);
   ChakraNode node{.id = n.id(), .name = n.name()};
-  node.start_ps = static_cast<std::int64_t>(n.start_time_micros()) * kPsPerMicro;
+  node.start_us = static_cast<std::int64_t>(n.start_time_micros());
   // trainsim's own exports keep the exact time beside Chakra's whole microseconds
   const auto exact = a.integer("trainsim_duration_ps");
   node.duration_ps = exact && *exact >= 0 && *exact <= static_cast<std::int64_t>(kMaxMicros) * kPsPerMicro
@@ -202,6 +205,13 @@ void check_graph(ChakraTrace& t) {
 }  // namespace
 
 ChakraTrace read_chakra(const std::string& path, int rank) {
+  // protobuf logs what it rejects (invalid UTF-8 in a string field) to stderr; the SpecError below
+  // says it once, naming the file
+  static const bool quiet = [] {
+    google::protobuf::SetLogHandler(nullptr);
+    return true;
+  }();
+  (void)quiet;
   std::ifstream file(path, std::ios::binary);
   if (!file) throw IoError(fmt::format("{}: cannot open", path));
   google::protobuf::io::IstreamInputStream raw(&file);

@@ -75,13 +75,13 @@ class ChakraReplayer {
     using Ready = std::pair<std::int64_t, std::size_t>;
     std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
     for (std::size_t i = 0; i < nodes.size(); ++i)
-      if (waiting[i] == 0) ready.emplace(nodes[i].start_ps, i);
+      if (waiting[i] == 0) ready.emplace(nodes[i].start_us, i);
     while (!ready.empty()) {
       const auto i = ready.top().second;
       ready.pop();
       r.order.push_back(i);
       for (const auto u : users[i])
-        if (--waiting[u] == 0) ready.emplace(nodes[u].start_ps, u);
+        if (--waiting[u] == 0) ready.emplace(nodes[u].start_us, u);
     }
     r.task.assign(nodes.size(), TaskId{0});
     r.shared.assign(nodes.size(), kNone);
@@ -339,13 +339,13 @@ ChakraReport replay_chakra(const ChakraJob& job, const ReplayOptions& options, c
       const auto& span = timeline.tasks[r.task[i].index()];
       first = std::min(first, span.start.ps);
       last = std::max(last, span.end.ps);
-      recorded_first = std::min(recorded_first, n.start_ps);
-      recorded_last = std::max(recorded_last, n.start_ps + n.duration_ps);
-      timed = timed || n.start_ps > 0;
+      recorded_first = std::min(recorded_first, n.start_us);
+      recorded_last = std::max(recorded_last, n.start_us + n.duration_ps / 1'000'000);
+      timed = timed || n.start_us > 0;
     }
     f.replayed_s = static_cast<double>(last - first) * 1e-12;
     // traces without start times (all zero) have no recorded span
-    f.recorded_s = timed ? static_cast<double>(recorded_last - recorded_first) * 1e-12 : 0.0;
+    f.recorded_s = timed ? static_cast<double>(recorded_last - recorded_first) * 1e-6 : 0.0;
     report.step_time_s = std::max(report.step_time_s, static_cast<double>(last) * 1e-12);
     report.ranks.push_back(f);
   }

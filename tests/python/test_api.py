@@ -205,6 +205,8 @@ def test_missing_file_and_bad_arguments():
         trainsim.run(str(ROOT / "no-such.json"), GPT3, GPT3_PLAN)
     with pytest.raises(trainsim.SpecError, match="--top"):
         trainsim.sweep(H100, LLAMA8B, gpus=64, top=0)
+    with pytest.raises(trainsim.SpecError, match="--top"):
+        trainsim.sweep(H100, LLAMA8B, gpus=64, top=-3)
     with pytest.raises(trainsim.SpecError, match="unknown collective"):
         trainsim.collective(H100, "all_to_none", bytes="1MiB")
     with pytest.raises(ValueError):  # NaN is not JSON: refused before the C++ core sees it

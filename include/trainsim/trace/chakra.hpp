@@ -23,7 +23,7 @@ struct ChakraNode {
   Kind kind = Kind::Compute;
   std::vector<std::uint64_t> deps;       // data_deps on nodes of the file: what orders execution
   std::vector<std::uint64_t> ctrl_deps;  // kept, but ordering nothing (as in Chakra's feeder)
-  std::int64_t start_ps = 0;
+  std::int64_t start_us = 0;             // as recorded: often microseconds since the epoch, too far for picoseconds
   std::int64_t duration_ps = 0;
   std::int64_t stream = 0;  // the `tid` attribute: a CUDA stream or a CPU thread
   std::string op;           // a collective: all_reduce, all_gather, reduce_scatter, ... ("" if not costable)
