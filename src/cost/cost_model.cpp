@@ -63,11 +63,38 @@ CollectiveCost CostModel::p2p(topo::DeviceId src, topo::DeviceId dst, Bytes byte
   return evaluate(it->second, bytes, tuning_);
 }
 
+std::size_t CostModel::CostKeyHash::operator()(const CostKey& k) const {
+  std::size_t h = std::hash<std::int64_t>{}(k.bytes);
+  for (const std::size_t v : {static_cast<std::size_t>(k.kind), static_cast<std::size_t>(k.group),
+                              static_cast<std::size_t>(static_cast<std::uint32_t>(k.algorithm))})
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
 CollectiveCost CostModel::cost(const Collective& collective, GroupId group, std::string_view algorithm,
                                const std::string& source) {
   const auto kind = kind_of(collective);
   const auto bytes = bytes_of(collective);
   if (groups_.at(group).size() < 2) return CollectiveCost{.algorithm = "none"};
+  // the registry index of a named algorithm (an unknown name is left to fail below, uncached)
+  std::int32_t index = -2;
+  if (algorithm == "auto") {
+    index = -1;
+  } else {
+    const auto& algorithms = registry_->all();
+    for (std::size_t a = 0; a < algorithms.size(); ++a)
+      if (algorithms[a]->name() == algorithm) index = static_cast<std::int32_t>(a);
+  }
+  const CostKey key{kind, group, bytes.count, index};
+  if (index >= -1)
+    if (const auto it = costs_.find(key); it != costs_.end()) return it->second;
+  auto c = uncached_cost(kind, bytes, group, algorithm, source);
+  if (index >= -1) costs_.emplace(key, c);
+  return c;
+}
+
+CollectiveCost CostModel::uncached_cost(CollectiveKind kind, Bytes bytes, GroupId group, std::string_view algorithm,
+                                        const std::string& source) {
   if (algorithm == "auto") {
     for (const auto& f : tuning_.fits) {
       if (f.group_size != static_cast<int>(groups_[group].size()) || f.op != collective_name(kind)) continue;

@@ -205,8 +205,26 @@ std::vector<topo::DeviceId> narrow(std::vector<topo::DeviceId> group, int rank, 
 
 }  // namespace
 
-void Context::record(CollectiveChoice choice) {
-  if (choices_.insert(choice).second) out_->collectives.push_back(std::move(choice));
+bool Context::ChoiceLess::operator()(const ChoiceView& a, const ChoiceView& b) const {
+  return std::tie(a.label, a.op, a.bytes, a.group_size, a.algorithm, a.protocol) <
+         std::tie(b.label, b.op, b.bytes, b.group_size, b.algorithm, b.protocol);
+}
+
+Context::ChoiceView Context::ChoiceLess::view(const CollectiveChoice& c) {
+  return {c.label, c.op, c.bytes, c.group_size, c.algorithm, c.protocol};
+}
+
+void Context::record(const ChoiceView& choice) {
+  // looked up by views: most collectives repeat a choice already kept
+  if (choices_.contains(choice)) return;
+  CollectiveChoice kept{.label = std::string(choice.label),
+                        .op = std::string(choice.op),
+                        .bytes = choice.bytes,
+                        .group_size = choice.group_size,
+                        .algorithm = std::string(choice.algorithm),
+                        .protocol = std::string(choice.protocol)};
+  choices_.insert(kept);
+  out_->collectives.push_back(std::move(kept));
 }
 
 const std::vector<Context::StageGroup>& Context::groups_of(int stage, std::span<const ParallelDim> dims,
@@ -254,12 +272,12 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
       c.time = Duration::from_seconds(c.time.seconds() * fraction);
       c.latency = Duration::from_seconds(c.latency.seconds() * fraction);
     }
-    record(CollectiveChoice{.label = std::string(name.label),
-                            .op = std::string(cost::collective_name(kind)),
-                            .bytes = Bytes::from_double(bytes.as_double() * fraction).count,
-                            .group_size = static_cast<std::int64_t>(g.size),
-                            .algorithm = c.algorithm,
-                            .protocol = std::string(cost::protocol_name(c.protocol))});
+    record(ChoiceView{.label = name.label,
+                      .op = cost::collective_name(kind),
+                      .bytes = Bytes::from_double(bytes.as_double() * fraction).count,
+                      .group_size = static_cast<std::int64_t>(g.size),
+                      .algorithm = c.algorithm,
+                      .protocol = cost::protocol_name(c.protocol)});
     streams_.clear();
     deps_.clear();
     for (const auto j : g.members) {
@@ -274,6 +292,14 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
     for (const auto j : g.members) out[j] = task;
   }
   return out;
+}
+
+Duration Context::uncontended(int stage, cost::CollectiveKind kind, Bytes bytes, std::span<const ParallelDim> dims,
+                              Subgroup subgroup) {
+  auto longest = Duration::zero();
+  for (const auto& g : groups_of(stage, dims, subgroup))
+    longest = std::max(longest, costs_->cost(cost::make_collective(kind, bytes), g.group).time);
+  return longest;
 }
 
 TaskList Context::collective_between(int stage_a, int stage_b, sim::TaskName name, Bytes bytes, StreamKind stream,

@@ -61,6 +61,10 @@ class Context {
   TaskList collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                       std::span<const spec::ParallelDim> dims, StreamKind stream, Category category,
                       double fraction = 1.0, std::string_view algorithm = "auto", Subgroup subgroup = {});
+  // The longest time a group of the stage's ranks along `dims` takes for the collective alone on its
+  // links (the cost model's answer, uncontended): no simulated collective takes less.
+  Duration uncontended(int stage, cost::CollectiveKind kind, Bytes bytes, std::span<const spec::ParallelDim> dims,
+                       Subgroup subgroup = {});
   // A collective among explicitly given ranks of two stages (the tied-embedding all-reduce).
   TaskList collective_between(int stage_a, int stage_b, sim::TaskName name, Bytes bytes, StreamKind stream,
                               TaskList& on_b);
@@ -76,8 +80,25 @@ class Context {
   sim::CommWork comm_work(const cost::CollectiveCost& cost, Bytes bytes, bool overlaps_compute);
   // Appends the waits pending on the rank's stream (sorted, without repeats) to `into`; none remain.
   void take_pending(std::size_t rank_index, StreamKind kind, std::vector<sim::TaskId>& into);
+  // A CollectiveChoice not yet copied; the set orders both alike (CollectiveChoice's member order).
+  struct ChoiceView {
+    std::string_view label;
+    std::string_view op;
+    std::int64_t bytes = 0;
+    std::int64_t group_size = 0;
+    std::string_view algorithm;
+    std::string_view protocol;
+  };
+  struct ChoiceLess {
+    using is_transparent = void;
+    static ChoiceView view(const CollectiveChoice& c);
+    bool operator()(const ChoiceView& a, const ChoiceView& b) const;
+    bool operator()(const CollectiveChoice& a, const CollectiveChoice& b) const { return (*this)(view(a), view(b)); }
+    bool operator()(const CollectiveChoice& a, const ChoiceView& b) const { return (*this)(view(a), b); }
+    bool operator()(const ChoiceView& a, const CollectiveChoice& b) const { return (*this)(a, view(b)); }
+  };
   // Keeps how a collective was costed, once per distinct choice (Lowered::collectives).
-  void record(CollectiveChoice choice);
+  void record(const ChoiceView& choice);
   std::size_t index_of_rank(int rank) const;
   // With LoweringOptions::record_work: what `task` does, and a group's index in Lowered::groups.
   void note(sim::TaskId task, const TaskWork& work);
@@ -94,7 +115,7 @@ class Context {
   std::map<int, std::size_t> rank_index_;
   std::vector<std::array<std::vector<sim::TaskId>, kStreamKinds>> pending_;
   std::map<const cost::CollectivePlan*, sim::LoadId> loads_;
-  std::set<CollectiveChoice> choices_;
+  std::set<CollectiveChoice, ChoiceLess> choices_;
   // A stage's groups along some dims: the group's size, its simulated members (positions in
   // stage_ranks, in order) and its interned members for the cost model.
   struct StageGroup {

@@ -313,7 +313,6 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
     stages_.back().reductions.push_back(on_last);
   }
   const ParallelDim model_parallel[] = {ParallelDim::Tp, ParallelDim::Pp};
-  const auto stage_params = model::stage_params(job);
   for (int s = 0; s < pp; ++s) {
     auto& st = stages_[static_cast<std::size_t>(s)];
     if (!st.deferred.empty()) {
@@ -332,15 +331,42 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
     // a per-tensor loop reads the step count back first, which waits for the device's backward
     if (job.strategy.optimizer_impl == spec::OptimizerImpl::ForLoop) ctx_.wait(s, StreamKind::Host, norm);
     if (const auto host = optimizer_launch_time(s); host > Duration::zero()) ctx_.launch(s, "launch optimizer", host);
-    const auto& p = stage_params.at(static_cast<std::size_t>(s));
-    const double shards = zero_ >= 1 ? static_cast<double>(spec::zero_shards(job)) : 1.0;
-    // experts shard over the ranks holding the same experts, in groups no larger than zero_group
-    const double expert_ranks = static_cast<double>(job.dp * job.strategy.cp / spec::ep_outer(job.strategy));
-    const double expert_shards = zero_ >= 1 ? std::max(1.0, std::min(shards, expert_ranks)) : 1.0;
-    const double local = p.dense / shards + p.expert / expert_shards;
-    ctx_.compute(s, "optimizer step", model::optimizer_time(local, job.workload.training.optimizer, ctx_.kernels()),
-                 Category::Optimizer);
+    ctx_.compute(s, "optimizer step", optimizer_step_time(s), Category::Optimizer);
   }
+}
+
+Duration DataParallel::optimizer_step_time(int stage) const {
+  const auto& job = ctx_.job();
+  const auto p = model::stage_params(job).at(static_cast<std::size_t>(stage));
+  const double shards = zero_ >= 1 ? static_cast<double>(spec::zero_shards(job)) : 1.0;
+  // experts shard over the ranks holding the same experts, in groups no larger than zero_group
+  const double expert_ranks = static_cast<double>(job.dp * job.strategy.cp / spec::ep_outer(job.strategy));
+  const double expert_shards = zero_ >= 1 ? std::max(1.0, std::min(shards, expert_ranks)) : 1.0;
+  const double local = p.dense / shards + p.expert / expert_shards;
+  return model::optimizer_time(local, job.workload.training.optimizer, ctx_.kernels());
+}
+
+Duration DataParallel::tail_lower_bound(int stage) {
+  auto tail = optimizer_step_time(stage);
+  // the same condition as gradients_ready's deferral
+  if (zero_ >= 2 || overlap_grad_reduce_) return tail;
+  const bool scatter = zero_ == 1;
+  const auto kind = scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+  const auto one = [&](double params, const std::vector<ParallelDim>& dims, Subgroup shard) {
+    const auto bytes = Bytes::from_double(params * grad_bytes_);
+    if (!scatter || shard.size == 0) {
+      tail += ctx_.uncontended(stage, kind, bytes, dims);
+      return;
+    }
+    tail += ctx_.uncontended(stage, kind, bytes, dims, shard);
+    tail += ctx_.uncontended(stage, CollectiveKind::AllReduce, Bytes::from_double(params * grad_bytes_ / shard.size),
+                             dims, {shard.size, true});
+  };
+  for (const auto& bucket : stages_[static_cast<std::size_t>(stage)].buckets) {
+    if (bucket.dense > 0) one(bucket.dense, dense_dims_, shard_);
+    if (bucket.expert > 0) one(bucket.expert, expert_dims_, expert_shard());
+  }
+  return tail;
 }
 
 }  // namespace trainsim::lower

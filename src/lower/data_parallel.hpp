@@ -45,6 +45,11 @@ class DataParallel {
   void gradients_ready(int stage, int chunk, int unit, int microbatch, const TaskList& last);
   // The remaining reductions, the tied-embedding all-reduce, the gradient norm and the optimizer.
   void end_of_step(const std::vector<TaskList>& last_compute);
+  // What must follow the stage's last compute task, each part alone on its resources (a lower
+  // bound, lower::step_time_lower_bound): the gradient reductions deferred to the end of the
+  // backward (ZeRO 0-1 without overlap_grad_reduce), one after another on the data-parallel
+  // stream, then the optimizer step on the compute stream.
+  Duration tail_lower_bound(int stage);
 
  private:
   struct UnitParams {
@@ -86,6 +91,8 @@ class DataParallel {
   void reduce_bucket(int stage, std::size_t bucket);
   Subgroup expert_shard() const;
   Duration optimizer_launch_time(int stage) const;
+  // The optimizer step's kernels over the stage's (sharded) parameters.
+  Duration optimizer_step_time(int stage) const;
 
   Context& ctx_;
   int zero_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 
 #include <fmt/format.h>
 
@@ -88,7 +89,8 @@ class Passes::Writer {
 
   TaskList flush(Category category) {
     if (queued_.empty()) return last_;
-    std::vector<Kernel> kernels;
+    auto& kernels = kernels_scratch_;
+    kernels.clear();
     for (const auto& [unit, k] : queued_) kernels.push_back(k);
     const int unit = queued_.front().first;
     if (elapsed_ != nullptr) {
@@ -97,9 +99,15 @@ class Passes::Writer {
       queued_.clear();
       return last_;
     }
-    const auto label =
-        fmt::format("{}{} {}..{}", prefix_, unit_name(unit), queued_.front().second.op, queued_.back().second.op);
-    last_ = p_.ctx_.compute(stage_, {label, microbatch_}, p_.duration(unit, kernels), category, p_.work(unit, kernels));
+    // "F# L3 qkv..fc2", built in place: the graph interns it
+    label_ = prefix_;
+    append_unit_name(label_, unit);
+    label_ += ' ';
+    label_ += queued_.front().second.op;
+    label_ += "..";
+    label_ += queued_.back().second.op;
+    last_ =
+        p_.ctx_.compute(stage_, {label_, microbatch_}, p_.duration(unit, kernels), category, p_.work(unit, kernels));
     queued_.clear();
     return last_;
   }
@@ -127,8 +135,10 @@ class Passes::Writer {
       return {};
     }
     if (after_compute && !last_.empty()) p_.ctx_.wait(stage_, stream, last_);
-    return p_.ctx_.collective(stage_, {fmt::format("{}{}", prefix_, what), microbatch_}, kind, bytes, dims, stream,
-                              category, share.fraction, share.algorithm);
+    label_ = prefix_;
+    label_ += what;
+    return p_.ctx_.collective(stage_, {label_, microbatch_}, kind, bytes, dims, stream, category, share.fraction,
+                              share.algorithm);
   }
 
   void wait_for(const TaskList& tasks) {
@@ -139,10 +149,17 @@ class Passes::Writer {
 
  private:
   Category kernels_ = Category::Compute;
-  static std::string unit_name(int unit) {
-    if (unit == kEmbeddingUnit) return "embedding";
-    if (unit == kHeadUnit) return "head";
-    return fmt::format("L{}", unit);
+  static void append_unit_name(std::string& out, int unit) {
+    if (unit == kEmbeddingUnit) {
+      out += "embedding";
+    } else if (unit == kHeadUnit) {
+      out += "head";
+    } else {
+      out += 'L';
+      std::array<char, 16> digits{};
+      const auto end = std::to_chars(digits.data(), digits.data() + digits.size(), unit).ptr;
+      out.append(digits.data(), end);
+    }
   }
 
   Duration uncontended(CollectiveKind kind, Bytes bytes, std::span<const ParallelDim> dims, const Share& share) {
@@ -159,6 +176,8 @@ class Passes::Writer {
   std::string prefix_;
   int microbatch_;
   std::vector<std::pair<int, Kernel>> queued_;
+  std::string label_;                    // scratch space for task labels
+  std::vector<Kernel> kernels_scratch_;  // and for the kernels of a task
   TaskList last_;
   Duration* elapsed_ = nullptr;
   Launches* launches_ = nullptr;
@@ -204,26 +223,60 @@ const std::vector<model::Op>& Passes::ops_of(int unit) {
   return ops_.emplace(key, std::move(ops)).first->second;
 }
 
+namespace {
+std::size_t mix(std::size_t seed, std::size_t value) {
+  return seed ^ (value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
+}
+template <typename Op>
+std::size_t kernel_hash(std::size_t seed, const Op& op, model::Pass pass, int parts, double scale) {
+  seed = mix(seed, std::hash<std::string_view>{}(op));
+  seed = mix(seed, static_cast<std::size_t>(pass));
+  seed = mix(seed, static_cast<std::size_t>(parts));
+  return mix(seed, std::hash<double>{}(scale));
+}
+}  // namespace
+
+std::size_t Passes::DurationHash::operator()(const DurationKey& k) const {
+  auto h = static_cast<std::size_t>(k.kind);
+  for (const auto& [op, pass, parts, scale] : k.kernels) h = kernel_hash(h, std::string_view(op), pass, parts, scale);
+  return h;
+}
+
+std::size_t Passes::DurationHash::operator()(const DurationView& k) const {
+  auto h = static_cast<std::size_t>(k.kind);
+  for (const auto& kernel : k.kernels) h = kernel_hash(h, kernel.op, kernel.pass, kernel.parts, kernel.scale);
+  return h;
+}
+
+bool Passes::DurationEq::operator()(const DurationView& a, const DurationKey& b) const {
+  if (a.kind != b.kind || a.kernels.size() != b.kernels.size()) return false;
+  for (std::size_t i = 0; i < a.kernels.size(); ++i) {
+    const auto& [op, pass, parts, scale] = b.kernels[i];
+    const auto& k = a.kernels[i];
+    if (k.op != op || k.pass != pass || k.parts != parts || k.scale != scale) return false;
+  }
+  return true;
+}
+
 Duration Passes::duration(int unit, const std::vector<Kernel>& kernels) {
   const auto& m = ctx_.job().workload.model;
   const int key = unit_kind(m, unit);
-  std::string signature;
-  for (const auto& k : kernels)
-    signature += fmt::format("{}:{}/{}x{};", k.op, static_cast<int>(k.pass), k.parts, k.scale);
-  auto [it, inserted] = durations_.try_emplace({key, signature}, Duration::zero());
-  if (!inserted) return it->second;
+  if (const auto it = durations_.find(DurationView{key, kernels}); it != durations_.end()) return it->second;
   const auto& ops = ops_of(unit);
   const auto gap = ctx_.kernels().tuning.kernel_gap;
+  auto total = Duration::zero();
   for (const auto& k : kernels) {
     for (const auto& op : ops) {
       if (op.name != k.op) continue;
       const auto whole = Duration::from_seconds(model::kernel_time(op, k.pass, ctx_.kernels()).seconds() * k.scale);
       // a block of a kernel: its share of the work, and a launch of its own
-      it->second +=
-          k.parts == 1 || whole <= gap ? whole : Duration::from_seconds((whole - gap).seconds() / k.parts) + gap;
+      total += k.parts == 1 || whole <= gap ? whole : Duration::from_seconds((whole - gap).seconds() / k.parts) + gap;
     }
   }
-  return it->second;
+  DurationKey stored{key, {}};
+  for (const auto& k : kernels) stored.kernels.emplace_back(std::string(k.op), k.pass, k.parts, k.scale);
+  durations_.emplace(std::move(stored), total);
+  return total;
 }
 
 TaskWork Passes::work(int unit, const std::vector<Kernel>& kernels) {

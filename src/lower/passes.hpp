@@ -6,7 +6,10 @@
 // expert-parallel all-to-alls, recomputation, and the activation memory each pass holds.
 // Private to lower/.
 #include <map>
+#include <span>
 #include <string>
+#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "lower/context.hpp"
@@ -103,7 +106,30 @@ class Passes {
   DataParallel& dp_;
   bool split_;
   std::map<int, std::vector<model::Op>> ops_;  // per unit kind: 0 dense, 1 MoE, embedding, head
-  std::map<std::pair<int, std::string>, Duration> durations_;
+  // Kernel durations by unit kind and kernel list, looked up without building a key (a sweep lowers
+  // the same lists hundreds of thousands of times).
+  struct DurationKey {
+    int kind = 0;
+    std::vector<std::tuple<std::string, model::Pass, int, double>> kernels;
+  };
+  struct DurationView {
+    int kind = 0;
+    std::span<const Kernel> kernels;
+  };
+  struct DurationHash {
+    using is_transparent = void;
+    std::size_t operator()(const DurationKey& k) const;
+    std::size_t operator()(const DurationView& k) const;
+  };
+  struct DurationEq {
+    using is_transparent = void;
+    bool operator()(const DurationKey& a, const DurationKey& b) const {
+      return a.kind == b.kind && a.kernels == b.kernels;
+    }
+    bool operator()(const DurationView& a, const DurationKey& b) const;
+    bool operator()(const DurationKey& a, const DurationView& b) const { return (*this)(b, a); }
+  };
+  std::unordered_map<DurationKey, Duration, DurationHash, DurationEq> durations_;
   std::map<std::pair<bool, bool>, model::LayerCheckpoint> checkpoints_;  // by (MoE, recomputed)
   std::map<std::tuple<int, char, bool>, Duration> host_times_;           // by (unit kind, pass, recomputed)
   std::map<int, UnitTimes> unit_times_;                                  // by unit kind

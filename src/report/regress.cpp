@@ -107,27 +107,36 @@ ordered_json collective_case(const json& c, const fs::path& root, const std::str
   return to_json(driver::run_collective(cluster, query, tunables));
 }
 
-double field_value(const ordered_json& report, const std::string& field, const std::string& source) {
-  double sum = 0;
+// The JSON pointers an expectation's field adds up ("/a" or "/a + /b"), each with its text.
+std::vector<std::pair<std::string, ordered_json::json_pointer>> field_pointers(const std::string& field,
+                                                                               const std::string& source) {
+  std::vector<std::pair<std::string, ordered_json::json_pointer>> out;
   std::size_t start = 0;
   while (start <= field.size()) {
     const auto end = std::min(field.find('+', start), field.size());
     std::string pointer = field.substr(start, end - start);
     pointer.erase(0, pointer.find_first_not_of(' '));
     pointer.erase(pointer.find_last_not_of(' ') + 1);
-    ordered_json::json_pointer p;
     try {
       if (pointer.empty()) throw std::invalid_argument("empty");
-      p = ordered_json::json_pointer(pointer);
+      auto p = ordered_json::json_pointer(pointer);
+      out.emplace_back(pointer, std::move(p));
     } catch (const std::exception&) {
       throw SpecError(source, spec::pointer_join("/expect", field),
                       fmt::format("\"{}\" is not a JSON pointer (expected \"/field\" or \"/a + /b\")", pointer));
     }
+    start = end + 1;
+  }
+  return out;
+}
+
+double field_value(const ordered_json& report, const std::string& field, const std::string& source) {
+  double sum = 0;
+  for (const auto& [text, p] : field_pointers(field, source)) {
     if (!report.contains(p) || !report.at(p).is_number())
       throw SpecError(source, spec::pointer_join("/expect", field),
-                      fmt::format("the report has no number at {}", pointer));
+                      fmt::format("the report has no number at {}", text));
     sum += report.at(p).get<double>();
-    start = end + 1;
   }
   return sum;
 }
@@ -164,6 +173,8 @@ CaseResult run_one(const fs::path& path, const fs::path& root, bool update) {
   r.value("collective");
   r.finish();
   d.throw_if_any(source);
+  // the fields' pointers before the (possibly long) run
+  for (const auto& [field, e] : spec.at("expect").items()) field_pointers(field, source);
 
   CaseResult result{.name = spec.value("name", path.stem().string()), .path = source};
   const auto report =

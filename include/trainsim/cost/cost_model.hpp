@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "trainsim/cost/algorithm.hpp"
@@ -45,6 +46,8 @@ class CostModel {
 
  private:
   const std::optional<CollectivePlan>& cached_plan(std::size_t algorithm, CollectiveKind kind, GroupId group);
+  CollectiveCost uncached_cost(CollectiveKind kind, Bytes bytes, GroupId group, std::string_view algorithm,
+                               const std::string& source);
   // The fastest modelled algorithm and protocol (what `auto` picks without a fitted collective).
   CollectiveCost best_modelled(CollectiveKind kind, GroupId group, Bytes bytes, const std::string& source);
 
@@ -60,6 +63,19 @@ class CostModel {
   };
   std::vector<std::vector<Slot>> plans_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, CollectivePlan> p2p_plans_;
+  // Answers of `cost` by (operation, group, bytes, algorithm): a sweep asks the same questions of one
+  // cost model for every plan it simulates. The algorithm is -1 for "auto", else its registry index.
+  struct CostKey {
+    CollectiveKind kind;
+    GroupId group;
+    std::int64_t bytes;
+    std::int32_t algorithm;
+    friend bool operator==(const CostKey&, const CostKey&) = default;
+  };
+  struct CostKeyHash {
+    std::size_t operator()(const CostKey& k) const;
+  };
+  std::unordered_map<CostKey, CollectiveCost, CostKeyHash> costs_;
   std::set<std::string> warnings_;
 };
 

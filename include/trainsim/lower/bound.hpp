@@ -6,9 +6,11 @@
 // crossed stages 0..s−1, must then run all of its passes, and its last backward must still cross
 // stages s−1..0. A pass counts its kernels and the tensor-, context- and expert-parallel
 // collectives its compute stream waits for, each at its uncontended duration (the lowering's own
-// passes, measured rather than issued). Pipeline transfers, data-parallel traffic, ZeRO gathers,
-// the optimizer step and recomputation on the backward path are left out, and link sharing only
-// slows collectives down, so the simulated step is never shorter than this.
+// passes, measured rather than issued). After a stage's last pass come, one after another, the
+// gradient reductions that wait for the end of the backward (ZeRO 0-1 without overlap_grad_reduce)
+// and the optimizer step. Pipeline transfers, overlapped data-parallel traffic, ZeRO gathers and
+// recomputation on the backward path are left out, and link sharing only slows collectives down,
+// so the simulated step is never shorter than this.
 #include "trainsim/cost/cost_model.hpp"
 #include "trainsim/lower/lowering.hpp"
 #include "trainsim/spec/job.hpp"
