@@ -205,26 +205,24 @@ std::vector<topo::DeviceId> narrow(std::vector<topo::DeviceId> group, int rank, 
 
 }  // namespace
 
-bool Context::ChoiceLess::operator()(const ChoiceView& a, const ChoiceView& b) const {
-  return std::tie(a.label, a.op, a.bytes, a.group_size, a.algorithm, a.protocol) <
-         std::tie(b.label, b.op, b.bytes, b.group_size, b.algorithm, b.protocol);
+std::size_t Context::ChoiceKeyHash::operator()(const ChoiceKey& k) const {
+  std::size_t h = std::hash<std::string_view>{}(k.algorithm);
+  for (const auto v :
+       {static_cast<std::size_t>(k.label), static_cast<std::size_t>(k.kind), static_cast<std::size_t>(k.protocol),
+        static_cast<std::size_t>(k.bytes), static_cast<std::size_t>(k.group_size)})
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
 }
 
-Context::ChoiceView Context::ChoiceLess::view(const CollectiveChoice& c) {
-  return {c.label, c.op, c.bytes, c.group_size, c.algorithm, c.protocol};
-}
-
-void Context::record(const ChoiceView& choice) {
-  // looked up by views: most collectives repeat a choice already kept
-  if (choices_.contains(choice)) return;
-  CollectiveChoice kept{.label = std::string(choice.label),
-                        .op = std::string(choice.op),
-                        .bytes = choice.bytes,
-                        .group_size = choice.group_size,
-                        .algorithm = std::string(choice.algorithm),
-                        .protocol = std::string(choice.protocol)};
-  choices_.insert(kept);
-  out_->collectives.push_back(std::move(kept));
+void Context::record(sim::TaskId task, cost::CollectiveKind kind, std::int64_t bytes, std::int64_t group_size,
+                     const cost::CollectiveCost& cost) {
+  if (!choices_.insert({graph().label_id(task), kind, cost.protocol, bytes, group_size, cost.algorithm}).second) return;
+  out_->collectives.push_back({.label = std::string(graph().label(task)),
+                               .op = std::string(cost::collective_name(kind)),
+                               .bytes = bytes,
+                               .group_size = group_size,
+                               .algorithm = cost.algorithm,
+                               .protocol = std::string(cost::protocol_name(cost.protocol))});
 }
 
 const std::vector<Context::StageGroup>& Context::groups_of(int stage, std::span<const ParallelDim> dims,
@@ -272,12 +270,6 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
       c.time = Duration::from_seconds(c.time.seconds() * fraction);
       c.latency = Duration::from_seconds(c.latency.seconds() * fraction);
     }
-    record(ChoiceView{.label = name.label,
-                      .op = cost::collective_name(kind),
-                      .bytes = Bytes::from_double(bytes.as_double() * fraction).count,
-                      .group_size = static_cast<std::int64_t>(g.size),
-                      .algorithm = c.algorithm,
-                      .protocol = cost::protocol_name(c.protocol)});
     streams_.clear();
     deps_.clear();
     for (const auto j : g.members) {
@@ -288,6 +280,7 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
     // tensor-parallel collectives block the compute stream (pipelined ones are charged in the GEMM)
     const auto work = comm_work(c, Bytes::from_double(bytes.as_double() * fraction), stream != StreamKind::TpComm);
     const auto task = graph().add_task(name, streams_, work, deps_, static_cast<std::uint16_t>(category));
+    record(task, kind, Bytes::from_double(bytes.as_double() * fraction).count, static_cast<std::int64_t>(g.size), c);
     note(task, {.op = static_cast<std::int16_t>(kind), .group = g.work_group});
     for (const auto j : g.members) out[j] = task;
   }

@@ -7,6 +7,7 @@
 #include <set>
 #include <span>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "trainsim/lower/lowering.hpp"
@@ -80,25 +81,22 @@ class Context {
   sim::CommWork comm_work(const cost::CollectiveCost& cost, Bytes bytes, bool overlaps_compute);
   // Appends the waits pending on the rank's stream (sorted, without repeats) to `into`; none remain.
   void take_pending(std::size_t rank_index, StreamKind kind, std::vector<sim::TaskId>& into);
-  // A CollectiveChoice not yet copied; the set orders both alike (CollectiveChoice's member order).
-  struct ChoiceView {
-    std::string_view label;
-    std::string_view op;
+  // Keeps how the collective `task` was costed, once per distinct choice (Lowered::collectives);
+  // looked up by the task's interned label, most collectives repeating a choice already kept.
+  void record(sim::TaskId task, cost::CollectiveKind kind, std::int64_t bytes, std::int64_t group_size,
+              const cost::CollectiveCost& cost);
+  struct ChoiceKey {
+    std::uint32_t label = 0;
+    cost::CollectiveKind kind{};
+    cost::Protocol protocol{};
     std::int64_t bytes = 0;
     std::int64_t group_size = 0;
-    std::string_view algorithm;
-    std::string_view protocol;
+    std::string algorithm;
+    friend bool operator==(const ChoiceKey&, const ChoiceKey&) = default;
   };
-  struct ChoiceLess {
-    using is_transparent = void;
-    static ChoiceView view(const CollectiveChoice& c);
-    bool operator()(const ChoiceView& a, const ChoiceView& b) const;
-    bool operator()(const CollectiveChoice& a, const CollectiveChoice& b) const { return (*this)(view(a), view(b)); }
-    bool operator()(const CollectiveChoice& a, const ChoiceView& b) const { return (*this)(view(a), b); }
-    bool operator()(const ChoiceView& a, const CollectiveChoice& b) const { return (*this)(a, view(b)); }
+  struct ChoiceKeyHash {
+    std::size_t operator()(const ChoiceKey& k) const;
   };
-  // Keeps how a collective was costed, once per distinct choice (Lowered::collectives).
-  void record(const ChoiceView& choice);
   std::size_t index_of_rank(int rank) const;
   // With LoweringOptions::record_work: what `task` does, and a group's index in Lowered::groups.
   void note(sim::TaskId task, const TaskWork& work);
@@ -115,7 +113,7 @@ class Context {
   std::map<int, std::size_t> rank_index_;
   std::vector<std::array<std::vector<sim::TaskId>, kStreamKinds>> pending_;
   std::map<const cost::CollectivePlan*, sim::LoadId> loads_;
-  std::set<CollectiveChoice, ChoiceLess> choices_;
+  std::unordered_set<ChoiceKey, ChoiceKeyHash> choices_;
   // A stage's groups along some dims: the group's size, its simulated members (positions in
   // stage_ranks, in order) and its interned members for the cost model.
   struct StageGroup {

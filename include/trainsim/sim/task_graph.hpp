@@ -129,6 +129,8 @@ class TaskGraph {
   std::string name(TaskId t) const;
   // The task's label, before its number replaces the '#'.
   std::string_view label(TaskId t) const { return names_[tasks_[t.index()].label]; }
+  // The label's interned number: tasks with equal labels have equal numbers.
+  std::uint32_t label_id(TaskId t) const { return tasks_[t.index()].label; }
   // The number that replaces the label's '#' (a micro-batch), -1 without one.
   std::int32_t number(TaskId t) const { return tasks_[t.index()].number; }
   // Tasks of a stream in issue order.
