@@ -48,7 +48,8 @@ Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, con
     // all of the stage's work; and (the stage's own W aside, which may come last) its passes up to
     // the last backward, which the stages before it must then carry back
     const Duration own = chain + per_microbatch * job.micro_batches;
-    bound = std::max({bound, own + dp.tail_lower_bound(s), own - weights * job.micro_batches + back});
+    bound = std::max(
+        {bound, own + dp.tail_lower_bound(s), own - weights * job.micro_batches + back, dp.stream_lower_bound(s)});
     chain += first_forward;
     back += first_backward;
   }

@@ -346,27 +346,69 @@ Duration DataParallel::optimizer_step_time(int stage) const {
   return model::optimizer_time(local, job.workload.training.optimizer, ctx_.kernels());
 }
 
+Duration DataParallel::gather_time(int stage, const UnitParams& p) {
+  const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
+  auto t = Duration::zero();
+  if (p.dense > 0)
+    t += ctx_.uncontended(stage, CollectiveKind::AllGather, Bytes::from_double(p.dense * w), dense_dims_, shard_);
+  if (p.expert > 0)
+    t += ctx_.uncontended(stage, CollectiveKind::AllGather, Bytes::from_double(p.expert * w), expert_dims_,
+                          expert_shard());
+  return t;
+}
+
+Duration DataParallel::reduce_time(int stage, const UnitParams& p, bool scatter) {
+  const auto kind = scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+  auto t = Duration::zero();
+  const auto one = [&](double params, const std::vector<ParallelDim>& dims, Subgroup shard) {
+    const auto bytes = Bytes::from_double(params * grad_bytes_);
+    if (!scatter || shard.size == 0) {
+      t += ctx_.uncontended(stage, kind, bytes, dims);
+      return;
+    }
+    t += ctx_.uncontended(stage, kind, bytes, dims, shard);
+    t += ctx_.uncontended(stage, CollectiveKind::AllReduce, Bytes::from_double(params * grad_bytes_ / shard.size), dims,
+                          {shard.size, true});
+  };
+  if (p.dense > 0) one(p.dense, dense_dims_, shard_);
+  if (p.expert > 0) one(p.expert, expert_dims_, expert_shard());
+  return t;
+}
+
 Duration DataParallel::tail_lower_bound(int stage) {
   auto tail = optimizer_step_time(stage);
   // the same condition as gradients_ready's deferral
   if (zero_ >= 2 || overlap_grad_reduce_) return tail;
-  const bool scatter = zero_ == 1;
-  const auto kind = scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
-  const auto one = [&](double params, const std::vector<ParallelDim>& dims, Subgroup shard) {
-    const auto bytes = Bytes::from_double(params * grad_bytes_);
-    if (!scatter || shard.size == 0) {
-      tail += ctx_.uncontended(stage, kind, bytes, dims);
-      return;
-    }
-    tail += ctx_.uncontended(stage, kind, bytes, dims, shard);
-    tail += ctx_.uncontended(stage, CollectiveKind::AllReduce, Bytes::from_double(params * grad_bytes_ / shard.size),
-                             dims, {shard.size, true});
-  };
-  for (const auto& bucket : stages_[static_cast<std::size_t>(stage)].buckets) {
-    if (bucket.dense > 0) one(bucket.dense, dense_dims_, shard_);
-    if (bucket.expert > 0) one(bucket.expert, expert_dims_, expert_shard());
-  }
+  for (const auto& bucket : stages_[static_cast<std::size_t>(stage)].buckets)
+    tail += reduce_time(stage, {bucket.dense, bucket.expert}, zero_ == 1);
   return tail;
+}
+
+Duration DataParallel::stream_lower_bound(int stage) {
+  if (zero_ != 3) return Duration::zero();
+  // each distinct gather key (gather_key) is gathered once: once a step when the parameters are
+  // kept for the step, once a micro-batch when kept for the backward, else for each pass; the
+  // gradients are reduce-scattered once a step when kept for it, else every micro-batch
+  // (gradients_ready)
+  const auto m = microbatches_;
+  const std::int64_t gathers = keep_for_step_ ? 1 : keep_for_backward_ ? m : 2 * m;
+  const std::int64_t reductions = keep_for_step_ ? 1 : m;
+  std::map<int, Duration> per_kind;  // one layer's share, by unit kind
+  auto total = Duration::zero();
+  for (int c = 0; c < ctx_.job().strategy.vpp; ++c)
+    for (const int u : chunk_units(ctx_.job(), stage, c)) {
+      if (u < 0) continue;  // the embedding and the head: left out
+      auto it = per_kind.find(unit_kind(ctx_.job().workload.model, u));
+      if (it == per_kind.end()) {
+        const auto p = unit_params(stage, u);
+        it = per_kind
+                 .emplace(unit_kind(ctx_.job().workload.model, u),
+                          gather_time(stage, p) * gathers + reduce_time(stage, p, true) * reductions)
+                 .first;
+      }
+      total += it->second;
+    }
+  return total;
 }
 
 }  // namespace trainsim::lower

@@ -50,6 +50,10 @@ class DataParallel {
   // backward (ZeRO 0-1 without overlap_grad_reduce), one after another on the data-parallel
   // stream, then the optimizer step on the compute stream.
   Duration tail_lower_bound(int stage);
+  // ZeRO-3: the parameter gathers and gradient reductions of the stage's layers over a step, each
+  // alone on its links; they run one after another on the rank's data-parallel stream, so the step
+  // takes at least their sum (lower::step_time_lower_bound). Zero under other stages.
+  Duration stream_lower_bound(int stage);
 
  private:
   struct UnitParams {
@@ -87,6 +91,9 @@ class DataParallel {
   void build_buckets(int stage);
   TaskList gather(int stage, const UnitParams& p, std::string_view name);
   void reduce(int stage, const UnitParams& p, bool scatter, std::string_view name);
+  // Uncontended times of what gather and reduce issue for `p` (lower bounds).
+  Duration gather_time(int stage, const UnitParams& p);
+  Duration reduce_time(int stage, const UnitParams& p, bool scatter);
   // A whole bucket's gradients: all-reduced, or reduce-scattered under ZeRO-1.
   void reduce_bucket(int stage, std::size_t bucket);
   Subgroup expert_shard() const;

@@ -8,7 +8,9 @@
 // collectives its compute stream waits for, each at its uncontended duration (the lowering's own
 // passes, measured rather than issued). After a stage's last pass come, one after another, the
 // gradient reductions that wait for the end of the backward (ZeRO 0-1 without overlap_grad_reduce)
-// and the optimizer step. Pipeline transfers, overlapped data-parallel traffic, ZeRO gathers and
+// and the optimizer step. Under ZeRO-3 the rank's data-parallel stream carries every parameter
+// gather and gradient reduce-scatter of its layers, one after another: the step is no shorter
+// than their sum. Pipeline transfers, other overlapped data-parallel traffic and
 // recomputation on the backward path are left out, and link sharing only slows collectives down,
 // so the simulated step is never shorter than this.
 #include "trainsim/cost/cost_model.hpp"

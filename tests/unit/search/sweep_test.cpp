@@ -114,6 +114,29 @@ TEST_CASE("the bound counts the gradient reduction that waits for the end of the
   }
 }
 
+TEST_CASE("under ZeRO-3 the bound counts every gather and reduce-scatter of the data-parallel stream") {
+  // 16 micro-batches on 4 data-parallel ranks: each layer's parameters are gathered for every
+  // micro-batch and its gradients reduce-scattered, one collective after another on one stream,
+  // which here takes longer than the compute
+  const auto cluster = test::fat_tree_cluster(4, 8, true, 2);
+  const driver::ClusterModel model(cluster, {});
+  const auto owned = model.cost_model();
+  const auto workload = test::gpt3_layers(8, 64);
+  const std::string strategy = "tp=8,gpus=32,zero=3,mb=1";
+  const auto job = spec::resolve_job(
+      cluster, workload, spec::read_strategy_spec(spec::parse_inline_strategy(strategy, "s"), "s"), kSources);
+  REQUIRE(job.micro_batches == 16);
+  const driver::RunOptions run;
+  const double bound = lower::step_time_lower_bound(job, *owned, run.lowering(run.tunables(cluster).values)).seconds();
+  const double step = driver::build_run_report(job, run, owned.get()).simulation->step_time_s;
+  CHECK(bound <= step);
+  // a layer's 12·h²/tp parameters in bf16 (gradients at least as wide), gathered and reduce-scattered
+  // over 4 ranks through one 200 Gb/s NIC each: (n−1)/n of them each way
+  const double layer = 12.0 * 12288 * 12288 / 8 * 2;
+  const double one = 3.0 / 4 * layer / (200e9 / 8);
+  CHECK(bound >= 16 * 8 * 2 * one);
+}
+
 TEST_CASE("the bounded search finds exactly what simulating every candidate finds") {
   const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
   const auto workload = test::tiny_gpt(8, 64);

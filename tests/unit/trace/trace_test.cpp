@@ -32,6 +32,15 @@ std::string trace_path(const std::string& file) {
   return test::reference("traces/hta/" + file);
 }
 
+// A reference trace as read_trace reads it, read once for all the tests that use it (the largest
+// decompress to 35 MB of JSON, slow to parse under the sanitizers).
+const trace::RankTrace& reference_trace(const std::string& file) {
+  static std::map<std::string, trace::RankTrace> read;
+  auto it = read.find(file);
+  if (it == read.end()) it = read.emplace(file, trace::read_trace(trace_path(file))).first;
+  return it->second;
+}
+
 // The naive reading: the whole file decompressed and parsed at once.
 json parse_whole(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
@@ -157,7 +166,7 @@ TEST_CASE("every reference trace: ranks, steps, kernels per stream, NCCL kernels
   const auto csv = read_csv(test::reference("traces/nccl_kernels_from_staged_traces.csv"));
   for (const auto& expected : kTraces) {
     CAPTURE(expected.file);
-    const auto t = trace::read_trace(trace_path(expected.file));
+    const auto& t = reference_trace(expected.file);
     CHECK(t.rank == expected.rank);
     CHECK(t.world_size == expected.world_size);
     CHECK(t.steps.size() == expected.steps);
@@ -217,7 +226,7 @@ TEST_CASE("every reference trace: ranks, steps, kernels per stream, NCCL kernels
 }
 
 TEST_CASE("trace summary: per-collective totals add up to the kernels they count") {
-  const auto t = trace::read_trace(trace_path("nccl_parser_config_nccl_data.json.gz"));
+  const auto& t = reference_trace("nccl_parser_config_nccl_data.json.gz");
   const auto summary = trace::summarize({t});
   std::int64_t count = 0, bytes = 0;
   for (const auto& c : summary.collectives) {
@@ -243,7 +252,7 @@ TEST_CASE("replay reproduces every recorded profiler step within 5%") {
   jobs.push_back({"trace_filter_sampled_rank-0.json.gz", "trace_filter_sampled_rank-1.json.gz"});
   for (const auto& files : jobs) {
     std::vector<trace::RankTrace> traces;
-    for (const auto& f : files) traces.push_back(trace::read_trace(trace_path(f)));
+    for (const auto& f : files) traces.push_back(reference_trace(f));
     const auto report = trace::replay(traces, {});
     REQUIRE(!report.steps.empty());
     for (const auto& s : report.steps) {
@@ -259,7 +268,7 @@ TEST_CASE("replay reproduces every recorded profiler step within 5%") {
 }
 
 TEST_CASE("replay what-ifs move only what they change") {
-  const auto t = trace::read_trace(trace_path("nccl_parser_config_nccl_data.json.gz"));
+  const auto& t = reference_trace("nccl_parser_config_nccl_data.json.gz");
   const auto base = trace::replay({t}, {});
   const auto faster_net = trace::replay({t}, {.network_scale = 2});
   const auto faster_gpu = trace::replay({t}, {.compute_scale = 2});
@@ -277,7 +286,7 @@ TEST_CASE("replay what-ifs move only what they change") {
 TEST_CASE("on every reference trace a faster GPU or network never makes the steps slower in total") {
   for (const auto& e : kTraces) {
     CAPTURE(e.file);
-    const auto t = trace::read_trace(trace_path(e.file));
+    const auto& t = reference_trace(e.file);
     const auto total = [&](const trace::ReplayOptions& o) {
       double sum = 0;
       for (const auto& s : trace::replay({t}, o).steps) sum += *s.replayed_s;
@@ -359,28 +368,31 @@ TEST_CASE("replay with fits: nothing to cost is bad input, a part left uncosted 
   auto unsized = one_step_trace(0, 300, 0);
   for (auto& e : unsized["traceEvents"])
     if (e["args"].contains("In msg nelems")) e["args"].erase("In msg nelems");
-  CHECK_THROWS_WITH_AS(trace::replay({trace::read_trace(write_trace("unsized.json", unsized))}, {.fits = std::vector{fit}}),
-                       doctest::Contains("1 record no size or group size"), SpecError);
+  CHECK_THROWS_WITH_AS(
+      trace::replay({trace::read_trace(write_trace("unsized.json", unsized))}, {.fits = std::vector{fit}}),
+      doctest::Contains("1 record no size or group size"), SpecError);
   auto no_nccl = one_step_trace(0, 300, 0);
   auto& events = no_nccl["traceEvents"];
   events.erase(std::remove_if(events.begin(), events.end(),
                               [](const json& e) { return e["name"].get<std::string>().starts_with("nccl"); }),
                events.end());
-  CHECK_THROWS_WITH_AS(trace::replay({trace::read_trace(write_trace("no-nccl.json", no_nccl))}, {.fits = std::vector{fit}}),
-                       "--calibration: the traces hold no NCCL kernels: there is nothing to cost", SpecError);
+  CHECK_THROWS_WITH_AS(
+      trace::replay({trace::read_trace(write_trace("no-nccl.json", no_nccl))}, {.fits = std::vector{fit}}),
+      "--calibration: the traces hold no NCCL kernels: there is nothing to cost", SpecError);
   // two ranks' kernels, one fitted and one not: a warning, the fitted one costed
   auto two = one_step_trace(0, 300, 0);
-  two["traceEvents"].push_back(
-      kernel("ncclKernel_AllGather_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 350, 10, 20, 9,
-             {{"Collective name", "allgather"},
-              {"In msg nelems", 1024},
-              {"Out msg nelems", 2048},
-              {"Group size", 2},
-              {"dtype", "Float"}}));
+  two["traceEvents"].push_back(kernel("ncclKernel_AllGather_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+                                      350, 10, 20, 9,
+                                      {{"Collective name", "allgather"},
+                                       {"In msg nelems", 1024},
+                                       {"Out msg nelems", 2048},
+                                       {"Group size", 2},
+                                       {"dtype", "Float"}}));
   const auto partial = trace::replay({trace::read_trace(write_trace("partial.json", two))}, {.fits = std::vector{fit}});
   REQUIRE(partial.warnings.size() == 1);
-  CHECK(partial.warnings[0] == "1 of 2 NCCL kernel(s) keep their recorded time: 1 have no fit for their operation "
-                               "and group size");
+  CHECK(partial.warnings[0] ==
+        "1 of 2 NCCL kernel(s) keep their recorded time: 1 have no fit for their operation "
+        "and group size");
 }
 
 TEST_CASE("synthetic traces of two ranks: clocks aligned per file, one collective of the shortest duration") {
@@ -445,8 +457,7 @@ TEST_CASE("calibration on nccl_parser_config reproduces its large all-reduces wi
     if (!inserted) it->second = std::min(it->second, seconds);
   }
   REQUIRE(fastest.size() == 3);
-  const auto report =
-      trace::calibrate({trace::read_trace(trace_path("nccl_parser_config_nccl_data.json.gz"))}, std::nullopt);
+  const auto report = trace::calibrate({reference_trace("nccl_parser_config_nccl_data.json.gz")}, std::nullopt);
   const auto fit = std::find_if(report.calibration.fits.begin(), report.calibration.fits.end(),
                                 [](const auto& f) { return f.op == "all_reduce" && f.group_size == 2; });
   REQUIRE(fit != report.calibration.fits.end());
@@ -502,16 +513,26 @@ TEST_CASE("the profiler's [memory] events give each step's recorded allocated an
   // and those outside the step do not count
   auto trace = one_step_trace(0, 50, 0);
   const auto memory = [](double ts, int device_type, std::int64_t allocated, std::int64_t reserved) {
-    return json{{"ph", "i"},  {"cat", "cpu_instant_event"}, {"name", "[memory]"}, {"pid", 1}, {"tid", 1}, {"s", "t"},
+    return json{{"ph", "i"},
+                {"cat", "cpu_instant_event"},
+                {"name", "[memory]"},
+                {"pid", 1},
+                {"tid", 1},
+                {"s", "t"},
                 {"ts", kBaseUs + ts},
-                {"args", {{"Device Type", device_type}, {"Device Id", 0}, {"Addr", 1}, {"Bytes", 512},
-                          {"Total Allocated", allocated}, {"Total Reserved", reserved}}}};
+                {"args",
+                 {{"Device Type", device_type},
+                  {"Device Id", 0},
+                  {"Addr", 1},
+                  {"Bytes", 512},
+                  {"Total Allocated", allocated},
+                  {"Total Reserved", reserved}}}};
   };
   trace["traceEvents"].push_back(memory(10, 1, 1000, 2 << 20));
   trace["traceEvents"].push_back(memory(100, 1, 5000, 4 << 20));
   trace["traceEvents"].push_back(memory(200, 1, 3000, 4 << 20));
-  trace["traceEvents"].push_back(memory(150, 0, 900000, 900000));   // the CPU's
-  trace["traceEvents"].push_back(memory(500, 1, 7000, 8 << 20));    // after the step
+  trace["traceEvents"].push_back(memory(150, 0, 900000, 900000));  // the CPU's
+  trace["traceEvents"].push_back(memory(500, 1, 7000, 8 << 20));   // after the step
   const auto t = trace::read_trace(write_trace("memory.json", trace));
   CHECK(t.memory.size() == 4);
   const auto r = trace::summarize({t});
