@@ -162,6 +162,10 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
       if (!per_category[cat].empty())
         comm_busy[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
             length(merged(per_category[cat])) * 1e-12 * weight[r] / n;
+    // launches the lowering left out (they could never hold the device back) still keep the host busy
+    if (const auto s = static_cast<std::size_t>(rank.stage); s < lowered.unissued_host.size())
+      comm_busy[std::string(lower::category_name(lower::Category::Host))] +=
+          lowered.unissued_host[s].seconds() * weight[r] / n;
     const auto& pool = timeline.pools[rank.pool.index()];
     if (pool.peak > out.peak_memory) {
       out.peak_memory = pool.peak;

@@ -160,6 +160,12 @@ TaskList Context::launch(int stage, sim::TaskName name, Duration duration) {
   return out;
 }
 
+void Context::unissued_launch(int stage, Duration duration) {
+  auto& host = out_->unissued_host;
+  if (host.size() < stage_ranks_.size()) host.resize(stage_ranks_.size(), Duration::zero());
+  host[static_cast<std::size_t>(stage)] += duration;
+}
+
 sim::LoadId Context::load_for(const cost::CollectivePlan& plan) {
   if (const auto it = loads_.find(&plan); it != loads_.end()) return it->second;
   const auto& topo = costs_->topology();

@@ -55,6 +55,8 @@ class Context {
   // The host launching the next pass on every rank of `stage`: a task on its host thread (after
   // the waits pending there), which the stage's next compute and data-parallel tasks wait for.
   TaskList launch(int stage, sim::TaskName name, Duration duration);
+  // A launch the host spends `duration` on that is not a task (it can never delay the device).
+  void unissued_launch(int stage, Duration duration);
   // One collective per group along `dims` among the stage's ranks, on their `stream`; costed on the
   // whole group the placement gives (all its ranks, simulated or not).
   // `fraction` of the collective under `algorithm` ("auto": NCCL's choice) is one step of it;

@@ -388,7 +388,10 @@ void Passes::launch(int stage, int unit, char pass, bool recomputed, int microba
   if (t <= Duration::zero()) return;
   const auto s = static_cast<std::size_t>(stage);
   // a stage whose host is never behind keeps only its first launch (plan_host)
-  if (s < host_hidden_.size() && host_hidden_[s] && launched_[s]) return;
+  if (s < host_hidden_.size() && host_hidden_[s] && launched_[s]) {
+    ctx_.unissued_launch(stage, t);
+    return;
+  }
   if (s < launched_.size()) launched_[s] = true;
   ctx_.launch(stage, {pass == 'F' ? "launch F#" : pass == 'B' ? "launch B#" : "launch W#", microbatch}, t);
 }

@@ -102,6 +102,9 @@ struct Lowered {
   // Ranks of the job per simulated rank (1 with LoweringOptions::full; rounded down, and a mean,
   // when ranks stand for different numbers: SimulatedRank::stands_for).
   std::int64_t fold = 1;
+  // Per stage: the host's time for the launches left out of the graph because they can never hold
+  // the device back (Passes::plan_host), which the stage's host still spends (`host busy`).
+  std::vector<Duration> unissued_host;
 };
 
 Lowered lower(const spec::Job& job, cost::CostModel& costs, const LoweringOptions& options);

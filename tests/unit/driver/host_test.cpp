@@ -194,3 +194,20 @@ TEST_CASE("a stage whose host is never behind keeps only its first launch; one t
   const auto job = tiny("gpus=1,mb=1", 2);
   CHECK(host_tasks(driver::build_run_report(job, host_costs(1e-3))) == 2 * (2 + 2 + 2 + 2) + 1);
 }
+
+TEST_CASE("host busy counts every launch, issued as a task or left out because it can never bind") {
+  // 61 kernel launches per micro-batch and the optimizer's one (the first test case), at 1 ns each:
+  // the device is never waiting, so all but the first launch are left out of the graph, and the
+  // host still spends them
+  const auto host_busy = [](const driver::RunReport& r) {
+    for (const auto& [category, seconds] : r.simulation->comm_busy_s)
+      if (category == "host") return seconds;
+    return 0.0;
+  };
+  for (const double eager : {1e-9, 1e-3}) {
+    CAPTURE(eager);
+    const auto job = tiny("gpus=1,mb=1", 4);
+    CHECK(host_busy(driver::build_run_report(job, host_costs(eager))) ==
+          doctest::Approx((61.0 * 4 + 1) * eager).epsilon(1e-6));
+  }
+}
