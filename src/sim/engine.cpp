@@ -77,6 +77,7 @@ class Engine {
   explicit Engine(const TaskGraph& g) : g_(g) {
     const std::size_t n = g.num_tasks();
     timeline_.tasks.resize(n);
+    timeline_.transfer_starts.resize(g.num_transfers());
     timeline_.pools.resize(g.num_pools());
     waiting_.assign(n, 0);
     started_.assign(n, false);
@@ -204,7 +205,7 @@ class Engine {
 
   void begin_transfer(std::uint32_t task) {
     const auto comm = std::get<CommWork>(g_.work(TaskId{task}));
-    timeline_.tasks[task].transfer_start = now_;
+    timeline_.transfer_starts[g_.transfer_index(TaskId{task})] = now_;
     const auto& load = g_.load(comm.load);
     if (comm.transfer <= Duration::zero() || load.empty()) {
       push(now_ + comm.transfer, task, EventKind::Finish);

@@ -108,6 +108,9 @@ class TaskGraph {
 
   Work work(TaskId t) const;
   bool is_transfer(TaskId t) const { return tasks_[t.index()].comm != kCompute; }
+  // A transfer's position among the graph's transfers (in the order they were added).
+  std::uint32_t transfer_index(TaskId t) const { return tasks_[t.index()].comm; }
+  std::size_t num_transfers() const { return comms_.size(); }
   std::span<const StreamId> streams(TaskId t) const {
     return {task_streams_.data() + stream_begin_[t.index()], task_streams_.data() + stream_begin_[t.index() + 1]};
   }

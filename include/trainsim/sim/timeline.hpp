@@ -12,7 +12,6 @@ namespace trainsim::sim {
 struct TaskSpan {
   Duration start;
   Duration end;
-  Duration transfer_start;  // for transfers: when the latency ended and bytes began to move
 };
 
 struct PoolUsage {
@@ -20,11 +19,13 @@ struct PoolUsage {
   Duration peak_time;
   std::int64_t final = 0;
   std::array<std::int64_t, kMemoryKinds> at_peak{};  // bytes of each kind when the peak was reached
-  TaskId peak_task{0};                                 // whose allocation reached it (peak > baseline)
+  TaskId peak_task{0};                               // whose allocation reached it (peak > baseline)
 };
 
 struct Timeline {
-  std::vector<TaskSpan> tasks;   // by TaskId
+  std::vector<TaskSpan> tasks;  // by TaskId
+  // for transfers, by TaskGraph::transfer_index: when the latency ended and bytes began to move
+  std::vector<Duration> transfer_starts;
   std::vector<PoolUsage> pools;  // by PoolId
   Duration makespan;
   std::uint64_t events = 0;

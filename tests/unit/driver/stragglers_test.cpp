@@ -6,8 +6,8 @@
 #include "common/jobs.hpp"
 #include "trainsim/driver/cluster_model.hpp"
 #include "trainsim/driver/run.hpp"
-#include "trainsim/sim/engine.hpp"
 #include "trainsim/report/format.hpp"
+#include "trainsim/sim/engine.hpp"
 #include "trainsim/topo/topology.hpp"
 #include "trainsim/util/error.hpp"
 
@@ -49,21 +49,23 @@ TEST_CASE("synchronous data parallelism: one rank at f slows the step by (f − 
 TEST_CASE("a slow stage sets the pipeline's pace; a slow GPU slows its whole tensor-parallel group") {
   // pipeline: the slowest stage (the last, with the output layer and the loss) made slower sets the
   // pace as if the whole pipeline were: the others wait for it every micro-batch
-  const auto pipe = test::make_job("dgx-a100-superpod", "llama3-8b", "tp=1,pp=4,gpus=4,mb=1");
+  // (mb=4: 128 micro-batches, plenty for the pace, a quarter of the tasks of mb=1)
+  const auto pipe = test::make_job("dgx-a100-superpod", "llama3-8b", "tp=1,pp=4,gpus=4,mb=4");
   const auto one = perturbed(pipe, slow({3}, 2.0)).simulation->step_time_s;
   const auto all = perturbed(pipe, slow({0, 1, 2, 3}, 2.0)).simulation->step_time_s;
   const auto base = driver::build_run_report(pipe).simulation->step_time_s;
   CHECK(one > base * 1.5);
   CHECK(one / all > 0.9);
   // tensor parallelism: the group waits for its slowest member at every layer
-  const auto tp = test::make_job("dgx-a100-superpod", "llama3-8b", "tp=8,pp=1,gpus=8");
+  const auto tp = test::make_job("dgx-a100-superpod", "llama3-8b", "tp=8,pp=1,gpus=8,mb=4");
   const auto one_tp = perturbed(tp, slow({6}, 1.5)).simulation->step_time_s;
   const auto all_tp = perturbed(tp, slow({0, 1, 2, 3, 4, 5, 6, 7}, 1.5)).simulation->step_time_s;
   CHECK(one_tp == doctest::Approx(all_tp).epsilon(0.03));
 }
 
 TEST_CASE("noise: a seed gives the same steps; percentiles in order; bad input named") {
-  const auto job = test::make_job("dgx-a100-superpod", "megatron2021-7.5b", "tp=4,pp=2,gpus=32");
+  // every rank simulated for each of 8 steps, twice: 32 micro-batches per pipeline (mb=4) keep it short
+  const auto job = test::make_job("dgx-a100-superpod", "megatron2021-7.5b", "tp=4,pp=2,gpus=32,mb=4");
   spec::PerturbSpec p;
   p.noise = spec::ComputeNoise{.sigma = 0.05, .seed = 3};
   const auto a = perturbed(job, p, 8);
@@ -75,9 +77,9 @@ TEST_CASE("noise: a seed gives the same steps; percentiles in order; bad input n
   CHECK(a.perturbation->mean_step_s > a.perturbation->unperturbed_step_s);
   CHECK_THROWS_WITH_AS(perturbed(job, slow({32}, 2.0)),
                        "--perturb: /slow_gpus: rank 32 is outside the job's 32 ranks (0 to 31)", SpecError);
-  CHECK_THROWS_WITH_AS(spec::read_perturb_spec(nlohmann::json{{"slow_gpus", {{{"rank", 1}, {"compute_factor", 0.5}}}}},
-                                               "p.json"),
-                       doctest::Contains("/slow_gpus/0/compute_factor"), SpecError);
+  CHECK_THROWS_WITH_AS(
+      spec::read_perturb_spec(nlohmann::json{{"slow_gpus", {{{"rank", 1}, {"compute_factor", 0.5}}}}}, "p.json"),
+      doctest::Contains("/slow_gpus/0/compute_factor"), SpecError);
 }
 
 TEST_CASE("a degraded NIC slows exactly the collectives routed through it") {
@@ -167,8 +169,7 @@ TEST_CASE("simulating only the ranks a perturbation makes different gives every 
   // with tp in {1, 2} or one other (0), dp 1 or one other (0): 3 × 2, of 16
   CHECK(some.simulation->simulated_ranks == 2 * 3 * 2);
   CHECK(some.simulation->step_time_s == doctest::Approx(all.simulation->step_time_s).epsilon(1e-9));
-  CHECK(some.perturbation->unperturbed_step_s ==
-        doctest::Approx(all.perturbation->unperturbed_step_s).epsilon(1e-9));
+  CHECK(some.perturbation->unperturbed_step_s == doctest::Approx(all.perturbation->unperturbed_step_s).epsilon(1e-9));
   CHECK(some.perturbation->critical_rank == all.perturbation->critical_rank);
   CHECK(some.simulation->breakdown.compute_s == doctest::Approx(all.simulation->breakdown.compute_s).epsilon(1e-9));
   CHECK(some.simulation->bubble_fraction == doctest::Approx(all.simulation->bubble_fraction).epsilon(1e-9));

@@ -38,7 +38,7 @@ TEST_CASE("independent streams overlap; a dependency orders them") {
   const auto other = g.add_task("next", compute_stream, compute(4));
   const auto t = run(g);
   CHECK(t.tasks[reduce.index()].start == us(10));
-  CHECK(t.tasks[reduce.index()].transfer_start == us(11));
+  CHECK(t.transfer_starts[g.transfer_index(reduce)] == us(11));
   CHECK(t.tasks[reduce.index()].end == us(17));
   CHECK(t.tasks[other.index()].end == us(14));  // overlapped with the reduction
   CHECK(t.makespan == us(17));
