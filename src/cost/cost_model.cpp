@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <boost/container_hash/hash.hpp>
+
 #include <fmt/format.h>
 
 #include "trainsim/util/error.hpp"
@@ -64,10 +66,11 @@ CollectiveCost CostModel::p2p(topo::DeviceId src, topo::DeviceId dst, Bytes byte
 }
 
 std::size_t CostModel::CostKeyHash::operator()(const CostKey& k) const {
-  std::size_t h = std::hash<std::int64_t>{}(k.bytes);
-  for (const std::size_t v : {static_cast<std::size_t>(k.kind), static_cast<std::size_t>(k.group),
-                              static_cast<std::size_t>(static_cast<std::uint32_t>(k.algorithm))})
-    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  std::size_t h = 0;
+  boost::hash_combine(h, k.bytes);
+  boost::hash_combine(h, static_cast<int>(k.kind));
+  boost::hash_combine(h, k.group);
+  boost::hash_combine(h, k.algorithm);
   return h;
 }
 

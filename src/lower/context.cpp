@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include <fmt/format.h>
+#include <boost/container_hash/hash.hpp>
 
 #include "trainsim/model/flops.hpp"
 #include "trainsim/util/error.hpp"
@@ -212,11 +213,13 @@ std::vector<topo::DeviceId> narrow(std::vector<topo::DeviceId> group, int rank, 
 }  // namespace
 
 std::size_t Context::ChoiceKeyHash::operator()(const ChoiceKey& k) const {
-  std::size_t h = std::hash<std::string_view>{}(k.algorithm);
-  for (const auto v :
-       {static_cast<std::size_t>(k.label), static_cast<std::size_t>(k.kind), static_cast<std::size_t>(k.protocol),
-        static_cast<std::size_t>(k.bytes), static_cast<std::size_t>(k.group_size)})
-    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  std::size_t h = 0;
+  boost::hash_combine(h, k.algorithm);
+  boost::hash_combine(h, k.label);
+  boost::hash_combine(h, static_cast<int>(k.kind));
+  boost::hash_combine(h, static_cast<int>(k.protocol));
+  boost::hash_combine(h, k.bytes);
+  boost::hash_combine(h, k.group_size);
   return h;
 }
 

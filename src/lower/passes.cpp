@@ -4,6 +4,8 @@
 #include <array>
 #include <charconv>
 
+#include <boost/container_hash/hash.hpp>
+
 #include <fmt/format.h>
 
 #include "trainsim/model/memory.hpp"
@@ -224,15 +226,12 @@ const std::vector<model::Op>& Passes::ops_of(int unit) {
 }
 
 namespace {
-std::size_t mix(std::size_t seed, std::size_t value) {
-  return seed ^ (value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
-}
-template <typename Op>
-std::size_t kernel_hash(std::size_t seed, const Op& op, model::Pass pass, int parts, double scale) {
-  seed = mix(seed, std::hash<std::string_view>{}(op));
-  seed = mix(seed, static_cast<std::size_t>(pass));
-  seed = mix(seed, static_cast<std::size_t>(parts));
-  return mix(seed, std::hash<double>{}(scale));
+std::size_t kernel_hash(std::size_t seed, std::string_view op, model::Pass pass, int parts, double scale) {
+  boost::hash_combine(seed, op);
+  boost::hash_combine(seed, static_cast<int>(pass));
+  boost::hash_combine(seed, parts);
+  boost::hash_combine(seed, scale);
+  return seed;
 }
 }  // namespace
 
