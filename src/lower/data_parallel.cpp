@@ -104,37 +104,62 @@ void DataParallel::build_buckets(int stage) {
   st.reductions.clear();
 }
 
-TaskList DataParallel::gather(int stage, const UnitParams& p, std::string_view name) {
+std::vector<DataParallel::Step> DataParallel::gather_steps(const UnitParams& p) const {
   const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
-  TaskList last;
+  std::vector<Step> out;
   if (p.dense > 0)
-    last = ctx_.collective(stage, name, CollectiveKind::AllGather, Bytes::from_double(p.dense * w), dense_dims_,
-                           StreamKind::DpComm, Category::DpComm, 1.0, "auto", shard_);
+    out.push_back({CollectiveKind::AllGather, Bytes::from_double(p.dense * w), &dense_dims_, shard_, false, true});
   if (p.expert > 0)
-    last = ctx_.collective(stage, name, CollectiveKind::AllGather, Bytes::from_double(p.expert * w), expert_dims_,
-                           StreamKind::DpComm, Category::DpComm, 1.0, "auto", expert_shard());
+    out.push_back(
+        {CollectiveKind::AllGather, Bytes::from_double(p.expert * w), &expert_dims_, expert_shard(), false, true});
+  return out;
+}
+
+std::vector<DataParallel::Step> DataParallel::reduce_steps(const UnitParams& p, bool scatter) const {
+  const auto kind = scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+  std::vector<Step> out;
+  const auto one = [&](double params, const std::vector<ParallelDim>& dims, Subgroup shard) {
+    const auto bytes = Bytes::from_double(params * grad_bytes_);
+    if (!scatter || shard.size == 0) {
+      out.push_back({kind, bytes, &dims, {}, false, true});
+      return;
+    }
+    // HSDP: reduce-scatter within the shard group, then all-reduce each shard across the replicas
+    out.push_back({kind, bytes, &dims, shard, false, false});
+    out.push_back({CollectiveKind::AllReduce,
+                   Bytes::from_double(params * grad_bytes_ / shard.size),
+                   &dims,
+                   {shard.size, true},
+                   true,
+                   true});
+  };
+  if (p.dense > 0) one(p.dense, dense_dims_, shard_);
+  if (p.expert > 0) one(p.expert, expert_dims_, expert_shard());
+  return out;
+}
+
+Duration DataParallel::uncontended(int stage, const std::vector<Step>& steps) {
+  auto t = Duration::zero();
+  for (const auto& s : steps) t += ctx_.uncontended(stage, s.kind, s.bytes, *s.dims, s.subgroup);
+  return t;
+}
+
+TaskList DataParallel::gather(int stage, const UnitParams& p, std::string_view name) {
+  TaskList last;
+  for (const auto& s : gather_steps(p))
+    last = ctx_.collective(stage, name, s.kind, s.bytes, *s.dims, StreamKind::DpComm, Category::DpComm, 1.0, "auto",
+                           s.subgroup);
   return last;
 }
 
 void DataParallel::reduce(int stage, const UnitParams& p, bool scatter, std::string_view name) {
-  const auto g = grad_bytes_;
-  const auto kind = scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
   auto& st = stages_[static_cast<std::size_t>(stage)];
-  const auto one = [&](double params, const std::vector<ParallelDim>& dims, Subgroup shard) {
-    const auto bytes = Bytes::from_double(params * g);
-    if (!scatter || shard.size == 0) {
-      st.reductions.push_back(ctx_.collective(stage, name, kind, bytes, dims, StreamKind::DpComm, Category::DpComm));
-      return;
-    }
-    // HSDP: reduce-scatter within the shard group, then all-reduce each shard across the replicas
-    ctx_.collective(stage, name, kind, bytes, dims, StreamKind::DpComm, Category::DpComm, 1.0, "auto", shard);
-    const std::string across = fmt::format("{} replicas", name);
-    st.reductions.push_back(ctx_.collective(stage, std::string_view(across), CollectiveKind::AllReduce,
-                                            Bytes::from_double(params * g / shard.size), dims, StreamKind::DpComm,
-                                            Category::DpComm, 1.0, "auto", {shard.size, true}));
-  };
-  if (p.dense > 0) one(p.dense, dense_dims_, shard_);
-  if (p.expert > 0) one(p.expert, expert_dims_, expert_shard());
+  const std::string across = fmt::format("{} replicas", name);
+  for (const auto& s : reduce_steps(p, scatter)) {
+    auto task = ctx_.collective(stage, s.across_replicas ? std::string_view(across) : name, s.kind, s.bytes, *s.dims,
+                                StreamKind::DpComm, Category::DpComm, 1.0, "auto", s.subgroup);
+    if (s.completes) st.reductions.push_back(std::move(task));
+  }
 }
 
 void DataParallel::reduce_bucket(int stage, std::size_t b) {
@@ -346,41 +371,12 @@ Duration DataParallel::optimizer_step_time(int stage) const {
   return model::optimizer_time(local, job.workload.training.optimizer, ctx_.kernels());
 }
 
-Duration DataParallel::gather_time(int stage, const UnitParams& p) {
-  const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
-  auto t = Duration::zero();
-  if (p.dense > 0)
-    t += ctx_.uncontended(stage, CollectiveKind::AllGather, Bytes::from_double(p.dense * w), dense_dims_, shard_);
-  if (p.expert > 0)
-    t += ctx_.uncontended(stage, CollectiveKind::AllGather, Bytes::from_double(p.expert * w), expert_dims_,
-                          expert_shard());
-  return t;
-}
-
-Duration DataParallel::reduce_time(int stage, const UnitParams& p, bool scatter) {
-  const auto kind = scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
-  auto t = Duration::zero();
-  const auto one = [&](double params, const std::vector<ParallelDim>& dims, Subgroup shard) {
-    const auto bytes = Bytes::from_double(params * grad_bytes_);
-    if (!scatter || shard.size == 0) {
-      t += ctx_.uncontended(stage, kind, bytes, dims);
-      return;
-    }
-    t += ctx_.uncontended(stage, kind, bytes, dims, shard);
-    t += ctx_.uncontended(stage, CollectiveKind::AllReduce, Bytes::from_double(params * grad_bytes_ / shard.size), dims,
-                          {shard.size, true});
-  };
-  if (p.dense > 0) one(p.dense, dense_dims_, shard_);
-  if (p.expert > 0) one(p.expert, expert_dims_, expert_shard());
-  return t;
-}
-
 Duration DataParallel::tail_lower_bound(int stage) {
   auto tail = optimizer_step_time(stage);
   // the same condition as gradients_ready's deferral
   if (zero_ >= 2 || overlap_grad_reduce_) return tail;
   for (const auto& bucket : stages_[static_cast<std::size_t>(stage)].buckets)
-    tail += reduce_time(stage, {bucket.dense, bucket.expert}, zero_ == 1);
+    tail += uncontended(stage, reduce_steps({bucket.dense, bucket.expert}, zero_ == 1));
   return tail;
 }
 
@@ -398,12 +394,13 @@ Duration DataParallel::stream_lower_bound(int stage) {
   for (int c = 0; c < ctx_.job().strategy.vpp; ++c)
     for (const int u : chunk_units(ctx_.job(), stage, c)) {
       if (u < 0) continue;  // the embedding and the head: left out
-      auto it = per_kind.find(unit_kind(ctx_.job().workload.model, u));
+      const int kind = unit_kind(ctx_.job().workload.model, u);
+      auto it = per_kind.find(kind);
       if (it == per_kind.end()) {
         const auto p = unit_params(stage, u);
         it = per_kind
-                 .emplace(unit_kind(ctx_.job().workload.model, u),
-                          gather_time(stage, p) * gathers + reduce_time(stage, p, true) * reductions)
+                 .emplace(kind, uncontended(stage, gather_steps(p)) * gathers +
+                                    uncontended(stage, reduce_steps(p, true)) * reductions)
                  .first;
       }
       total += it->second;

@@ -91,9 +91,21 @@ class DataParallel {
   void build_buckets(int stage);
   TaskList gather(int stage, const UnitParams& p, std::string_view name);
   void reduce(int stage, const UnitParams& p, bool scatter, std::string_view name);
-  // Uncontended times of what gather and reduce issue for `p` (lower bounds).
-  Duration gather_time(int stage, const UnitParams& p);
-  Duration reduce_time(int stage, const UnitParams& p, bool scatter);
+  // One collective a gather or a reduction of a unit's parameters issues: what it moves over which
+  // group; `across_replicas` names HSDP's all-reduce across the shard groups, `completes` marks the
+  // collective that ends the unit's part (what waits for a reduction waits for it).
+  struct Step {
+    cost::CollectiveKind kind;
+    Bytes bytes;
+    const std::vector<spec::ParallelDim>* dims;
+    Subgroup subgroup;
+    bool across_replicas = false;
+    bool completes = true;
+  };
+  std::vector<Step> gather_steps(const UnitParams& p) const;
+  std::vector<Step> reduce_steps(const UnitParams& p, bool scatter) const;
+  // The steps one after another, each alone on its links (a lower bound on their time).
+  Duration uncontended(int stage, const std::vector<Step>& steps);
   // A whole bucket's gradients: all-reduced, or reduce-scattered under ZeRO-1.
   void reduce_bucket(int stage, std::size_t bucket);
   Subgroup expert_shard() const;
