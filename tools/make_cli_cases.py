@@ -293,7 +293,10 @@ case('timeline-without-simulation', f'{RUN} tp=8,gpus=8 --analytic --timeline @t
      '--analytic skips the simulation (drop one of them)', {'.keep': ''})
 case('loss-unknown', f'{RUN} tp=8,gpus=8,loss=chunky', 2,
      'error: strategy "tp=8,gpus=8,loss=chunky": /loss: "chunky" is not valid; expected one of: vocab_parallel, '
-     'upcast, fused, fused_inplace')
+     'upcast, fused, fused_inplace, loss_parallel')
+case('loss-parallel-without-tp', f'{RUN} gpus=8,loss=loss_parallel', 2,
+     'error: strategy "gpus=8,loss=loss_parallel": /loss: loss_parallel is DTensor\'s loss over logits sharded by '
+     'tensor parallelism and needs tp > 1; with tp=1 F.cross_entropy on fp32 logits is loss=upcast')
 case('sweep-without-inputs', 'sweep --top 3', 2,
      'error: command line: sweep needs --topology and --workload (or: sweep merge FILE...)')
 case('sweep-merge-missing-file', 'sweep merge @nope.json', 2,

@@ -182,8 +182,14 @@ std::vector<DataChoice> data_choices(const spec::WorkloadSpec& w, std::int64_t d
 }
 
 spec::StrategySpec compose(spec::StrategySpec s, const LayerSplit& l, const PipelineSplit& pipe, const DataChoice& d,
-                           std::int64_t gpus) {
+                           std::int64_t gpus, const Pins& p) {
   s.tp = l.tp;
+  // the preset's loss may depend on tp (TorchTitan's loss parallelism)
+  if (!p.has("loss")) {
+    s.loss = spec::framework_preset(s.framework).loss_at(s.tp);
+    for (auto& [key, value] : s.assumed.keys)
+      if (key == "loss") value = spec::loss_name(s.loss);
+  }
   s.sp = l.sp;
   s.cp = l.cp;
   s.cp_comm = l.cp_comm;
@@ -222,7 +228,7 @@ std::vector<Candidate> enumerate_space(const spec::ClusterSpec& cluster, const s
         if (pins.has("dp") && pins.fixed.dp != dp) continue;
         // pinned keys the dimensions do not cover (attention, order) come with the fixed strategy
         for (const auto& d : data_choices(workload, dp, pipe, pins))
-          out.push_back({compose(pins.fixed, l, pipe, d, g), g});
+          out.push_back({compose(pins.fixed, l, pipe, d, g, pins), g});
       }
     }
   }

@@ -28,6 +28,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::VocabParallel,
+     .loss_under_tp = LossImpl::VocabParallel,
      .repeat_kv = false,
      .fp8_saves_casts = true,
      .fp8_param_gather = false,
@@ -51,6 +52,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::VocabParallel,
+     .loss_under_tp = LossImpl::VocabParallel,
      .repeat_kv = false,
      .fp8_saves_casts = true,
      .fp8_param_gather = false,
@@ -72,6 +74,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::VocabParallel,
+     .loss_under_tp = LossImpl::VocabParallel,
      .repeat_kv = false,
      .fp8_saves_casts = true,
      .fp8_param_gather = true,
@@ -94,6 +97,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .fp8_scaling = Fp8Scaling::Current,
      .fp8_weight_cache = false,
      .loss = LossImpl::Upcast,
+     .loss_under_tp = LossImpl::LossParallel,
      .repeat_kv = true,
      .fp8_saves_casts = false,
      .fp8_param_gather = false,
@@ -103,7 +107,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
                "mixed_precision_reduce float32, prefetching the next block's all-gather and reducing each block "
                "as its backward ends; AsyncTP (enable_async_tensor_parallel) and torch.compile off by default "
                "(eager element-wise kernels); the loss is F.cross_entropy on pred.float() (train.py loss_fn, "
-               "loss parallel under TP); Float8 via torchao "
+               "DTensor's loss parallelism under TP unless disable_loss_parallel); Float8 via torchao "
                "with dynamic (current) tensorwise scaling; attention through PyTorch SDPA (FlashAttention-2)"},
     {.framework = Framework::DeepSpeed2021,
      .zero = 3,
@@ -118,6 +122,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::VocabParallel,
+     .loss_under_tp = LossImpl::VocabParallel,
      .repeat_kv = false,
      .fp8_saves_casts = true,
      .fp8_param_gather = false,
@@ -139,6 +144,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .fp8_scaling = Fp8Scaling::Delayed,
      .fp8_weight_cache = true,
      .loss = LossImpl::Fused,
+     .loss_under_tp = LossImpl::Fused,
      .repeat_kv = false,
      .fp8_saves_casts = true,
      .fp8_param_gather = false,
@@ -173,6 +179,13 @@ double loss_bytes_per_logit(LossImpl loss) {
       // the bf16 logits, overwritten by their gradient in the forward (Transformer Engine
       // pytorch/triton/cross_entropy.py)
       return 2;
+    case LossImpl::LossParallel:
+      // DTensor's loss-parallel backward (torch/distributed/tensor/parallel/loss.py,
+      // _nll_loss_and_log_softmax_backward): beside the saved fp32 log-softmax (4) it builds
+      // zeros_like(x) (4), exp(x) (4) and their sum (4) at once, then the product with the
+      // incoming gradient; the forward's peak is 14 (the bf16 logits, their fp32 copy, the shifted
+      // logits and their exponentials)
+      return 16;
   }
   SIM_ASSERT(false, "unhandled loss implementation");
   return 0;

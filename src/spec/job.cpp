@@ -280,6 +280,9 @@ void resolve_framework(Job& job, Rules& rules) {
     rules.strategy("/fp8_param_gather", "fp8_param_gather=on needs an FP8 recipe (fp8=tensorwise, or training.dtype fp8)");
   if (*s.fp8 != Fp8Recipe::Off && job.workload.training.dtype == Dtype::Fp32)
     rules.strategy("/fp8", "FP8 GEMMs need 16-bit training (bf16 or fp16), not fp32");
+  if (s.loss == LossImpl::LossParallel && s.tp == 1)
+    rules.strategy("/loss", "loss_parallel is DTensor's loss over logits sharded by tensor parallelism and needs "
+                            "tp > 1; with tp=1 F.cross_entropy on fp32 logits is loss=upcast");
   if (s.tp_overlap && s.tp > 1 && !s.sp && !s.assumed.contains("tp_overlap"))
     job.warnings.push_back(
         "tp_overlap=on needs sp=on (Megatron-Core asserts it; AsyncTP overlaps the sequence-parallel collectives): "

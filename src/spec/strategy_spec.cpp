@@ -59,10 +59,11 @@ constexpr std::array<Choice<Fp8Recipe>, 5> kFp8{{{"off", Fp8Recipe::Off},
                                                  {"rowwise", Fp8Recipe::Rowwise},
                                                  {"blockwise", Fp8Recipe::Blockwise},
                                                  {"on", Fp8Recipe::Tensorwise}}};
-constexpr std::array<Choice<LossImpl>, 4> kLoss{{{"vocab_parallel", LossImpl::VocabParallel},
+constexpr std::array<Choice<LossImpl>, 5> kLoss{{{"vocab_parallel", LossImpl::VocabParallel},
                                                  {"upcast", LossImpl::Upcast},
                                                  {"fused", LossImpl::Fused},
-                                                 {"fused_inplace", LossImpl::FusedInplace}}};
+                                                 {"fused_inplace", LossImpl::FusedInplace},
+                                                 {"loss_parallel", LossImpl::LossParallel}}};
 constexpr std::array<Choice<Dtype>, 3> kReduceDtypes{
     {{"fp32", Dtype::Fp32}, {"bf16", Dtype::Bf16}, {"fp16", Dtype::Fp16}}};
 
@@ -151,7 +152,7 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   if (r.has("reshard_after_forward")) s.reshard_after_forward = read_switch(r, "reshard_after_forward", true);
   // (fused kernels are the norm: only an eager preset is worth listing)
   s.compile = preset_switch("compile", preset.compile, !preset.compile);
-  s.loss = r.choice_or<LossImpl>("loss", preset.loss, kLoss);
+  s.loss = r.choice_or<LossImpl>("loss", preset.loss_at(s.tp), kLoss);
   if (!r.has("loss")) assume("loss", loss_name(s.loss));
   s.repeat_kv = preset_switch("repeat_kv", preset.repeat_kv, preset.repeat_kv);
   s.fp8_param_gather = read_switch(r, "fp8_param_gather", preset.fp8_param_gather);
@@ -318,7 +319,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.overlap_param_gather != preset.overlap_param_gather)
     out += fmt::format(",overlap_param_gather={}", on_off(s.overlap_param_gather));
   if (s.compile != preset.compile) out += fmt::format(",compile={}", on_off(s.compile));
-  if (s.loss != preset.loss) out += fmt::format(",loss={}", loss_name(s.loss));
+  if (s.loss != preset.loss_at(s.tp)) out += fmt::format(",loss={}", loss_name(s.loss));
   if (s.repeat_kv != preset.repeat_kv) out += fmt::format(",repeat_kv={}", on_off(s.repeat_kv));
   if (s.sp_saves_gathered != preset.sp_saves_gathered)
     out += fmt::format(",sp_saves_gathered={}", on_off(s.sp_saves_gathered));

@@ -219,6 +219,8 @@ class TitanReader {
                      "with data_parallel_shard_degree -1 the shard group is what remains: give both degrees for HSDP");
     }
     if (const auto async = flag("enable_async_tensor_parallel"); async && *async) s_["tp_overlap"] = "on";
+    // with TP the loss runs under DTensor's loss parallelism unless disabled (the preset's loss)
+    if (const auto plain = flag("disable_loss_parallel"); plain && *plain && tp > 1) s_["loss"] = "upcast";
     if (parallelism_ && parallelism_->has("fsdp_reshard_after_forward")) {
       const auto policy = parallelism_->string("fsdp_reshard_after_forward");
       if (policy == "always")

@@ -31,7 +31,10 @@ enum class Fp8Scaling { Delayed, Current };
 // (4 bytes per logit, `fused`); Transformer Engine's parallel_cross_entropy (Megatron's
 // --cross-entropy-fusion-impl te) and Liger write the gradient into the logits' own buffer during
 // the forward (2 bytes, `fused_inplace`).
-enum class LossImpl { VocabParallel, Upcast, Fused, FusedInplace };
+// The same F.cross_entropy on vocabulary-sharded logits under DTensor's loss_parallel (TorchTitan
+// with TP) runs DTensor's own log-softmax and NLL ops, which hold more fp32 temporaries at once
+// (16 bytes per logit in the backward, `loss_parallel`).
+enum class LossImpl { VocabParallel, Upcast, Fused, FusedInplace, LossParallel };
 // How the host hands kernels to the GPU (docs/model.md "Host overhead"): one by one from Python
 // through PyTorch's dispatcher (eager PyTorch, and the fused modules of Megatron-LM, Transformer
 // Engine and Composer, which are Python calls too), from the code torch.compile generated, or as
@@ -63,6 +66,10 @@ struct FrameworkPreset {
   // FP8 weight copies cast once per step and kept (Transformer Engine) or cast per micro-batch.
   bool fp8_weight_cache;
   LossImpl loss;
+  // The loss when tp > 1 shards the logits over the vocabulary (TorchTitan enables DTensor's
+  // loss parallelism whenever tensor parallelism is on).
+  LossImpl loss_under_tp;
+  LossImpl loss_at(int tp) const { return tp > 1 ? loss_under_tp : loss; }
   bool repeat_kv;  // see StrategySpec::repeat_kv
   // The linear layers keep their inputs' FP8 casts for the backward (Transformer Engine) rather
   // than the bf16 inputs (torchao's Float8Linear re-casts them in the backward).

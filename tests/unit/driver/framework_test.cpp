@@ -10,7 +10,9 @@
 #include "common/workloads.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/report/format.hpp"
+#include "trainsim/model/flops.hpp"
 #include "trainsim/model/kernel_model.hpp"
+#include "trainsim/model/memory.hpp"
 #include "trainsim/model/params.hpp"
 #include "trainsim/topo/placement.hpp"
 #include "lower/data_parallel.hpp"
@@ -343,3 +345,28 @@ TEST_CASE("MoE parallel folding: experts whole, the expert-parallel group spanni
   CHECK_THROWS_AS(job_on("dgx-h100-superpod", w, "tp=4,sp=on,ep=2,etp=1,gpus=16"), SpecError);
   CHECK_THROWS_AS(job_on("dgx-h100-superpod", w, "tp=4,ep=8,etp=1,gpus=16"), SpecError);
 }
+
+namespace framework_test {
+
+TEST_CASE("TorchTitan's loss under TP is DTensor's loss parallel: 16 bytes per logit of the shard, 12 without TP") {
+  // what each loss implementation holds per logit, counted from its source (spec/framework.cpp)
+  CHECK(spec::loss_bytes_per_logit(spec::LossImpl::Upcast) == 12);
+  CHECK(spec::loss_bytes_per_logit(spec::LossImpl::LossParallel) == 16);
+  // the preset follows tp, as TorchTitan enables loss parallelism with tensor parallelism
+  const auto tp8 = test::make_job("dgx-h100-superpod", "llama3-8b", "framework=torchtitan,tp=8,sp=on,gpus=64");
+  const auto tp1 = test::make_job("dgx-h100-superpod", "llama3-8b", "framework=torchtitan,gpus=64");
+  CHECK(tp8.strategy.loss == spec::LossImpl::LossParallel);
+  CHECK(tp1.strategy.loss == spec::LossImpl::Upcast);
+  // given, it wins; without sharded logits there is no loss parallelism
+  const auto given = test::make_job("dgx-h100-superpod", "llama3-8b", "framework=torchtitan,tp=8,sp=on,gpus=64,loss=upcast");
+  CHECK(given.strategy.loss == spec::LossImpl::Upcast);
+  CHECK_THROWS_AS(test::make_job("dgx-h100-superpod", "llama3-8b", "tp=1,gpus=8,loss=loss_parallel"), SpecError);
+  // the head's working set: 4 bytes more per logit of the rank's vocabulary shard, T·V/t logits
+  const auto a = model::gpu_layer_shape(given);
+  const auto b = model::gpu_layer_shape(tp8);
+  const double logits = static_cast<double>(a.micro_batch * a.seq_len) * static_cast<double>(128256 / 8);
+  CHECK(model::head_activation_bytes(tp8.workload.model, b) - model::head_activation_bytes(given.workload.model, a) ==
+        doctest::Approx(4 * logits));
+}
+
+}  // namespace framework_test

@@ -251,6 +251,16 @@ TEST_CASE("TorchTitan's [compile]: only \"model\" among the components compiles 
                        "t.toml: /compile/components: \"graph\": expected model or loss", SpecError);
 }
 
+TEST_CASE("TorchTitan's disable_loss_parallel: the plain fp32 loss under TP; the preset's loss parallel otherwise") {
+  const auto read = [](const std::string& text) { return spec::read_torchtitan_toml(text, "t.toml").strategy; };
+  // parallelism.disable_loss_parallel (job_config.py, default false) turns DTensor's loss off
+  const auto off = read("[parallelism]\ntensor_parallel_degree = 8\ndisable_loss_parallel = true\n");
+  CHECK(off.at("loss") == "upcast");
+  CHECK_FALSE(read("[parallelism]\ntensor_parallel_degree = 8\n").contains("loss"));
+  // without TP there are no sharded logits: the flag changes nothing
+  CHECK_FALSE(read("[parallelism]\ndisable_loss_parallel = true\n").contains("loss"));
+}
+
 TEST_CASE("a TorchTitan TOML's seq_len and batch are used; a flag that contradicts them names both values") {
   // llama3_8b.toml of April 2025: batch_size = 1, seq_len = 8192, tp 1, FSDP over the rest; on 64
   // GPUs the global batch is 1 × 64

@@ -69,15 +69,16 @@ TEST_CASE("peak memory against TorchTitan's measured reserved peaks on H100") {
     MESSAGE(fmt::format("{}: predicted {:.1f} GiB, measured {:.1f} GiB ({:+.1f}%)", r.name, r.predicted_gib,
                         r.measured_gib, r.error() * 100));
     sum += std::abs(r.error());
-    // every row within 30% (the worst, Llama 3.1 70B with 16 sequences per rank: the DTensor loss
-    // parallel's fp32 temporaries beyond the 12 bytes per logit the model counts)
-    CHECK(std::abs(r.error()) < 0.30);
+    // every row within 15% (30% before DTensor's loss parallelism was counted at its 16 bytes per
+    // logit: Llama 3.1 70B with 16 sequences per rank under TP 8 was -24%, now -12.5%; the worst
+    // is now Llama 3.1 405B's pipeline rows, whose micro-batch counts were not published)
+    CHECK(std::abs(r.error()) < 0.15);
     // the FSDP runs of Llama 3.1 8B under TorchTitan's per-op checkpointing, whose kept tensors
     // (block inputs, every other matmul's output, attention's output) the model counts op by op,
     // within 8% (eager runs 6-8% low: the allocator's reserve under eager kernels is not modelled)
     if (r.fsdp_only) CHECK(std::abs(r.error()) < 0.08);
   }
-  CHECK(sum / static_cast<double>(rows.size()) < 0.10);
+  CHECK(sum / static_cast<double>(rows.size()) < 0.07);  // 5.9% (8.4% before loss parallelism)
 }
 
 TEST_CASE("fragmentation and NCCL buffers: what each adds, by hand") {
