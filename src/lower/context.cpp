@@ -133,16 +133,21 @@ std::int32_t Context::work_group(std::vector<int> devices) {
 }
 
 TaskList Context::compute(int stage, sim::TaskName name, Duration duration, Category category, TaskWork work) {
+  return kernel(stage, StreamKind::Compute, name, duration, category, work);
+}
+
+TaskList Context::kernel(int stage, StreamKind stream, sim::TaskName name, Duration duration, Category category,
+                         TaskWork work) {
   TaskList out;
   const auto& factors = options_->compute_factor;
   for (const auto i : stage_ranks(stage)) {
     deps_.clear();
-    take_pending(i, StreamKind::Compute, deps_);
+    take_pending(i, stream, deps_);
     const auto r = static_cast<std::size_t>(rank(i).rank);
     const auto d =
         r < factors.size() && factors[r] != 1.0 ? Duration::from_seconds(duration.seconds() * factors[r]) : duration;
-    out.push_back(graph().add_task(name, stream_of(i, StreamKind::Compute), sim::ComputeWork{d}, deps_,
-                                   static_cast<std::uint16_t>(category)));
+    out.push_back(
+        graph().add_task(name, stream_of(i, stream), sim::ComputeWork{d}, deps_, static_cast<std::uint16_t>(category)));
     note(out.back(), work);
   }
   return out;

@@ -52,6 +52,9 @@ class Context {
 
   // `work`: the FLOPs and bytes of its kernels, kept when the options ask (Lowered::work).
   TaskList compute(int stage, sim::TaskName name, Duration duration, Category category, TaskWork work = {});
+  // A kernel on another of the ranks' streams (FSDP's copies on its reduce-scatter stream).
+  TaskList kernel(int stage, StreamKind stream, sim::TaskName name, Duration duration, Category category,
+                  TaskWork work = {});
   // The host launching the next pass on every rank of `stage`: a task on its host thread (after
   // the waits pending there), which the stage's next compute and data-parallel tasks wait for.
   TaskList launch(int stage, sim::TaskName name, Duration duration);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "trainsim/model/kernel_model.hpp"
 #include "trainsim/model/params.hpp"
 #include "trainsim/util/error.hpp"
 
@@ -56,6 +57,7 @@ DataParallel::DataParallel(Context& ctx)
       overlap_grad_reduce_(ctx.job().strategy.overlap_grad_reduce),
       overlap_param_gather_(ctx.job().strategy.overlap_param_gather),
       limit_all_gathers_(ctx.job().strategy.limit_all_gathers),
+      fsdp_version_(ctx.job().strategy.fsdp_version),
       grad_bytes_(ctx.job().strategy.grad_reduce_dtype ? spec::dtype_bytes(*ctx.job().strategy.grad_reduce_dtype)
                                                        : model::weight_bytes(ctx.job().workload.training.dtype)),
       // a shard group smaller than the data-parallel group: HSDP
@@ -162,6 +164,43 @@ void DataParallel::reduce(int stage, const UnitParams& p, bool scatter, std::str
   }
 }
 
+double DataParallel::copy_out_bytes_per_param() const {
+  // torch.distributed.fsdp._fully_shard._fsdp_collectives.foreach_all_gather_copy_out:
+  // split_with_sizes_copy from the all-gather output into each unsharded parameter, run on the
+  // current (compute) stream in FSDPParamGroup.wait_for_unshard. FSDP1's modules view the
+  // all-gathered FlatParameter: nothing to copy.
+  if (zero_ != 3 || fsdp_version_ != 2) return 0;
+  return 2.0 * model::weight_bytes(ctx_.job().workload.training.dtype);
+}
+
+double DataParallel::reduce_copy_bytes_per_param() const {
+  // FSDP's ZeRO-3, or FSDP1's SHARD_GRAD_OP (FSDP2 has no ZeRO-2: it is ZeRO-3 without resharding)
+  if (zero_ != 3 && !(zero_ == 2 && fsdp_version_ == 1)) return 0;
+  const double w = model::weight_bytes(ctx_.job().workload.training.dtype);
+  const double r = grad_bytes_;
+  // FSDP2 (foreach_reduce): torch._chunk_cat of the unsharded gradients into the reduce-scatter
+  // input, converted to the reduce dtype; fp32 and bf16 reductions divide inside NCCL (ReduceOp
+  // AVG), no division kernel.
+  if (fsdp_version_ == 2) return w + r;
+  // FSDP1 (_runtime_utils._post_backward_hook and _reduce_grad): flat_param.grad.to(reduce_dtype)
+  // when the dtypes differ, then _div_if_needed by the gradient pre-divide factor (> 1 for any
+  // group of 2 or more ranks) over the whole unsharded gradient in place.
+  return (r != w ? w + r : 0.0) + 2 * r;
+}
+
+Duration DataParallel::copy_time(double bytes) const {
+  const model::Op op{
+      .name = "fsdp copy", .shape = model::Elementwise{.bytes = bytes}, .fwd_bytes = bytes, .bwd_bytes = bytes};
+  return model::kernel_time(op, model::Pass::Forward, ctx_.kernels());
+}
+
+void DataParallel::before_reduce_scatter(int stage, const UnitParams& p, int unit) {
+  const double bytes = reduce_copy_bytes_per_param() * (p.dense + p.expert);
+  if (bytes <= 0) return;
+  const std::string name = fmt::format("fsdp grad copy-in {}", unit);
+  ctx_.kernel(stage, StreamKind::DpComm, std::string_view(name), copy_time(bytes), Category::DpComm);
+}
+
 void DataParallel::reduce_bucket(int stage, std::size_t b) {
   const auto& bucket = stages_[static_cast<std::size_t>(stage)].buckets[b];
   reduce(stage, {bucket.dense, bucket.expert}, zero_ == 1,
@@ -236,8 +275,16 @@ void DataParallel::before_pass(int stage, int chunk, int unit, int microbatch, b
     const auto task = gather(stage, p, fmt::format("zero3 gather {}{}", forward ? "F" : "B", g.unit));
     ctx_.memory(stage, task, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
     st.gathered[g.key] = task;
+    if (copy_out_bytes_per_param() > 0) st.to_copy_out.insert(g.key);
   }
-  ctx_.wait(stage, StreamKind::Compute, st.gathered.at(gather_key(unit, microbatch, forward)));
+  const auto key = gather_key(unit, microbatch, forward);
+  ctx_.wait(stage, StreamKind::Compute, st.gathered.at(key));
+  if (st.to_copy_out.erase(key) > 0) {
+    const auto p = unit_params(stage, unit);
+    const std::string name = fmt::format("fsdp copy-out {}{}", forward ? "F" : "B", unit);
+    ctx_.compute(stage, std::string_view(name), copy_time(copy_out_bytes_per_param() * (p.dense + p.expert)),
+                 Category::Compute);
+  }
 }
 
 DataParallel::GatherKey DataParallel::gather_key(int unit, int microbatch, bool forward) const {
@@ -295,16 +342,21 @@ void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatc
     if (microbatch == 0)
       ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers, true);
     if (microbatch + 1 < microbatches_) return;
+    before_reduce_scatter(stage, p, unit);
     reduce(stage, p, true, fmt::format("grad reduce-scatter {}", unit));
     ctx_.memory(stage, st.reductions.back(), -static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers,
                 true);
     return;
   }
   if (zero_ >= 2) {
-    // every micro-batch: the unit's full gradients exist until their reduce-scatter ends
+    // every micro-batch: the unit's full gradients exist until their reduce-scatter ends; FSDP holds
+    // them in the reduce dtype (FSDP1 replaces the gradient by its cast, FSDP2 copies it into the
+    // reduce-scatter input and frees it)
     const auto p = unit_params(stage, unit);
-    const auto g = model::weight_bytes(ctx_.job().workload.training.dtype);
+    const double g =
+        reduce_copy_bytes_per_param() > 0 ? grad_bytes_ : model::weight_bytes(ctx_.job().workload.training.dtype);
     ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers, true);
+    before_reduce_scatter(stage, p, unit);
     reduce(stage, p, true, fmt::format("grad reduce-scatter {}", unit));
     ctx_.memory(stage, st.reductions.back(), -static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers,
                 true);

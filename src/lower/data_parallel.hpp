@@ -9,6 +9,7 @@
 // Private to lower/.
 #include <deque>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "lower/context.hpp"
@@ -65,6 +66,9 @@ class DataParallel {
     double expert = 0;
     int pending = 0;  // units still to finish their last micro-batch
   };
+  // ZeRO-3: the key a unit's gathered parameters are kept under for a pass (unit, micro-batch,
+  // forward): the pass's own, the micro-batch's forward one, or the step's first.
+  using GatherKey = std::tuple<int, int, bool>;
   struct StageState {
     std::map<std::pair<int, int>, std::size_t> bucket_of;  // (chunk, unit) -> bucket
     std::vector<Bucket> buckets;
@@ -73,12 +77,10 @@ class DataParallel {
     std::vector<TaskList> reductions;
     std::vector<std::size_t> deferred;  // buckets reduced after the backward (no overlap_grad_reduce)
     std::deque<TaskList> frees;         // ZeRO-3: gathered parameters freed, not yet waited for
+    std::set<GatherKey> to_copy_out;    // FSDP2: gathers whose copy-out their first pass still runs
   };
 
   UnitParams unit_params(int stage, int unit) const;
-  // ZeRO-3: the key a unit's gathered parameters are kept under for a pass (unit, micro-batch,
-  // forward): the pass's own, the micro-batch's forward one, or the step's first.
-  using GatherKey = std::tuple<int, int, bool>;
   GatherKey gather_key(int unit, int microbatch, bool forward) const;
   // The gathers a pass issues: its own unit's unless already gathered, then the next unit's
   // (the prefetch) unless already gathered.
@@ -91,6 +93,17 @@ class DataParallel {
   void build_buckets(int stage);
   TaskList gather(int stage, const UnitParams& p, std::string_view name);
   void reduce(int stage, const UnitParams& p, bool scatter, std::string_view name);
+  // FSDP's memory-bound copies around its collectives (spec::StrategySpec::fsdp_version), per
+  // parameter: FSDP2 copies each all-gather's output into the parameters (read and write, in the
+  // weights' dtype) on the compute stream before the unit's pass; before a unit's gradient
+  // reduce-scatter, FSDP2 concatenates the gradients into the reduce-scatter input in the reduce
+  // dtype, FSDP1 casts the unsharded gradient to the reduce dtype (when it differs) and pre-divides
+  // it in place, on its reduce-scatter stream.
+  double copy_out_bytes_per_param() const;
+  double reduce_copy_bytes_per_param() const;
+  // The unit's gradients prepared for their reduce-scatter (the copies above), on the DP stream.
+  void before_reduce_scatter(int stage, const UnitParams& p, int unit);
+  Duration copy_time(double bytes) const;
   // One collective a gather or a reduction of a unit's parameters issues: what it moves over which
   // group; `across_replicas` names HSDP's all-reduce across the shard groups, `completes` marks the
   // collective that ends the unit's part (what waits for a reduction waits for it).
@@ -122,6 +135,7 @@ class DataParallel {
   bool overlap_grad_reduce_;
   bool overlap_param_gather_;
   bool limit_all_gathers_;
+  int fsdp_version_;
   double grad_bytes_;  // per gradient element reduced
   Subgroup shard_;     // the ranks ZeRO shards over (HSDP: part of the data-parallel group)
   std::int64_t microbatches_;

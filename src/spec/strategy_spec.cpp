@@ -159,6 +159,8 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   s.sp_saves_gathered = read_switch(r, "sp_saves_gathered", preset.sp_saves_gathered);
   s.launch = r.optional_choice<LaunchMode>("launch", kLaunch);
   s.limit_all_gathers = preset_switch("limit_all_gathers", preset.limit_all_gathers, preset.limit_all_gathers);
+  s.fsdp_version = static_cast<int>(r.integer_or("fsdp_version", preset.fsdp_version, {1, 2}));
+  if (!r.has("fsdp_version") && s.zero == 3) assume("fsdp_version", std::to_string(s.fsdp_version));
   s.optimizer_impl = r.choice_or<OptimizerImpl>("optimizer_impl", preset.optimizer_impl, kOptimizerImpls);
   if (!r.has("optimizer_impl") && preset.optimizer_impl != OptimizerImpl::Fused)
     assume("optimizer_impl", optimizer_impl_name(s.optimizer_impl));
@@ -327,6 +329,7 @@ std::string strategy_text(const StrategySpec& s) {
     out += fmt::format(",fp8_param_gather={}", on_off(s.fp8_param_gather));
   if (s.reshard_after_forward) out += fmt::format(",reshard_after_forward={}", on_off(*s.reshard_after_forward));
   if (s.launch) out += fmt::format(",launch={}", launch_name(*s.launch));
+  if (s.fsdp_version != preset.fsdp_version) out += fmt::format(",fsdp_version={}", s.fsdp_version);
   if (s.limit_all_gathers != preset.limit_all_gathers)
     out += fmt::format(",limit_all_gathers={}", on_off(s.limit_all_gathers));
   if (s.optimizer_impl != preset.optimizer_impl)

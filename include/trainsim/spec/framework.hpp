@@ -61,6 +61,7 @@ struct FrameworkPreset {
   // rather than op by op through the dispatcher.
   bool compile_is_torch_compile;
   bool limit_all_gathers;  // see StrategySpec::limit_all_gathers
+  int fsdp_version;        // see StrategySpec::fsdp_version
   OptimizerImpl optimizer_impl;
   Fp8Scaling fp8_scaling;
   // FP8 weight copies cast once per step and kept (Transformer Engine) or cast per micro-batch.

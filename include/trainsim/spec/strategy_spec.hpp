@@ -128,6 +128,13 @@ struct StrategySpec {
   // an all-gather until the parameters gathered two units earlier are freed, so at most two units'
   // parameters are gathered at once and the host runs at most that far ahead of the device.
   bool limit_all_gathers = false;
+  // ZeRO-3 as PyTorch's FSDP implements it, which sets the memory-bound copies around its
+  // collectives (docs/model.md "Frameworks"): 1, FullyShardedDataParallel's FlatParameter (each
+  // unit all-gathered into one flat buffer the modules view; the unsharded gradient cast to the
+  // reduce dtype and pre-divided before its reduce-scatter); 2, fully_shard's per-parameter
+  // DTensors (each all-gather copied out into the parameters on the compute stream; the gradients
+  // concatenated into the reduce-scatter input in the reduce dtype).
+  int fsdp_version = 2;
   OptimizerImpl optimizer_impl = OptimizerImpl::Fused;
   AssumedKeys assumed;
   friend bool operator==(const StrategySpec&, const StrategySpec&) = default;

@@ -8,15 +8,15 @@
 #include "common/jobs.hpp"
 #include "common/reports.hpp"
 #include "common/workloads.hpp"
+#include "lower/data_parallel.hpp"
 #include "trainsim/driver/run.hpp"
-#include "trainsim/report/format.hpp"
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/kernel_model.hpp"
 #include "trainsim/model/memory.hpp"
 #include "trainsim/model/params.hpp"
-#include "trainsim/topo/placement.hpp"
-#include "lower/data_parallel.hpp"
+#include "trainsim/report/format.hpp"
 #include "trainsim/sim/engine.hpp"
+#include "trainsim/topo/placement.hpp"
 #include "trainsim/util/error.hpp"
 
 using namespace trainsim;
@@ -138,8 +138,7 @@ TEST_CASE("gradients reduced in fp32 move twice the bytes of bf16 and cost 2 mor
   // less the 8-byte gradient-norm all-reduces, which are the same in both
   CHECK(comm_bytes(fp32, lower::Category::DpComm) ==
         doctest::Approx(2 * comm_bytes(bf16, lower::Category::DpComm)).epsilon(1e-3));
-  CHECK(fp32.memory.peak().bytes.grads.as_double() ==
-        doctest::Approx(2 * bf16.memory.peak().bytes.grads.as_double()));
+  CHECK(fp32.memory.peak().bytes.grads.as_double() == doctest::Approx(2 * bf16.memory.peak().bytes.grads.as_double()));
 }
 
 TEST_CASE("overlapping the gradient reduction with the backward shortens the step by at most the reduction") {
@@ -168,8 +167,8 @@ TEST_CASE("TP overlap hides much of tensor parallelism's cost on H100") {
   const auto w = test::gpt3_layers(4, 32);
   const auto per_gpu = [&](int tp, bool overlap) {
     return run(job_on("dgx-h100-superpod", w,
-                           fmt::format("tp={},gpus={},sp=on,recompute=selective,tp_overlap={}", tp, tp,
-                                       overlap ? "on" : "off")))
+                      fmt::format("tp={},gpus={},sp=on,recompute=selective,tp_overlap={}", tp, tp,
+                                  overlap ? "on" : "off")))
         .tflops_per_gpu;
   };
   const double tp1 = per_gpu(1, false);
@@ -358,7 +357,8 @@ TEST_CASE("TorchTitan's loss under TP is DTensor's loss parallel: 16 bytes per l
   CHECK(tp8.strategy.loss == spec::LossImpl::LossParallel);
   CHECK(tp1.strategy.loss == spec::LossImpl::Upcast);
   // given, it wins; without sharded logits there is no loss parallelism
-  const auto given = test::make_job("dgx-h100-superpod", "llama3-8b", "framework=torchtitan,tp=8,sp=on,gpus=64,loss=upcast");
+  const auto given =
+      test::make_job("dgx-h100-superpod", "llama3-8b", "framework=torchtitan,tp=8,sp=on,gpus=64,loss=upcast");
   CHECK(given.strategy.loss == spec::LossImpl::Upcast);
   CHECK_THROWS_AS(test::make_job("dgx-h100-superpod", "llama3-8b", "tp=1,gpus=8,loss=loss_parallel"), SpecError);
   // the head's working set: 4 bytes more per logit of the rank's vocabulary shard, T·V/t logits
@@ -367,6 +367,70 @@ TEST_CASE("TorchTitan's loss under TP is DTensor's loss parallel: 16 bytes per l
   const double logits = static_cast<double>(a.micro_batch * a.seq_len) * static_cast<double>(128256 / 8);
   CHECK(model::head_activation_bytes(tp8.workload.model, b) - model::head_activation_bytes(given.workload.model, a) ==
         doctest::Approx(4 * logits));
+}
+
+}  // namespace framework_test
+
+namespace framework_test {
+
+// The nominal durations (before any sharing of the device) of the first simulated rank's tasks on
+// `stream` whose names start with `prefix`, in seconds.
+std::vector<double> durations(const driver::RunReport& r, lower::StreamKind stream, std::string_view prefix) {
+  const auto& g = r.step->lowered.graph;
+  std::vector<double> out;
+  for (const auto t : g.stream_tasks(r.step->lowered.ranks.front().streams[static_cast<std::size_t>(stream)]))
+    if (g.name(t).starts_with(prefix)) out.push_back(std::get<sim::ComputeWork>(g.work(t)).duration.seconds());
+  return out;
+}
+
+TEST_CASE("FSDP2 copies every all-gather out on the compute stream; FSDP1 casts and pre-divides each gradient") {
+  // Llama 3 8B with FSDP on 8 H100s, bf16 weights, fp32 reduction (TorchTitan's mixed precision)
+  auto w = spec::load_workload_spec(test::workload("llama3-8b"));
+  w.training.global_batch = 32;  // two micro-batches of 2 per rank
+  const std::string base = "framework=torchtitan,gpus=8,mb=2,compile=on";
+  const auto job = [&](const std::string& extra) { return test::make_job("dgx-h100-superpod", w, base + extra); };
+  const auto v2 = job("");
+  const auto v1 = job(",fsdp_version=1");
+  REQUIRE(v2.micro_batches == 2);
+  REQUIRE(v2.strategy.fsdp_version == 2);  // the preset's
+  const auto r2 = run(v2);
+  const auto r1 = run(v1);
+  // the device's achievable HBM rate (its fitted share of the datasheet's 3.35 TB/s) and the gap
+  // every kernel adds
+  spec::Tunables tunables;
+  v2.cluster.device.fitted.apply(tunables);
+  const double hbm = 3350e9 * tunables.kernels.hbm_efficiency;
+  const double gap = tunables.kernels.kernel_gap.seconds();
+  const double layer = 218'112'000;  // Llama 3 8B: attention 41,943,040 + SwiGLU 176,160,768 + norms 8,192
+  const auto is_layer = [&](double d, double bytes_per_param) {
+    return std::abs(d - (bytes_per_param * layer / hbm + gap)) < 1e-9;
+  };
+  // FSDP2: split_with_sizes_copy reads and writes the gathered bf16 weights (4 bytes per parameter)
+  // before each unit's forward and, resharded after it, again before its backward
+  const auto out2 = durations(r2, lower::StreamKind::Compute, "fsdp copy-out");
+  CHECK(out2.size() == static_cast<std::size_t>(2 * (32 + 2) * v2.micro_batches));
+  CHECK(std::count_if(out2.begin(), out2.end(), [&](double d) { return is_layer(d, 4); }) == 2 * 32 * v2.micro_batches);
+  // its reduce-scatter input: the bf16 gradients concatenated into fp32 (2 + 4 bytes), no division
+  const auto in2 = durations(r2, lower::StreamKind::DpComm, "fsdp grad copy-in");
+  CHECK(std::count_if(in2.begin(), in2.end(), [&](double d) { return is_layer(d, 6); }) == 32 * v2.micro_batches);
+  // FSDP1: the modules view the gathered flat parameter, nothing is copied out; the gradient is cast
+  // to fp32 (2 + 4) and pre-divided in place (4 + 4) before its reduce-scatter: 14 bytes per parameter
+  CHECK(durations(r1, lower::StreamKind::Compute, "fsdp copy-out").empty());
+  const auto in1 = durations(r1, lower::StreamKind::DpComm, "fsdp grad copy-in");
+  CHECK(std::count_if(in1.begin(), in1.end(), [&](double d) { return is_layer(d, 14); }) == 32 * v1.micro_batches);
+  // reduced in bf16 (Composer's PURE mixed precision): only the pre-division, 4 bytes
+  const auto pure = run(job(",fsdp_version=1,grad_reduce_dtype=bf16"));
+  const auto in_pure = durations(pure, lower::StreamKind::DpComm, "fsdp grad copy-in");
+  CHECK(std::count_if(in_pure.begin(), in_pure.end(), [&](double d) { return is_layer(d, 4); }) ==
+        32 * v1.micro_batches);
+  // the copy-outs sit on the compute stream, FSDP1's copies beside it: FSDP2's step is longer
+  CHECK(r2.simulation->step_time_s > r1.simulation->step_time_s);
+  // without resharding after the forward, the backward reuses the forward's parameters: half the copies
+  const auto kept = run(job(",reshard_after_forward=off"));
+  CHECK(durations(kept, lower::StreamKind::Compute, "fsdp copy-out").size() == out2.size() / 2);
+  // FSDP2 is the torchtitan preset's, FSDP1 composer's; a version outside 1-2 is an error
+  CHECK(test::make_job("dgx-h100-superpod", "llama3-8b", "framework=composer,gpus=8").strategy.fsdp_version == 1);
+  CHECK_THROWS_AS(test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8,zero=3,fsdp_version=3"), SpecError);
 }
 
 }  // namespace framework_test
