@@ -432,16 +432,16 @@ case('goodput-tokens-and-days', f'{GP} --days 1 --tokens 1e9 --reliability @r.js
      'error: command line: give --tokens N (what to train) or --days D (how long to train), not both',
      {'r.json': RELIABILITY})
 case('goodput-tokens-beyond-a-century', f'{GP} --tokens 1e18 --reliability @r.json', 2,
-     'error: --tokens: 1e+18 tokens take 1.65e+06 years of failure-free training at 0.8537 s per step of 16384 tokens; '
+     'error: --tokens: 1e+18 tokens take 1.66e+06 years of failure-free training at 0.8562 s per step of 16384 tokens; '
      'goodput simulates runs of at most 100 years', {'r.json': RELIABILITY})
 case('goodput-restart-beyond-mtbf', f'{GP} --days 1 --samples 100 --reliability @r.json', 0,
      'warning: the job makes almost no progress: ETTR 1.8e-214% (closed form), a restart of 3721 s and a checkpoint '
-     'interval of 3.415 s against an MTBF of 7.5 s',
+     'interval of 3.425 s against an MTBF of 7.5 s',
      {'r.json': {**RELIABILITY, "failures": [{"cause": "GPU", "per": "gpu", "mtbf": "1 min"}],
                  "restart": {"detection": "1 h", "rescheduling": "1 min", "initialization": "1 min"}}})
 case('goodput-restart-unbounded', f'{GP} --days 3650 --reliability @r.json', 2,
      "error: @r.json: the job cannot make progress in bounded time: a restart takes 3721 s and a checkpoint interval "
-     "and its save 4.629 s against the job's MTBF of 7.5 s, so 3650 days would take about 1.34e+11 failures and "
+     "and its save 4.639 s against the job's MTBF of 7.5 s, so 3650 days would take about 1.34e+11 failures and "
      "checkpoints over 1000 samples (at most 1e+09); check the failure rates, or ask for fewer --samples",
      {'r.json': {**RELIABILITY, "failures": [{"cause": "GPU", "per": "gpu", "mtbf": "1 min"}],
                  "restart": {"detection": "1 h", "rescheduling": "1 min", "initialization": "1 min"}}})

@@ -174,7 +174,8 @@ double head_dim_factor(std::int64_t head_dim, const ImplEfficiency& e) {
 //   RMSNorm  x.float() 6 B, pow 8, mean 4, x·rsqrt 8, type_as 6, ·weight 4: 36 B per element, 4 fused
 //   RoPE     .float() 6, complex multiply 8, type_as 6: 20 B, 4 fused
 //   SwiGLU   silu 4, ·up 6: 10 B per output element, 6 fused
-//   loss     logits.float() 6, log_softmax 8+, nll and its reductions: about 3× the fused pass
+//   loss     its traffic is the implementation's own (spec::loss_traffic_per_logit): only the
+//            kernels of PyTorch's eager F.cross_entropy (cast, log_softmax, nll and their backward)
 struct EagerOp {
   std::string_view name;
   double traffic;
@@ -187,7 +188,7 @@ constexpr EagerOp kEagerOps[] = {{"norm1", 9.0, 6},
                                  {"act", 10.0 / 6.0, 2},
                                  {"expert_act", 10.0 / 6.0, 2},
                                  {"shared_act", 10.0 / 6.0, 2},
-                                 {"loss", 3.0, 4},
+                                 {"loss", 1.0, 4},
                                  {"q_norm", 9.0, 6},
                                  {"kv_norm", 9.0, 6}};
 

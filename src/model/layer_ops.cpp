@@ -228,8 +228,8 @@ std::vector<Op> head_ops(const ModelSpec& model, const LayerShape& shape) {
   return {
       elementwise("final_norm", 2 * d.e * d.tokens_sp * d.h, 3 * d.e * d.tokens_sp * d.h),
       gemm("logits", d.tokens, vocab_shard, model.hidden),
-      // vocab-parallel cross-entropy keeps fp32 softmax (4 bytes per logit)
-      elementwise("loss", (d.e + 4) * logits, (4 + d.e) * logits),
+      // the cross-entropy's kernels as its implementation runs them (spec::loss_traffic_per_logit)
+      elementwise("loss", shape.loss_traffic.fwd * logits, shape.loss_traffic.bwd * logits),
   };
 }
 

@@ -166,6 +166,41 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
 
 }  // namespace
 
+LossTraffic loss_traffic_per_logit(LossImpl loss, bool compiled) {
+  const bool torch_loss = loss == LossImpl::Upcast || loss == LossImpl::LossParallel;
+  // Inductor's cross entropy: amax and sum of exponentials in one reduction over the bf16 logits
+  // (read twice), the gradient in one pass (read the logits, write the bf16 gradient)
+  if (compiled && torch_loss) return {4, 4};
+  switch (loss) {
+    case LossImpl::VocabParallel:
+      // megatron/core/tensor_parallel/cross_entropy.py: .float() (2 + 4), max (4), subtract, exp and
+      // divide in place (8 each), sum (4); backward: the in-place multiply (8) and the cast of the
+      // gradient back to bf16 (4 + 2)
+      return {38, 14};
+    case LossImpl::Upcast:
+      // .float() (6); log_softmax (cunn_SoftMaxForward: max, sum and the write pass read the fp32
+      // row 3 times, a row of a large vocabulary does not fit in shared memory: 16); backward:
+      // nll_loss_backward's zeros (4), log_softmax_backward (a sum, then read gradient and output,
+      // write: 16), the cast to bf16 (6)
+      return {22, 26};
+    case LossImpl::LossParallel:
+      // DTensor's ops (torch/distributed/tensor/parallel/loss.py) one aten kernel each: .float()
+      // (6), amax (4), subtract (8), exp (8), sum (4), subtract (8); backward: zeros (4), exp (8),
+      // add (12), multiply (8), the cast to bf16 (6)
+      return {38, 38};
+    case LossImpl::Fused:
+      // flash-attn's cross_entropy_fwd_kernel reads the bf16 logits once; the backward reads them
+      // and writes the bf16 gradient
+      return {2, 4};
+    case LossImpl::FusedInplace:
+      // Transformer Engine's online softmax pass (2), then the gradient written over the logits
+      // (2 + 2); backward: the gradient scaled in place (2 + 2)
+      return {6, 4};
+  }
+  SIM_ASSERT(false, "unhandled loss implementation");
+  return {};
+}
+
 double loss_bytes_per_logit(LossImpl loss) {
   switch (loss) {
     case LossImpl::VocabParallel:

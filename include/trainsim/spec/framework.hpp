@@ -48,6 +48,14 @@ enum class LaunchMode { Eager, Compiled, CudaGraphs };
 enum class OptimizerImpl { Fused, Foreach, ForLoop };
 // Bytes per logit element (per rank's vocabulary shard) at the loss's peak.
 double loss_bytes_per_logit(LossImpl loss);
+// HBM bytes per logit element the loss's kernels move in the forward and in the backward (the
+// logits bf16), as each implementation's kernels run; `compiled`: F.cross_entropy under
+// torch.compile (TorchTitan's compile of the loss), one reduction and one element-wise kernel.
+struct LossTraffic {
+  double fwd = 0;
+  double bwd = 0;
+};
+LossTraffic loss_traffic_per_logit(LossImpl loss, bool compiled);
 
 struct FrameworkPreset {
   Framework framework;

@@ -434,3 +434,36 @@ TEST_CASE("FSDP2 copies every all-gather out on the compute stream; FSDP1 casts 
 }
 
 }  // namespace framework_test
+
+namespace framework_test {
+
+TEST_CASE("the loss's kernels move what each implementation's kernels move, per logit of the shard") {
+  // (bytes per logit forward, backward), counted from each implementation's source
+  // (spec/framework.cpp): Megatron's vocab-parallel cross-entropy 38 and 14; PyTorch's eager
+  // F.cross_entropy on fp32 logits 22 and 26, under DTensor's loss parallelism 38 and 38, compiled
+  // 4 and 4; flash-attn's fused kernel 2 and 4; Transformer Engine's 6 and 4
+  struct Case {
+    std::string strategy;
+    double fwd, bwd;
+  };
+  const std::vector<Case> cases{{"tp=8,sp=on,gpus=8", 38, 14},
+                                {"framework=torchtitan,gpus=8", 22, 26},
+                                {"framework=torchtitan,tp=8,sp=on,gpus=8", 38, 38},
+                                {"framework=torchtitan,gpus=8,compile=on", 4, 4},
+                                {"framework=torchtitan,tp=8,sp=on,gpus=8,compile=on", 4, 4},
+                                {"framework=composer,gpus=8", 2, 4},
+                                {"tp=8,sp=on,gpus=8,loss=fused_inplace", 6, 4}};
+  for (const auto& c : cases) {
+    CAPTURE(c.strategy);
+    const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", c.strategy);
+    const auto shape = model::gpu_layer_shape(job);
+    const double logits = static_cast<double>(job.strategy.mb * 8192) * static_cast<double>(128256 / job.strategy.tp);
+    const auto ops = model::head_ops(job.workload.model, shape);
+    const auto loss = std::find_if(ops.begin(), ops.end(), [](const model::Op& op) { return op.name == "loss"; });
+    REQUIRE(loss != ops.end());
+    CHECK(loss->fwd_bytes == doctest::Approx(c.fwd * logits));
+    CHECK(loss->bwd_bytes == doctest::Approx(c.bwd * logits));
+  }
+}
+
+}  // namespace framework_test

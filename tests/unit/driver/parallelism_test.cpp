@@ -107,17 +107,20 @@ TEST_CASE("context parallelism divides the activations by cp") {
 
 namespace {
 
-// Seconds of the simulated step's kernels: the layers' forward passes (booked as compute) and the
+// Seconds of the simulated step's kernels, as lowered (before the engine shares the device with
+// collectives running beside them): the layers' forward passes (booked as compute) and the
 // recomputed ones (booked as recompute), over every simulated rank.
 std::pair<double, double> forward_and_recompute_s(const driver::RunReport& r) {
   const auto& g = r.step->lowered.graph;
-  const auto& spans = r.step->timeline.tasks;
   double forward = 0;
   double recompute = 0;
   for (std::uint32_t i = 0; i < g.num_tasks(); ++i) {
     const sim::TaskId t{i};
     if (g.is_transfer(t)) continue;
-    const double s = (spans[i].end - spans[i].start).seconds();
+    const auto task_work = g.work(t);
+    const auto* work = std::get_if<sim::ComputeWork>(&task_work);
+    if (work == nullptr) continue;
+    const double s = work->duration.seconds();
     const auto category = static_cast<lower::Category>(g.category(t));
     if (category == lower::Category::Recompute) recompute += s;
     else if (category == lower::Category::Compute && g.label(t).starts_with("F# L")) forward += s;
