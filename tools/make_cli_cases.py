@@ -93,6 +93,16 @@ case('nic-bandwidth-bare-number', f'run -t @t.json -w {W} -s tp=8', 2,
 case('nic-bandwidth-bytes-for-bits', f'run -t @t.json -w {W} -s tp=8,pp=8,gpus=64,sp=on,recompute=full --analytic', 0,
      'warning: /network/nic_bandwidth: 400 GB/s is unusual for a NIC\'s bandwidth (usually 10 Gb/s to 800 Gb/s): did you mean "400 Gb/s"?',
      {'t.json': {**A100, 'network': {**A100['network'], 'nic_bandwidth': '400 GB/s'}}})
+# an ideal network for a what-if study: refused unless the file says so, kept (with warnings) when it does
+case('nic-bandwidth-ideal-needs-what-if', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /network/nic_bandwidth: 1000000 GB/s is outside what a NIC\'s bandwidth can be (1 Gb/s to '
+     '3.2 Tb/s); a what-if study beyond today\'s hardware says so with "what_if": true at the top of the file',
+     {'t.json': topo(network__nic_bandwidth='1000000 GB/s')})
+case('nic-bandwidth-ideal-what-if', f'run -t @t.json -w {W} -s tp=8,pp=8,gpus=64,sp=on,recompute=full --analytic', 0,
+     'warning: @t.json: a what-if topology ("what_if": true): figures beyond what hardware can be are kept as given\n'
+     'warning: /network/nic_bandwidth: 1000000 GB/s is outside what a NIC\'s bandwidth can be (1 Gb/s to 3.2 Tb/s): '
+     'kept, the file is a what-if study ("what_if": true)',
+     {'t.json': {**A100, 'what_if': True, 'network': {**A100['network'], 'nic_bandwidth': '1000000 GB/s'}}})
 case('bandwidth-zero', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /network/nic_bandwidth: 0 Gb/s is outside what a NIC\'s bandwidth can be (1 Gb/s to 3.2 Tb/s)',
      {'t.json': topo(network__nic_bandwidth='0 Gb/s')})

@@ -239,6 +239,12 @@ ClusterSpec read_cluster_spec(const nlohmann::json& json, const std::string& sou
   Diagnostics diagnostics;
   Reader root(json, "", diagnostics);
   ClusterSpec c;
+  // first: it decides how every figure after it is judged
+  diagnostics.what_if = root.boolean_or("what_if", false);
+  if (diagnostics.what_if)
+    c.warnings.push_back(fmt::format("{}: a what-if topology (\"what_if\": true): figures beyond what hardware can be "
+                                     "are kept as given",
+                                     source));
   c.name = root.string("name");
   root.sources();
   c.device = read_device_value(root, source, c.warnings);

@@ -407,8 +407,17 @@ double Reader::plausible_quantity(std::string_view key, QuantityKind kind, const
   if (v == nullptr || diagnostics_->items().size() != errors) return value;
   const auto shown = v->is_string() ? v->get<std::string>() : fmt::format("{} {}", v->dump(), base_unit(kind));
   if (!in_range(value, p.possible)) {
-    error_at(key, fmt::format("{} is outside what {} can be ({}){}", shown, p.what, p.possible_text,
-                              slip_hint(*v, kind, p)));
+    // a what-if study may ask for any positive figure (an ideal network, a device twice as fast)
+    if (diagnostics_->what_if && value > 0) {
+      warnings.push_back(fmt::format("{}: {} is outside what {} can be ({}): kept, the file is a what-if study "
+                                     "(\"what_if\": true)",
+                                     pointer_join(pointer_, key), shown, p.what, p.possible_text));
+      return value;
+    }
+    auto hint = slip_hint(*v, kind, p);
+    if (hint.empty() && value > p.possible.max)
+      hint = "; a what-if study beyond today's hardware says so with \"what_if\": true at the top of the file";
+    error_at(key, fmt::format("{} is outside what {} can be ({}){}", shown, p.what, p.possible_text, hint));
     return std::clamp(value, p.possible.min, p.possible.max);  // reported; keeps what follows in range
   } else if (!in_range(value, p.usual)) {
     warnings.push_back(fmt::format("{}: {} is unusual for {} (usually {}){}", pointer_join(pointer_, key), shown,

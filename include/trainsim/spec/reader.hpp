@@ -27,6 +27,9 @@ class Diagnostics {
   const std::vector<Diagnostic>& items() const { return items_; }
   // Throws SpecError(source, every diagnostic) when there is at least one.
   void throw_if_any(const std::string& source) const;
+  // The file declares itself a what-if study ("what_if": true): a figure outside what the hardware
+  // can be is kept, with a warning, instead of being an error (Reader::plausible_quantity).
+  bool what_if = false;
 
  private:
   std::vector<Diagnostic> items_;

@@ -147,3 +147,25 @@ TEST_CASE("a unit slip is an error naming the likely unit; an unusual figure a w
   CHECK(std::none_of(fine.warnings.begin(), fine.warnings.end(),
                      [](const std::string& w) { return w.find("nic_bandwidth") != std::string::npos; }));
 }
+
+TEST_CASE("a what-if topology keeps figures beyond today's hardware, with a warning; zero stays an error") {
+  auto j = a100_cluster();
+  j["network"]["nic_bandwidth"] = "1000000 GB/s";  // an ideal network, to bound what a better fabric gives
+  CHECK(error_of(j) == "t.json: /network/nic_bandwidth: 1000000 GB/s is outside what a NIC's bandwidth can be "
+                       "(1 Gb/s to 3.2 Tb/s); a what-if study beyond today's hardware says so with \"what_if\": true "
+                       "at the top of the file");
+  j["what_if"] = true;
+  const auto c = read_cluster_spec(j, "t.json");
+  const auto& network = std::get<LeafSpineNetwork>(c.network);
+  CHECK(network.nic_bandwidth.bytes_per_s == doctest::Approx(1e15));  // 10^6 GB/s kept as given, not clamped
+  REQUIRE(c.warnings.size() == 2);
+  CHECK(c.warnings[0] == "t.json: a what-if topology (\"what_if\": true): figures beyond what hardware can be are "
+                         "kept as given");
+  CHECK(c.warnings[1] == "/network/nic_bandwidth: 1000000 GB/s is outside what a NIC's bandwidth can be (1 Gb/s to "
+                         "3.2 Tb/s): kept, the file is a what-if study (\"what_if\": true)");
+  // a rate of zero is no study: still an error
+  j["network"]["nic_bandwidth"] = "0 Gb/s";
+  CHECK(error_of(j).find("0 Gb/s is outside what a NIC's bandwidth can be") != std::string::npos);
+  j["what_if"] = "yes";
+  CHECK(error_of(j).find("/what_if") != std::string::npos);
+}
