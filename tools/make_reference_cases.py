@@ -293,6 +293,46 @@ def new_fabrics():
             "expect": {"/busbw_Bps": e}})
 
 
+def at_scale():
+    """nccl-tests all-reduce on 2 to 128 H100 nodes (8 x 400 Gb/s InfiniBand each), 1 MiB to 16 GiB:
+    what data-parallel reductions cost as the rank count grows (issue 27)."""
+    ref = load("collectives_at_scale.json")
+    for m in ref["measurements"]:
+        if m["id"] == "h100_64r_ib400_tuned":
+            continue  # NCCL_MIN_CTAS and QPS tuned: a setting trainsim does not express
+        forced = "ring" in m["id"]
+        n, nodes = m["nranks"], m["nnodes"]
+        for row in m["rows"]:
+            b = row["bytes"]
+            name = f"nccl-at-scale-{m['id'].replace('_', '-')}-{b}"
+            # 20%: two clusters of the same hardware differ by 10-30% in this data (1 GiB on 32 ranks:
+            # 322 and 358 GB/s)
+            e = {"measured": row["busbw_GBps"] * 1e9, "tolerance": 0.20}
+            # known gaps by regime, each a behaviour still to model (docs/validation.md)
+            if b <= (64 << 20):
+                e["known_gap"] = True
+                e["note"] = ("mid-size all-reduce (1-64 MiB) across nodes: nccl-tests measure up to 3x the time NCCL's own "
+                             "latency and bandwidth model gives, which trainsim follows, worse with more nodes; the "
+                             "per-chunk network overhead is not modelled")
+            elif nodes == 2 and not forced:
+                e["known_gap"] = True
+                e["note"] = ("two nodes: NVLSTree's measured bus bandwidth passes the NICs' line rate (NVIDIA on "
+                             "nccl-tests#309: 'an aberration'), which a model bound by the NICs cannot reach")
+            elif n >= 1024 and b <= (1 << 30):
+                e["known_gap"] = True
+                e["note"] = ("1,024 ranks, ring forced: a floor of about 13 ms per call (NCCL before 2.27, "
+                             "NCCL_MIN_NCHANNELS=32) beyond the ring latency model")
+            write("reference", name, {
+                "name": name, "group": "nccl-tests all-reduce at scale, H100 with 8x400G InfiniBand",
+                "source": f"nccl-tests all-reduce across H100 nodes (8x400 Gb/s each): all_reduce {b} bytes on {n} ranks "
+                          f"({nodes} nodes), {row['busbw_GBps']} GB/s bus bandwidth, {row['time_us']} us; system "
+                          f"{m['system']}; {m['library']}; {m['source']['url']}, {m['source']['part']} "
+                          "(reference/collectives_at_scale.json)",
+                "collective": {"topology": H100, "op": "all_reduce", "group": f"0-{n - 1}", "bytes": f"{b} B",
+                               "algo": "ring" if forced else "auto"},
+                "expect": {"/busbw_Bps": e}})
+
+
 # llm-foundry's GPUs as shipped topologies: A100s on 1600 Gb/s RoCE (8 x 200 Gb/s per node, as the
 # table headers say), H100s on the DGX H100 SuperPOD's NDR (the README does not state their fabric)
 LLMFOUNDRY_TOPOLOGY = {"a100_40gb": "topologies/a100-40gb-roce.json", "a100_80gb": A100, "h100_80gb": H100}
@@ -427,4 +467,5 @@ if __name__ == "__main__":
     torchtitan()
     nccl_h100()
     new_fabrics()
+    at_scale()
     llmfoundry()
