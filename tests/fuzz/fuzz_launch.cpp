@@ -1,8 +1,10 @@
 // The readers of third-party and run-time files (issue 29): the first byte picks one, the rest is
 // its input. 0: a Hugging Face config.json (the model read from it); 1: a Megatron-LM command line
 // or launch script; 2: a TorchTitan TOML; 3: a perturbation spec (--perturb); 4: a reliability spec
-// (goodput); 5: a sweep shard's JSON (sweep merge). A valid launch configuration is resolved into
-// a job and costed without simulation.
+// (goodput); 5: a sweep shard's JSON (sweep merge); 6: a microbenchmark file (fit-devices,
+// calibrate). A valid launch configuration is resolved into a job and costed without simulation.
+#include <unistd.h>
+
 #include "fuzz/fuzz.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/search/sweep.hpp"
@@ -12,6 +14,7 @@
 #include "trainsim/spec/reader.hpp"
 #include "trainsim/spec/reliability_spec.hpp"
 #include "trainsim/spec/workload_spec.hpp"
+#include "trainsim/trace/microbench.hpp"
 
 namespace {
 
@@ -35,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const auto text = fuzz::text(data + 1, size - 1);
   fuzz::expect_clean([&] {
-    switch (data[0] % 6) {
+    switch (data[0] % 7) {
       case 0: {
         std::vector<std::string> warnings;
         (void)spec::read_hf_model(spec::parse_json_text(text, "config.json"), "config.json", warnings);
@@ -53,9 +56,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 4:
         (void)spec::read_reliability_spec(spec::parse_json_text(text, "reliability.json"), "reliability.json");
         break;
-      default:
+      case 5:
         (void)search::sweep_from_json(spec::parse_json_text(text, "shard.json"), "shard.json");
         break;
+      default: {
+        static const std::string path = "/tmp/trainsim-fuzz-microbench-" + std::to_string(getpid()) + ".json";
+        if (fuzz::write_input(path, data + 1, size - 1)) (void)trace::read_microbenchmarks(path, "H100|A100");
+        break;
+      }
     }
   });
   return 0;
