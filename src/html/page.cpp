@@ -37,7 +37,8 @@ button{background:var(--panel);color:var(--fg);border:1px solid var(--line);bord
 
 // Zoom for wide charts, and a record that the page's script ran without errors (the browser
 // test reads both from the DOM).
-constexpr std::string_view kScript = R"(window.addEventListener('error',function(){document.body.dataset.errors=(+document.body.dataset.errors||0)+1;});
+constexpr std::string_view kScript =
+    R"(window.addEventListener('error',function(){document.body.dataset.errors=(+document.body.dataset.errors||0)+1;});
 document.querySelectorAll('[data-zoom]').forEach(function(b){b.addEventListener('click',function(){
 var s=document.getElementById(b.dataset.zoom);var k=+b.dataset.factor;var w=k?Math.max(100,s.clientWidth*k):s.dataset.width;
 s.style.maxWidth='none';s.style.width=(k?w:w)+'px';});});
@@ -57,8 +58,8 @@ std::string fmt_value(double v, std::string_view unit) {
 }
 
 std::string swatch(std::string_view css) {
-  return fmt::format("<svg width=\"10\" height=\"10\" class=\"swatch\"><rect width=\"10\" height=\"10\" class=\"{}\"/></svg>",
-                     css);
+  return fmt::format(
+      "<svg width=\"10\" height=\"10\" class=\"swatch\"><rect width=\"10\" height=\"10\" class=\"{}\"/></svg>", css);
 }
 
 }  // namespace
@@ -79,12 +80,23 @@ std::string escape(std::string_view text) {
     }
     if (n == 1) {
       switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&quot;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += (c < 0x20 && c != '\n' && c != '\t') ? ' ' : static_cast<char>(c);
+        case '&':
+          out += "&amp;";
+          break;
+        case '<':
+          out += "&lt;";
+          break;
+        case '>':
+          out += "&gt;";
+          break;
+        case '"':
+          out += "&quot;";
+          break;
+        case '\'':
+          out += "&#39;";
+          break;
+        default:
+          out += (c < 0x20 && c != '\n' && c != '\t') ? ' ' : static_cast<char>(c);
       }
     } else {
       out.append(text.substr(i, n));
@@ -139,10 +151,11 @@ std::string stacked_bar(std::string_view id, const std::vector<Part>& parts, std
   double x = 0;
   for (const auto& p : parts) {
     const double w = total > 0 ? std::max(0.0, p.value) / total * kWidth : 0;
-    const auto text = fmt::format("{}: {} ({:.1f}%)", p.label, fmt_value(p.value, unit),
-                                  total > 0 ? p.value / total * 100 : 0.0);
-    svg += fmt::format("<rect class=\"bar {}\" x=\"{:.2f}\" y=\"4\" width=\"{:.2f}\" height=\"32\"><title>{}</title></rect>",
-                       p.css, x, w, escape(text));
+    const auto text =
+        fmt::format("{}: {} ({:.1f}%)", p.label, fmt_value(p.value, unit), total > 0 ? p.value / total * 100 : 0.0);
+    svg += fmt::format(
+        "<rect class=\"bar {}\" x=\"{:.2f}\" y=\"4\" width=\"{:.2f}\" height=\"32\"><title>{}</title></rect>", p.css, x,
+        w, escape(text));
     x += w;
     legend += fmt::format("<span>{}{}</span>", swatch(p.css), escape(text));
   }
@@ -158,8 +171,8 @@ std::string gantt(std::string_view id, const std::vector<Row>& rows, double end,
   const bool merge = total > limit;
   const double pixel = end > 0 ? end / plot : 1;  // seconds per SVG unit
   const double height = kRow * static_cast<double>(rows.size()) + 24;
-  std::string svg = fmt::format("<svg id=\"{}\" viewBox=\"0 0 {} {}\" data-width=\"{}\" role=\"img\">", id, kWidth,
-                                height, kWidth);
+  std::string svg =
+      fmt::format("<svg id=\"{}\" viewBox=\"0 0 {} {}\" data-width=\"{}\" role=\"img\">", id, kWidth, height, kWidth);
   std::size_t drawn = 0;
   std::size_t merged = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -171,8 +184,7 @@ std::string gantt(std::string_view id, const std::vector<Row>& rows, double end,
       std::size_t k = j + 1;
       if (merge)
         // (a neighbour under half a unit wide is invisible in its own colour: it joins whatever run it is in)
-        while (k < spans.size() &&
-               (spans[k].css == s.css || spans[k].end - spans[k].start < 0.5 * pixel) &&
+        while (k < spans.size() && (spans[k].css == s.css || spans[k].end - spans[k].start < 0.5 * pixel) &&
                spans[k].start - s.end < pixel && spans[k].end - s.start < 4 * pixel)
           s.end = spans[k++].end;
       if (k - j > 1) {
@@ -195,11 +207,13 @@ std::string gantt(std::string_view id, const std::vector<Row>& rows, double end,
   svg += "</svg>\n";
   std::string note = fmt::format("<p class=\"note\" data-spans=\"{}\" data-drawn=\"{}\">{} rows, {} tasks", rows.size(),
                                  total, rows.size(), total);
-  if (merge) note += fmt::format("; beyond {} tasks, {} short neighbours of a colour are drawn merged ({} shapes)", limit,
-                                 merged, drawn);
-  note += fmt::format(". <button data-zoom=\"{}\" data-factor=\"2\">zoom in</button><button data-zoom=\"{}\" "
-                      "data-factor=\"0.5\">zoom out</button><button data-zoom=\"{}\" data-factor=\"0\">fit</button></p>",
-                      id, id, id);
+  if (merge)
+    note += fmt::format("; beyond {} tasks, {} short neighbours of a colour are drawn merged ({} shapes)", limit,
+                        merged, drawn);
+  note += fmt::format(
+      ". <button data-zoom=\"{}\" data-factor=\"2\">zoom in</button><button data-zoom=\"{}\" "
+      "data-factor=\"0.5\">zoom out</button><button data-zoom=\"{}\" data-factor=\"0\">fit</button></p>",
+      id, id, id);
   return svg + note;
 }
 
@@ -240,10 +254,44 @@ std::string line_chart(std::string_view id, const std::vector<Series>& series, s
   return svg + "</svg>\n" + legend + "</p>";
 }
 
+namespace {
+
+// Round tick values covering [lo, hi]: a step of 1, 2, 2.5 or 5 times a power of ten giving about
+// `count` intervals, the first tick at or below lo and the last at or above hi.
+std::vector<double> nice_ticks(double lo, double hi, int count) {
+  const double raw = std::max(hi - lo, 1e-12) / count;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = magnitude * 10;
+  for (const double m : {1.0, 2.0, 2.5, 5.0})
+    if (m * magnitude >= raw) {
+      step = m * magnitude;
+      break;
+    }
+  std::vector<double> ticks;
+  for (double t = std::floor(lo / step) * step; ticks.size() < 2 || ticks.back() < hi - 1e-9 * step; t += step)
+    ticks.push_back(std::abs(t) < 1e-9 * step ? 0.0 : t);
+  return ticks;
+}
+
+// A tick's text with the decimals its step needs: seconds, or GiB.
+std::string tick_text(double v, double step, std::string_view unit) {
+  const int decimals = std::clamp(static_cast<int>(-std::floor(std::log10(step) + 1e-9)), 0, 6);
+  return fmt::format("{:.{}f} {}", v, decimals, unit);
+}
+
+struct Box {
+  double x0, y0, x1, y1;
+  bool overlaps(const Box& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
+};
+
+}  // namespace
+
 std::string scatter(std::string_view id, const std::vector<Point>& points, std::string_view x_label,
                     std::string_view y_label, const std::vector<std::pair<std::string, std::string>>& legend) {
-  constexpr double kHeight = 420;
-  constexpr double kLeft = 70;
+  // plot area: left of it the y ticks, above it the y axis title, below it the x ticks, then the x title
+  constexpr double kHeight = 440, kLeft = 76, kRight = 20, kTop = 30, kBottom = 46;
+  constexpr double kCharWidth = 6.6, kTextHeight = 12;  // at the page's 11px SVG font
+  constexpr double kGiB = 1073741824.0;
   double min_x = 1e300, max_x = 0, max_y = 0;
   for (const auto& p : points) {
     min_x = std::min(min_x, p.x);
@@ -252,30 +300,47 @@ std::string scatter(std::string_view id, const std::vector<Point>& points, std::
   }
   if (points.empty()) min_x = 0, max_x = 1, max_y = 1;
   const double span = std::max(max_x - min_x, max_x * 0.05 + 1e-12);
-  const double lo = std::max(0.0, min_x - span * 0.05), hi = max_x + span * 0.05;
-  max_y = std::max(max_y * 1.08, 1e-9);
-  const auto px = [&](double x) { return kLeft + (x - lo) / (hi - lo) * (kWidth - kLeft - 20); };
-  const auto py = [&](double y) { return kHeight - 30 - y / max_y * (kHeight - 40); };
+  const auto xt = nice_ticks(std::max(0.0, min_x - span * 0.05), max_x + span * 0.05, 5);
+  const auto yt = nice_ticks(0, std::max(max_y / kGiB * 1.05, 1e-9), 5);
+  const double lo = xt.front(), hi = xt.back(), top = yt.back() * kGiB;
+  const auto px = [&](double x) { return kLeft + (x - lo) / (hi - lo) * (kWidth - kLeft - kRight); };
+  const auto py = [&](double y) { return kHeight - kBottom - y / top * (kHeight - kBottom - kTop); };
   std::string svg = fmt::format("<svg id=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\">", id, kWidth, kHeight);
-  svg += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>", kLeft, kWidth, kHeight - 30,
-                     kHeight - 30);
-  svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text><text x=\"2\" y=\"12\">{}</text>", kWidth / 2, kHeight - 4,
-                     escape(x_label), escape(y_label));
-  for (int t = 0; t <= 4; ++t) {
-    svg += fmt::format("<text x=\"2\" y=\"{:.1f}\">{}</text>", py(max_y * t / 4) + 4, fmt_value(max_y * t / 4, "B"));
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{}</text>", px(lo + (hi - lo) * t / 4) - (t == 4 ? 40 : 0),
-                       kHeight - 16, seconds_text(lo + (hi - lo) * t / 4));
-  }
+  svg += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>", kLeft, kWidth - kRight,
+                     kHeight - kBottom, kHeight - kBottom);
+  svg += fmt::format(
+      "<text class=\"title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>"
+      "<text class=\"title\" x=\"2\" y=\"{}\">{}</text>",
+      (kLeft + kWidth - kRight) / 2, kHeight - 6, escape(x_label), kTop - 16, escape(y_label));
+  const double ystep = yt.size() > 1 ? yt[1] - yt[0] : 1, xstep = xt.size() > 1 ? xt[1] - xt[0] : 1;
+  for (const double t : yt)
+    svg += fmt::format("<text class=\"tick y\" data-value=\"{}\" x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>",
+                       number(t), kLeft - 6, py(t * kGiB) + 4, tick_text(t, ystep, "GiB"));
+  for (const double t : xt)
+    svg +=
+        fmt::format("<text class=\"tick x\" data-value=\"{}\" x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                    number(t), px(t), kHeight - kBottom + 16, tick_text(t, xstep, "s"));
+  // labels where they overlap no other label: right of the point, else left, then below; a label
+  // with no free place is left to the point's tooltip
+  std::vector<Box> taken;
+  std::string labels;
   for (const auto& p : points) {
     svg += fmt::format("<circle class=\"point {}{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\"><title>{}</title></circle>",
                        p.css, p.highlight ? " front" : "", px(p.x), py(p.y), p.highlight ? 5 : 3.5, escape(p.title));
-    if (!p.label.empty())
-      svg += fmt::format("<text class=\"label\" x=\"{:.1f}\" y=\"{:.1f}\">{}</text>", px(p.x) + 7, py(p.y) - 5,
-                         escape(p.label));
+    if (p.label.empty()) continue;
+    const double w = kCharWidth * static_cast<double>(p.label.size()), x = px(p.x), y = py(p.y);
+    for (const auto& [dx, dy] : {std::pair{7.0, -5.0}, {-7.0 - w, -5.0}, {7.0, 14.0}, {-7.0 - w, 14.0}}) {
+      const Box b{x + dx, y + dy - kTextHeight + 2, x + dx + w, y + dy + 2};
+      if (b.x0 < kLeft || b.x1 > kWidth || b.y0 < kTop || b.y1 > kHeight - kBottom) continue;
+      if (std::any_of(taken.begin(), taken.end(), [&](const Box& o) { return o.overlaps(b); })) continue;
+      taken.push_back(b);
+      labels += fmt::format("<text class=\"label\" x=\"{:.1f}\" y=\"{:.1f}\">{}</text>", b.x0, y + dy, escape(p.label));
+      break;
+    }
   }
   std::string legend_html = "<p class=\"legend\">";
   for (const auto& [label, css] : legend) legend_html += fmt::format("<span>{}{}</span>", swatch(css), escape(label));
-  return svg + "</svg>\n" + legend_html + "</p>";
+  return svg + labels + "</svg>\n" + legend_html + "</p>";
 }
 
 std::string bars(std::string_view id, const std::vector<Part>& parts, std::string_view unit) {
@@ -291,10 +356,11 @@ std::string bars(std::string_view id, const std::vector<Part>& parts, std::strin
     const auto& p = parts[i];
     const double w = p.value / max * (kWidth - kLabel - 90);
     const auto label = p.label.size() > 70 ? p.label.substr(0, 67) + "..." : p.label;
-    svg += fmt::format("<text x=\"0\" y=\"{:.1f}\">{}</text><rect class=\"bar {}\" x=\"{}\" y=\"{:.1f}\" width=\"{:.2f}\" "
-                       "height=\"{}\"><title>{}: {}</title></rect><text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>",
-                       y + 13, escape(label), p.css, kLabel, y, w, kRow - 5, escape(p.label), fmt_value(p.value, unit),
-                       kLabel + w + 4, y + 13, fmt_value(p.value, unit));
+    svg += fmt::format(
+        "<text x=\"0\" y=\"{:.1f}\">{}</text><rect class=\"bar {}\" x=\"{}\" y=\"{:.1f}\" width=\"{:.2f}\" "
+        "height=\"{}\"><title>{}: {}</title></rect><text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>",
+        y + 13, escape(label), p.css, kLabel, y, w, kRow - 5, escape(p.label), fmt_value(p.value, unit), kLabel + w + 4,
+        y + 13, fmt_value(p.value, unit));
   }
   return svg + "</svg>";
 }

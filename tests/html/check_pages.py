@@ -9,6 +9,7 @@ the same bytes of HTML.
 
 Usage: tests/html/check_pages.py TRAINSIM OUTDIR. Exit 77 (skipped, said loudly) without Chromium."""
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -134,6 +135,45 @@ check(dom.count('circle', 'front') >= 1, 'sweep: no Pareto front')
 check(dom.count('rect', 'bar') == len(report['pruned']), f'sweep: {dom.count("rect", "bar")} pruned bars')
 check(len(dom.find('table', id='top')) == 1 and dom.count('tr') >= len(report['top']) + 1, 'sweep: ranking table')
 check_figures('sweep', dom, report)
+
+# the sweep's plane as the browser lays it out: axis titles clear of the tick labels, point labels
+# clear of each other and of the ticks, tick values round (1, 2, 2.5 or 5 times a power of ten)
+GEOMETRY = """<script>window.addEventListener('load', () => {
+  const box = e => { const b = e.getBBox(); return {cls: e.getAttribute('class'), x0: b.x, y0: b.y, x1: b.x + b.width, y1: b.y + b.height}; };
+  const texts = [...document.querySelectorAll('#scatter text')].map(box);
+  const out = document.createElement('pre'); out.id = 'geometry'; out.textContent = JSON.stringify(texts);
+  document.body.appendChild(out);
+});</script>"""
+measured = os.path.join(tmp, 'sweep-geometry.html')
+open(measured, 'w').write(open(page).read().replace('</body>', GEOMETRY + '</body>'))
+dumped = chromium('--dump-dom', f'file://{measured}')
+geometry = Dom()
+geometry.feed(dumped.stdout)
+boxes = json.loads(next((t for t in geometry.text if t.startswith('[{')), '[]'))
+check(len(boxes) >= 10, f'sweep: {len(boxes)} texts measured in the plane')
+
+
+def overlap(a, b):
+    return a['x0'] < b['x1'] and b['x0'] < a['x1'] and a['y0'] < b['y1'] and b['y0'] < a['y1']
+
+
+kinds = {k: [b for b in boxes if (b['cls'] or '').startswith(k)] for k in ('title', 'tick', 'label')}
+check(len(kinds['title']) == 2 and len(kinds['tick']) >= 6, f'sweep: {len(kinds["title"])} titles, {len(kinds["tick"])} ticks')
+for title in kinds['title']:
+    check(not any(overlap(title, t) for t in kinds['tick']), f'sweep: the axis title at {title} overlaps a tick label')
+for i, a in enumerate(kinds['label']):
+    for b in kinds['label'][i + 1:] + kinds['tick'] + kinds['title']:
+        check(not overlap(a, b), f'sweep: point label {a} overlaps {b}')
+for axis in ('x', 'y'):
+    values = [float(a['data-value']) for t, a in dom.elements
+              if t == 'text' and a.get('class') == f'tick {axis}' and 'data-value' in a]
+    steps = {round(b - a, 12) for a, b in zip(values, values[1:])}
+    check(len(values) >= 3 and len(steps) == 1, f'sweep: {axis} ticks {values} are not evenly spaced')
+    if len(steps) == 1:
+        step = steps.pop()
+        mantissa = step / 10 ** math.floor(math.log10(step))
+        check(any(abs(mantissa - m) < 1e-9 for m in (1, 2, 2.5, 5)), f'sweep: {axis} tick step {step} is not round')
+        check(all(abs(v / step - round(v / step)) < 1e-6 for v in values), f'sweep: {axis} ticks {values} off the step')
 
 # replay: a row and a bar per step
 page = os.path.join(tmp, 'replay.html')
