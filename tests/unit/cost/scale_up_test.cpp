@@ -95,13 +95,15 @@ TEST_CASE("an NVL72 rack is one scale-up domain of 18 trays") {
 TEST_CASE("bad scale-up domains and links are errors naming the file and the JSON path") {
   auto big = rack(1);
   big["node"]["fabric"]["switches"] = 9;
-  CHECK(error_of(big) ==
-        "t.json: /node/fabric/switches: 72 devices of 18 links need 1296 switch ports; 9 switches of 72 ports have 648");
+  CHECK(
+      error_of(big) ==
+      "t.json: /node/fabric/switches: 72 devices of 18 links need 1296 switch ports; 9 switches of 72 ports have 648");
 
   auto trays = rack(1);
   trays["network"]["nics_per_node"] = 24;
-  CHECK(error_of(trays) == "t.json: /network/nics_per_node: 24 NICs cannot be shared evenly by the node's 18 hosts of 4 "
-                           "devices");
+  CHECK(error_of(trays) ==
+        "t.json: /network/nics_per_node: 24 NICs cannot be shared evenly by the node's 18 hosts of 4 "
+        "devices");
 
   auto uneven = rack(1);
   uneven["node"]["host"]["devices"] = 5;
@@ -166,21 +168,47 @@ TEST_CASE("a 72-GPU domain's all-reduce beats 9 nodes of 8 on NDR for the same b
   }
 }
 
+// The MI300X cluster's collectives with its device's fitted figures (RCCL's launch cost).
+test::CostFixture mi300x_costs() {
+  const auto cluster = spec::load_cluster_spec(test::topology("mi300x-cluster"));
+  spec::Tunables tunables;
+  cluster.device.fitted.apply(tunables);
+  return test::CostFixture(cluster, tunables.collectives);
+}
+
 TEST_CASE("the MI300X rccl-tests all_reduce sweep from 64 MiB is within 10% on average") {
   std::ifstream in(test::reference("collectives_new_fabrics.json"));
   const auto rows = json::parse(in).at("rows");
-  test::CostFixture f(spec::load_cluster_spec(test::topology("mi300x-cluster")));
+  auto f = mi300x_costs();
   double sum = 0;
   int n = 0;
   for (const auto& r : rows) {
     if (r.at("system").get<std::string>().rfind("8x AMD MI300X", 0) != 0) continue;
+    if (r.at("message_bytes").get<std::int64_t>() < (std::int64_t{64} << 20)) continue;  // below: the next test
     const double measured = r.at("busbw_GBps").get<double>();
-    const double predicted =
-        f.busbw_GBps(cost::CollectiveKind::AllReduce, test::devices(0, 8), Bytes{r.at("message_bytes").get<std::int64_t>()});
+    const double predicted = f.busbw_GBps(cost::CollectiveKind::AllReduce, test::devices(0, 8),
+                                          Bytes{r.at("message_bytes").get<std::int64_t>()});
     sum += std::abs(predicted - measured) / measured;
     ++n;
   }
   REQUIRE(n >= 8);
   MESSAGE("8xMI300X all_reduce from 64 MiB: mean error " << sum / n << " over " << n << " sizes");
   CHECK(sum / n < 0.10);
+}
+
+TEST_CASE("RCCL's small-message floor on 8 MI300X: 1 KiB and 64 KiB all-reduces within 10% of rccl-tests") {
+  // the device's collectives.launch (12.8 us) is fitted to the 1 KiB row; 64 KiB checks it
+  std::ifstream in(test::reference("collectives_new_fabrics.json"));
+  const auto rows = json::parse(in).at("rows");
+  auto f = mi300x_costs();
+  int n = 0;
+  for (const auto& r : rows) {
+    const auto bytes = r.at("message_bytes").get<std::int64_t>();
+    if (r.at("system").get<std::string>().rfind("8x AMD MI300X", 0) != 0 || bytes > 65536) continue;
+    CAPTURE(bytes);
+    const double predicted = f.busbw_GBps(cost::CollectiveKind::AllReduce, test::devices(0, 8), Bytes{bytes});
+    CHECK(predicted == doctest::Approx(r.at("busbw_GBps").get<double>()).epsilon(0.10));
+    ++n;
+  }
+  CHECK(n == 2);
 }
