@@ -387,6 +387,8 @@ TEST_CASE("FSDP2 copies every all-gather out on the compute stream; FSDP1 casts 
   // Llama 3 8B with FSDP on 8 H100s, bf16 weights, fp32 reduction (TorchTitan's mixed precision)
   auto w = spec::load_workload_spec(test::workload("llama3-8b"));
   w.training.global_batch = 32;  // two micro-batches of 2 per rank
+  w.model.layers = 4;            // Llama 3 8B's layers, fewer of them: the copies are per layer
+  constexpr int kLayers = 4;
   const std::string base = "framework=torchtitan,gpus=8,mb=2,compile=on";
   const auto job = [&](const std::string& extra) { return test::make_job("dgx-h100-superpod", w, base + extra); };
   const auto v2 = job("");
@@ -408,21 +410,22 @@ TEST_CASE("FSDP2 copies every all-gather out on the compute stream; FSDP1 casts 
   // FSDP2: split_with_sizes_copy reads and writes the gathered bf16 weights (4 bytes per parameter)
   // before each unit's forward and, resharded after it, again before its backward
   const auto out2 = durations(r2, lower::StreamKind::Compute, "fsdp copy-out");
-  CHECK(out2.size() == static_cast<std::size_t>(2 * (32 + 2) * v2.micro_batches));
-  CHECK(std::count_if(out2.begin(), out2.end(), [&](double d) { return is_layer(d, 4); }) == 2 * 32 * v2.micro_batches);
+  CHECK(out2.size() == static_cast<std::size_t>(2 * (kLayers + 2) * v2.micro_batches));
+  CHECK(std::count_if(out2.begin(), out2.end(), [&](double d) { return is_layer(d, 4); }) ==
+        2 * kLayers * v2.micro_batches);
   // its reduce-scatter input: the bf16 gradients concatenated into fp32 (2 + 4 bytes), no division
   const auto in2 = durations(r2, lower::StreamKind::DpComm, "fsdp grad copy-in");
-  CHECK(std::count_if(in2.begin(), in2.end(), [&](double d) { return is_layer(d, 6); }) == 32 * v2.micro_batches);
+  CHECK(std::count_if(in2.begin(), in2.end(), [&](double d) { return is_layer(d, 6); }) == kLayers * v2.micro_batches);
   // FSDP1: the modules view the gathered flat parameter, nothing is copied out; the gradient is cast
   // to fp32 (2 + 4) and pre-divided in place (4 + 4) before its reduce-scatter: 14 bytes per parameter
   CHECK(durations(r1, lower::StreamKind::Compute, "fsdp copy-out").empty());
   const auto in1 = durations(r1, lower::StreamKind::DpComm, "fsdp grad copy-in");
-  CHECK(std::count_if(in1.begin(), in1.end(), [&](double d) { return is_layer(d, 14); }) == 32 * v1.micro_batches);
+  CHECK(std::count_if(in1.begin(), in1.end(), [&](double d) { return is_layer(d, 14); }) == kLayers * v1.micro_batches);
   // reduced in bf16 (Composer's PURE mixed precision): only the pre-division, 4 bytes
   const auto pure = run(job(",fsdp_version=1,grad_reduce_dtype=bf16"));
   const auto in_pure = durations(pure, lower::StreamKind::DpComm, "fsdp grad copy-in");
   CHECK(std::count_if(in_pure.begin(), in_pure.end(), [&](double d) { return is_layer(d, 4); }) ==
-        32 * v1.micro_batches);
+        kLayers * v1.micro_batches);
   // the copy-outs sit on the compute stream, FSDP1's copies beside it: FSDP2's step is longer
   CHECK(r2.simulation->step_time_s > r1.simulation->step_time_s);
   // without resharding after the forward, the backward reuses the forward's parameters: half the copies
