@@ -286,6 +286,54 @@ std::map<std::string, std::vector<std::string>, std::less<>> parse_flags(const s
   return flags;
 }
 
+// Recomputation (the 2021 switch, the selective shortcut, or granularity and method) and the
+// attention backend, into strategy keys.
+void read_recompute_args(Args& a, nlohmann::json& s) {
+  const bool old_full = a.flag("--checkpoint-activations");
+  const bool selective = a.flag("--recompute-activations");
+  const auto granularity = a.word("--recompute-granularity", {"full", "selective"});
+  const auto method = a.word("--recompute-method", {"uniform", "block"});
+  const auto recompute_layers = a.integer("--recompute-num-layers", {0, 10000});
+  if ((old_full || selective) && granularity)
+    a.problem(
+        "--recompute-granularity and --checkpoint-activations / --recompute-activations contradict each "
+        "other: give one");
+  if (old_full) s["recompute"] = "full";
+  if (selective) s["recompute"] = "selective";
+  if (granularity) s["recompute"] = *granularity;
+  if ((method || recompute_layers) && granularity != "full")
+    a.problem("--recompute-method and --recompute-num-layers need --recompute-granularity full");
+  else if (method == "uniform" && recompute_layers && *recompute_layers > 1) {
+    s["recompute_layers"] = *recompute_layers;
+    s["recompute_method"] = "uniform";
+  } else if (method == "block" && recompute_layers)
+    s["recompute_layers"] = *recompute_layers;
+  if (const auto backend = a.word("--attention-backend", {"flash", "fused", "unfused", "local", "auto"})) {
+    if (*backend == "flash") s["attention"] = "flash";
+    if (*backend == "fused") s["attention"] = "cudnn";
+    if (*backend == "unfused" || *backend == "local") s["attention"] = "unfused";
+  } else if (a.flag("--use-flash-attn")) {
+    s["attention"] = "flash";
+  }
+}
+
+// The training precision and the FP8 recipe.
+void read_precision_args(Args& a, LaunchConfig& out) {
+  auto& s = out.strategy;
+  const bool bf16 = a.flag("--bf16");
+  const bool fp16 = a.flag("--fp16");
+  if (bf16 && fp16) a.problem("--bf16 and --fp16 contradict each other");
+  if (bf16) out.training.dtype = "bf16";
+  if (fp16) out.training.dtype = "fp16";
+  if (a.word("--fp8-format", {"e4m3", "hybrid"})) {
+    const auto recipe = a.word("--fp8-recipe", {"delayed", "tensorwise", "mxfp8", "blockwise"}).value_or("delayed");
+    s["fp8"] = recipe == "mxfp8" || recipe == "blockwise" ? "blockwise" : "tensorwise";
+  } else if (a.has("--fp8-recipe")) {
+    a.problem("--fp8-recipe needs --fp8-format");
+  }
+  if (a.flag("--accumulate-allreduce-grads-in-fp32")) s["grad_reduce_dtype"] = "fp32";
+}
+
 }  // namespace
 
 LaunchConfig read_megatron_args(std::string_view text, const std::string& source) {
@@ -328,46 +376,8 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
   if (a.flag("--tp-comm-overlap")) s["tp_overlap"] = "on";
   if (a.flag("--moe-shared-expert-overlap")) s["ep_overlap"] = "on";
   if (a.flag("--grad-reduce-in-bf16")) s["grad_reduce_dtype"] = "bf16";
-  // recomputation: the 2021 switch, the selective shortcut, or granularity and method
-  const bool old_full = a.flag("--checkpoint-activations");
-  const bool selective = a.flag("--recompute-activations");
-  const auto granularity = a.word("--recompute-granularity", {"full", "selective"});
-  const auto method = a.word("--recompute-method", {"uniform", "block"});
-  const auto recompute_layers = a.integer("--recompute-num-layers", {0, 10000});
-  if ((old_full || selective) && granularity)
-    a.problem(
-        "--recompute-granularity and --checkpoint-activations / --recompute-activations contradict each "
-        "other: give one");
-  if (old_full) s["recompute"] = "full";
-  if (selective) s["recompute"] = "selective";
-  if (granularity) s["recompute"] = *granularity;
-  if ((method || recompute_layers) && granularity != "full")
-    a.problem("--recompute-method and --recompute-num-layers need --recompute-granularity full");
-  else if (method == "uniform" && recompute_layers && *recompute_layers > 1) {
-    s["recompute_layers"] = *recompute_layers;
-    s["recompute_method"] = "uniform";
-  } else if (method == "block" && recompute_layers)
-    s["recompute_layers"] = *recompute_layers;
-  if (const auto backend = a.word("--attention-backend", {"flash", "fused", "unfused", "local", "auto"})) {
-    if (*backend == "flash") s["attention"] = "flash";
-    if (*backend == "fused") s["attention"] = "cudnn";
-    if (*backend == "unfused" || *backend == "local") s["attention"] = "unfused";
-  } else if (a.flag("--use-flash-attn")) {
-    s["attention"] = "flash";
-  }
-  // precision
-  const bool bf16 = a.flag("--bf16");
-  const bool fp16 = a.flag("--fp16");
-  if (bf16 && fp16) a.problem("--bf16 and --fp16 contradict each other");
-  if (bf16) out.training.dtype = "bf16";
-  if (fp16) out.training.dtype = "fp16";
-  if (a.word("--fp8-format", {"e4m3", "hybrid"})) {
-    const auto recipe = a.word("--fp8-recipe", {"delayed", "tensorwise", "mxfp8", "blockwise"}).value_or("delayed");
-    s["fp8"] = recipe == "mxfp8" || recipe == "blockwise" ? "blockwise" : "tensorwise";
-  } else if (a.has("--fp8-recipe")) {
-    a.problem("--fp8-recipe needs --fp8-format");
-  }
-  if (a.flag("--accumulate-allreduce-grads-in-fp32")) s["grad_reduce_dtype"] = "fp32";
+  read_recompute_args(a, s);
+  read_precision_args(a, out);
   if (const auto optimizer = a.word("--optimizer", {"adam", "sgd"})) out.training.optimizer = *optimizer;
   out.training.seq_len = a.integer("--seq-length", {1, 1 << 24});
   out.training.global_batch = a.integer("--global-batch-size", {1, 1 << 30});
