@@ -30,6 +30,46 @@ std::string gpus_text(const std::vector<std::int64_t>& gpus) {
   return fmt::format("{}", fmt::join(gpus, ", "));
 }
 
+// The shard a result covers (all of it when unsharded) and the sweep's counts.
+void read_shard_and_counts(spec::Reader& r, SweepResult& out) {
+  if (auto shard = r.optional_object("shard")) {
+    out.shards = static_cast<int>(shard->integer("count", {1, 1 << 20}));
+    out.shard_indices = {static_cast<int>(shard->integer("index", {0, (1 << 20) - 1}))};
+    if (out.shard_indices.front() >= out.shards) shard->error_at("index", "must be below the shard count");
+    if (shard->has("fingerprint")) out.fingerprint = shard->string("fingerprint");
+    shard->finish();
+  } else {
+    out.shard_indices = {0};
+  }
+  auto counts = r.object("counts");
+  out.enumerated = counts.integer("enumerated", {0, kMaxCount});
+  out.invalid = counts.integer("invalid", {0, kMaxCount});
+  out.out_of_memory = counts.integer("out_of_memory", {0, kMaxCount});
+  out.candidates = counts.integer("candidates", {0, kMaxCount});
+  counts.finish();
+}
+
+// Each object of the list at `key`, read by `read`; a list missing, or an item of another shape,
+// is an error at its JSON pointer.
+template <class Read>
+void read_objects(spec::Reader& r, spec::Diagnostics& d, const char* key, Read&& read) {
+  const auto* value = r.value(key);
+  if (value == nullptr || !value->is_array()) {
+    r.error_at(key, "expected a list");
+    return;
+  }
+  for (std::size_t i = 0; i < value->size(); ++i) {
+    const auto pointer = spec::pointer_join(spec::pointer_join("", key), std::to_string(i));
+    if (!(*value)[i].is_object()) {
+      d.add(pointer, fmt::format("expected an object, got {}", spec::describe((*value)[i])));
+      continue;
+    }
+    spec::Reader item((*value)[i], pointer, d);
+    read(item);
+    item.finish();
+  }
+}
+
 }  // namespace
 
 ordered_json to_json(const SweepResult& r) {
@@ -98,38 +138,8 @@ SweepResult sweep_from_json(const nlohmann::json& json, const std::string& sourc
   }
   out.top_k = static_cast<std::size_t>(r.integer("top_k", {1, 1 << 20}));
   out.gpus = r.integer_list("gpus", {1, std::int64_t{1} << 22}, 1, 1024);
-  if (auto shard = r.optional_object("shard")) {
-    out.shards = static_cast<int>(shard->integer("count", {1, 1 << 20}));
-    out.shard_indices = {static_cast<int>(shard->integer("index", {0, (1 << 20) - 1}))};
-    if (out.shard_indices.front() >= out.shards) shard->error_at("index", "must be below the shard count");
-    if (shard->has("fingerprint")) out.fingerprint = shard->string("fingerprint");
-    shard->finish();
-  } else {
-    out.shard_indices = {0};
-  }
-  auto counts = r.object("counts");
-  out.enumerated = counts.integer("enumerated", {0, kMaxCount});
-  out.invalid = counts.integer("invalid", {0, kMaxCount});
-  out.out_of_memory = counts.integer("out_of_memory", {0, kMaxCount});
-  out.candidates = counts.integer("candidates", {0, kMaxCount});
-  counts.finish();
-  const auto array_of = [&](const char* key, auto&& read) {
-    const auto* value = r.value(key);
-    if (value == nullptr || !value->is_array()) {
-      r.error_at(key, "expected a list");
-      return;
-    }
-    for (std::size_t i = 0; i < value->size(); ++i) {
-      const auto pointer = spec::pointer_join(spec::pointer_join("", key), std::to_string(i));
-      if (!(*value)[i].is_object()) {
-        d.add(pointer, fmt::format("expected an object, got {}", spec::describe((*value)[i])));
-        continue;
-      }
-      spec::Reader item((*value)[i], pointer, d);
-      read(item);
-      item.finish();
-    }
-  };
+  read_shard_and_counts(r, out);
+  const auto array_of = [&](const char* key, auto&& read) { read_objects(r, d, key, read); };
   constexpr spec::NumberRange kNonNegative{0, 1e30};
   array_of("top", [&](spec::Reader& p) {
     p.integer("rank", {1, 1 << 20});
