@@ -139,9 +139,8 @@ SweepResult sweep_from_json(const nlohmann::json& json, const std::string& sourc
   out.top_k = static_cast<std::size_t>(r.integer("top_k", {1, 1 << 20}));
   out.gpus = r.integer_list("gpus", {1, std::int64_t{1} << 22}, 1, 1024);
   read_shard_and_counts(r, out);
-  const auto array_of = [&](const char* key, auto&& read) { read_objects(r, d, key, read); };
   constexpr spec::NumberRange kNonNegative{0, 1e30};
-  array_of("top", [&](spec::Reader& p) {
+  read_objects(r, d, "top", [&](spec::Reader& p) {
     p.integer("rank", {1, 1 << 20});
     out.top.push_back(Plan{.index = static_cast<std::size_t>(p.integer("index", {0, kMaxCount})),
                            .strategy = p.string("strategy"),
@@ -157,7 +156,7 @@ SweepResult sweep_from_json(const nlohmann::json& json, const std::string& sourc
                            .memory_at_risk = p.boolean_or("memory_at_risk", false)});
   });
   if (r.has("simulated"))
-    array_of("simulated", [&](spec::Reader& p) {
+    read_objects(r, d, "simulated", [&](spec::Reader& p) {
       out.simulated.push_back(Plan{.index = static_cast<std::size_t>(p.integer("index", {0, kMaxCount})),
                                    .strategy = p.string("strategy"),
                                    .gpus = p.integer("gpus", {1, std::int64_t{1} << 22}),
@@ -166,7 +165,7 @@ SweepResult sweep_from_json(const nlohmann::json& json, const std::string& sourc
                                    .bound = p.has("bound") ? p.number("bound", {0, 1e30}) : 0.0});
     });
   out.exhaustive = r.boolean_or("exhaustive", false);
-  array_of("pruned", [&](spec::Reader& f) {
+  read_objects(r, d, "pruned", [&](spec::Reader& f) {
     out.pruned.push_back(
         PrunedFamily{.reason = f.string("reason"),
                      .count = f.integer("count", {1, kMaxCount}),
