@@ -375,6 +375,11 @@ case('megatron-contradictory-flags', f'run -t {T} -w {W} --megatron-args @launch
      {'launch.sh': '--tensor-model-parallel-size 8 --bf16 --fp16\n'})
 case('megatron-inline-bad-value', f'run -t {T} -w {W} -s megatron:--micro-batch-size=0', 2,
      'error: -s megatron:"--micro-batch-size=0": --micro-batch-size 0: expected an integer in [1, 1073741824]')
+case('megatron-ce-impl-without-fusion', f'run -t {T} -w {W} -s megatron:--cross-entropy-fusion-impl=te', 2,
+     'error: -s megatron:"--cross-entropy-fusion-impl=te": --cross-entropy-fusion-impl needs --cross-entropy-loss-fusion')
+case('megatron-ce-impl-unknown', f'run -t {T} -w {W} --megatron-args @launch.sh', 2,
+     'error: --megatron-args @launch.sh: --cross-entropy-fusion-impl linear: expected one of native, te',
+     {'launch.sh': '--cross-entropy-loss-fusion --cross-entropy-fusion-impl linear\n'})
 # a model given by Megatron's arguments: Megatron's own consistency checks (arguments.py)
 MODEL_ARGS = ('--vocab-size 32000 --num-layers 32 --hidden-size 4096 --seq-length 4096 --global-batch-size 1024 '
               '--micro-batch-size 1 --bf16')

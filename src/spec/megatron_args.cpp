@@ -48,7 +48,7 @@ constexpr std::array<std::string_view, 29> kCostFreeArgPrefixes{"--lr",
                                                                 "--layernorm-epsilon",
                                                                 "--timing-",
                                                                 "--use-checkpoint-args"};
-constexpr std::array<std::string_view, 20> kCostFreeArgs{"--use-mcore-models",
+constexpr std::array<std::string_view, 19> kCostFreeArgs{"--use-mcore-models",
                                                          "--transformer-impl",
                                                          "--mock-data",
                                                          "--dataloader-type",
@@ -62,7 +62,6 @@ constexpr std::array<std::string_view, 20> kCostFreeArgs{"--use-mcore-models",
                                                          "--bias-swiglu-fusion",
                                                          "--bias-gelu-fusion",
                                                          "--masked-softmax-fusion",
-                                                         "--cross-entropy-loss-fusion",
                                                          "--use-dist-ckpt",
                                                          "--dist-ckpt-format",
                                                          "--manual-gc",
@@ -332,6 +331,18 @@ void read_precision_args(Args& a, LaunchConfig& out) {
     a.problem("--fp8-recipe needs --fp8-format");
   }
   if (a.flag("--accumulate-allreduce-grads-in-fp32")) s["grad_reduce_dtype"] = "fp32";
+  if (a.flag("--fp8-param-gather")) s["fp8_param_gather"] = "on";
+}
+
+// The loss: Megatron's cross entropy, the fused one (--cross-entropy-loss-fusion) holding what the
+// unfused one holds (an fp32 copy of the logits turned into the softmax) unless its implementation is
+// Transformer Engine's, which writes the gradient into the logits (arguments.py:
+// --cross-entropy-fusion-impl, 'native' or 'te', default 'native').
+void read_loss_args(Args& a, nlohmann::json& s) {
+  const bool fusion = a.flag("--cross-entropy-loss-fusion");
+  const auto impl = a.word("--cross-entropy-fusion-impl", {"native", "te"});
+  if (impl && !fusion) a.problem("--cross-entropy-fusion-impl needs --cross-entropy-loss-fusion");
+  if (fusion) s["loss"] = impl == "te" ? "fused_inplace" : "vocab_parallel";
 }
 
 }  // namespace
@@ -378,6 +389,7 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
   if (a.flag("--grad-reduce-in-bf16")) s["grad_reduce_dtype"] = "bf16";
   read_recompute_args(a, s);
   read_precision_args(a, out);
+  read_loss_args(a, s);
   if (const auto optimizer = a.word("--optimizer", {"adam", "sgd"})) out.training.optimizer = *optimizer;
   out.training.seq_len = a.integer("--seq-length", {1, 1 << 24});
   out.training.global_batch = a.integer("--global-batch-size", {1, 1 << 30});

@@ -328,6 +328,8 @@ TEST_CASE("Megatron-LM's example scripts: bash arrays, variables and conditional
   CHECK(llama.strategy.at("overlap_grad_reduce") == "on");
   CHECK(llama.strategy.at("overlap_param_gather") == "on");
   CHECK(llama.strategy.at("grad_reduce_dtype") == "bf16");
+  CHECK(llama.strategy.at("fp8_param_gather") == "on");
+  CHECK(llama.strategy.at("loss") == "vocab_parallel");  // --cross-entropy-loss-fusion, impl 'native'
   CHECK(llama.training.seq_len == 8192);
   CHECK(llama.training.global_batch == 128);
   CHECK(llama.training.dtype == "bf16");

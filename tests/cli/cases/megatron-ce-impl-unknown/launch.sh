@@ -1,0 +1,1 @@
+--cross-entropy-loss-fusion --cross-entropy-fusion-impl linear
