@@ -5,8 +5,7 @@
 
 namespace trainsim::sim {
 
-const std::vector<double>& MaxMinSolver::solve(std::span<const std::vector<LinkShare>* const> flows) {
-  constexpr double kEps = 1e-12;
+std::size_t MaxMinSolver::number_shared_links(std::span<const std::vector<LinkShare>* const> flows) {
   const std::size_t n = flows.size();
   ++call_;
   // A link that only one flow crosses never limits it below full speed (each load's shares are at
@@ -45,6 +44,10 @@ const std::vector<double>& MaxMinSolver::solve(std::span<const std::vector<LinkS
     first_share_[i + 1] = flow_links_.size();
   }
   ++call_;  // past the exclusive links' mark, so that the next call starts afresh
+  return links;
+}
+
+void MaxMinSolver::index_link_members(std::size_t flows, std::size_t links) {
   residual_.assign(links, 1.0);
   demand_.assign(links, 0.0);
   offsets_.assign(links + 1, 0);
@@ -55,9 +58,16 @@ const std::vector<double>& MaxMinSolver::solve(std::span<const std::vector<LinkS
   for (std::size_t l = 0; l < links; ++l) offsets_[l + 1] += offsets_[l];
   members_.resize(flow_links_.size());
   cursor_.assign(offsets_.begin(), offsets_.end() - 1);
-  for (std::size_t i = 0; i < n; ++i)
+  for (std::size_t i = 0; i < flows; ++i)
     for (std::size_t k = first_share_[i]; k < first_share_[i + 1]; ++k)
       members_[cursor_[flow_links_[k]]++] = static_cast<std::uint32_t>(i);
+}
+
+const std::vector<double>& MaxMinSolver::solve(std::span<const std::vector<LinkShare>* const> flows) {
+  constexpr double kEps = 1e-12;
+  const std::size_t n = flows.size();
+  const std::size_t links = number_shared_links(flows);
+  index_link_members(n, links);
 
   // Every flow still rising runs at the common `level`; it freezes there when one of its links fills.
   rates_.assign(n, 0.0);

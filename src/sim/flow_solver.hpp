@@ -20,6 +20,12 @@ class MaxMinSolver {
   const std::vector<double>& solve(std::span<const std::vector<LinkShare>* const> flows);
 
  private:
+  // Numbers the links two or more flows cross (0, 1, ...) into flow_links_ / flow_shares_, flow by
+  // flow from first_share_; returns how many.
+  std::size_t number_shared_links(std::span<const std::vector<LinkShare>* const> flows);
+  // The residual capacity, the demand and the flows (CSR) of each shared link.
+  void index_link_members(std::size_t flows, std::size_t links);
+
   std::vector<std::uint64_t> stamp_;  // per link id: the round that last saw it
   std::vector<std::size_t> local_;    // per link id: flows on it, then its index among shared links
   std::uint64_t call_ = 0;

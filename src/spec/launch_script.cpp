@@ -25,7 +25,7 @@ struct Token {
 };
 
 // Commands that leave the launch command alone (no variable of the script changes).
-constexpr std::array<std::string_view, 16> kHarmless{"mkdir", "echo",  "printf", "set",   "cd",   "true",
+constexpr std::array<std::string_view, 16> kHarmless{"mkdir", "echo",  "printf", "set",        "cd",   "true",
                                                      ":",     "sleep", "ulimit", "nvidia-smi", "date", "hostname",
                                                      "rm",    "touch", "cp",     "ln"};
 
@@ -50,86 +50,95 @@ class Script {
   }
 
   // ---- tokens: words with their quoting kept, operators, line ends
-  void tokenize() {
+  struct Lexer {
     std::size_t i = 0;
     int line = 1;
     std::string word;
     bool in_word = false;
     int word_line = 1;
-    const auto end_word = [&] {
-      if (in_word) tokens_.push_back({Token::Word, std::move(word), word_line});
-      word.clear();
-      in_word = false;
-    };
-    const auto take = [&](char c) {
-      if (!in_word) word_line = line;
-      in_word = true;
-      word += c;
-    };
+  };
+
+  void end_word() {
+    if (lex_.in_word) tokens_.push_back({Token::Word, std::move(lex_.word), lex_.word_line});
+    lex_.word.clear();
+    lex_.in_word = false;
+  }
+  void take(char c) {
+    if (!lex_.in_word) lex_.word_line = lex_.line;
+    lex_.in_word = true;
+    lex_.word += c;
+  }
+  // Takes text_[i] on to the bracket that closes the one there (counting lines), kept whole;
+  // false where the text ends first.
+  bool take_bracketed(char open, char close) {
+    auto& i = lex_.i;
+    int depth = 0;
+    do {
+      if (text_[i] == open) ++depth;
+      if (text_[i] == close) --depth;
+      if (text_[i] == '\n') ++lex_.line;
+      take(text_[i++]);
+    } while (depth > 0 && i < text_.size());
+    return depth == 0;
+  }
+  // A quoted string from its opening quote to its closing one, kept whole.
+  void take_quoted(char quote) {
+    auto& i = lex_.i;
+    const int start = lex_.line;
+    take(quote);
+    ++i;
+    while (i < text_.size() && text_[i] != quote) {
+      if (quote == '"' && text_[i] == '\\' && i + 1 < text_.size()) take(text_[i++]);
+      if (quote == '"' && text_[i] == '$' && i + 1 < text_.size() && text_[i + 1] == '(') {
+        // a command substitution inside double quotes holds quotes of its own
+        take_bracketed('(', ')');  // unterminated, it runs into the end: an unterminated quote
+        continue;
+      }
+      if (text_[i] == '\n') ++lex_.line;
+      take(text_[i++]);
+    }
+    if (i >= text_.size()) fail(start, fmt::format("unterminated {} quote", quote == '"' ? "double" : "single"));
+    take(text_[i++]);
+  }
+
+  void tokenize() {
+    auto& i = lex_.i;
     while (i < text_.size()) {
       const char c = text_[i];
       if (c == '\\' && i + 1 < text_.size()) {
         if (text_[i + 1] == '\n') {  // a continued line
           i += 2;
-          ++line;
+          ++lex_.line;
           continue;
         }
         take(c);
         take(text_[i + 1]);
         i += 2;
       } else if (c == '\'' || c == '"') {
-        const int start = line;
-        take(c);
-        ++i;
-        while (i < text_.size() && text_[i] != c) {
-          if (c == '"' && text_[i] == '\\' && i + 1 < text_.size()) take(text_[i++]);
-          if (c == '"' && text_[i] == '$' && i + 1 < text_.size() && text_[i + 1] == '(') {
-            // a command substitution inside double quotes holds quotes of its own
-            int depth = 0;
-            do {
-              if (text_[i] == '(') ++depth;
-              if (text_[i] == ')') --depth;
-              if (text_[i] == '\n') ++line;
-              take(text_[i++]);
-            } while (depth > 0 && i < text_.size());
-            continue;
-          }
-          if (text_[i] == '\n') ++line;
-          take(text_[i++]);
-        }
-        if (i >= text_.size()) fail(start, fmt::format("unterminated {} quote", c == '"' ? "double" : "single"));
-        take(text_[i++]);
+        take_quoted(c);
       } else if (c == '$' && i + 1 < text_.size() && (text_[i + 1] == '(' || text_[i + 1] == '{')) {
         // $( ... ), $(( ... )), ${ ... }: up to the matching bracket, kept whole
         const char open = text_[i + 1];
-        const char close = open == '(' ? ')' : '}';
-        const int start = line;
+        const int start = lex_.line;
         take(text_[i++]);
-        int depth = 0;
-        do {
-          if (text_[i] == open) ++depth;
-          if (text_[i] == close) --depth;
-          if (text_[i] == '\n') ++line;
-          take(text_[i++]);
-        } while (depth > 0 && i < text_.size());
-        if (depth > 0) fail(start, fmt::format("unterminated ${}", open));
+        if (!take_bracketed(open, open == '(' ? ')' : '}')) fail(start, fmt::format("unterminated ${}", open));
       } else if (c == '`') {
-        fail(line, "command substitution with backquotes is not supported");
-      } else if (c == '#' && !in_word) {
+        fail(lex_.line, "command substitution with backquotes is not supported");
+      } else if (c == '#' && !lex_.in_word) {
         while (i < text_.size() && text_[i] != '\n') ++i;
       } else if (c == ' ' || c == '\t' || c == '\r') {
         end_word();
         ++i;
       } else if (c == '\n') {
         end_word();
-        tokens_.push_back({Token::Newline, "\n", line});
-        ++line;
+        tokens_.push_back({Token::Newline, "\n", lex_.line});
+        ++lex_.line;
         ++i;
       } else if (c == ';' || c == '|' || c == '&' || c == '(' || c == ')' || c == '<' || c == '>') {
         end_word();
         std::string op(1, c);
         if ((c == '|' || c == '&' || c == ';') && i + 1 < text_.size() && text_[i + 1] == c) op += text_[++i];
-        tokens_.push_back({Token::Op, op, line});
+        tokens_.push_back({Token::Op, op, lex_.line});
         ++i;
       } else {
         take(c);
@@ -151,7 +160,8 @@ class Script {
     std::size_t i = 0;
     while (i < tokens_.size()) {
       std::vector<Token> statement;
-      while (i < tokens_.size() && tokens_[i].kind != Token::Newline && !(tokens_[i].kind == Token::Op && tokens_[i].text == ";")) {
+      while (i < tokens_.size() && tokens_[i].kind != Token::Newline &&
+             !(tokens_[i].kind == Token::Op && tokens_[i].text == ";")) {
         // an array assignment's elements run on to its closing parenthesis, across lines
         if (tokens_[i].kind == Token::Op && tokens_[i].text == "(" && !statement.empty() &&
             statement.back().kind == Token::Word && statement.back().text.ends_with('=')) {
@@ -253,8 +263,10 @@ class Script {
         auto v = expand(value, false);
         auto& slot = variables_[name];
         const auto text = v.empty() ? std::string() : v.front();
-        if (append && !slot.empty()) slot.front() += text;
-        else slot = {text};
+        if (append && !slot.empty())
+          slot.front() += text;
+        else
+          slot = {text};
         ++k;
       }
     }
@@ -357,13 +369,20 @@ class Script {
       const auto x = integer(a[0], line);
       const auto y = integer(a[2], line);
       const auto& op = a[1];
-      if (op == "-eq") r = x == y;
-      else if (op == "-ne") r = x != y;
-      else if (op == "-lt") r = x < y;
-      else if (op == "-le") r = x <= y;
-      else if (op == "-gt") r = x > y;
-      else if (op == "-ge") r = x >= y;
-      else fail(line, fmt::format("test operator {} is not supported", op));
+      if (op == "-eq")
+        r = x == y;
+      else if (op == "-ne")
+        r = x != y;
+      else if (op == "-lt")
+        r = x < y;
+      else if (op == "-le")
+        r = x <= y;
+      else if (op == "-gt")
+        r = x > y;
+      else if (op == "-ge")
+        r = x >= y;
+      else
+        fail(line, fmt::format("test operator {} is not supported", op));
     } else {
       fail(line, fmt::format("test \"{}\" is not supported", fmt::join(a, " ")));
     }
@@ -421,7 +440,8 @@ class Script {
         ++i;
         f.add("", true);
         while (i < raw.size() && raw[i] != '"') {
-          if (raw[i] == '\\' && i + 1 < raw.size() && std::string_view("$\"\\`").find(raw[i + 1]) != std::string_view::npos) {
+          if (raw[i] == '\\' && i + 1 < raw.size() &&
+              std::string_view("$\"\\`").find(raw[i + 1]) != std::string_view::npos) {
             f.add(std::string_view(raw).substr(i + 1, 1), true);
             i += 2;
           } else if (raw[i] == '$') {
@@ -451,8 +471,10 @@ class Script {
   // One $ expansion at raw[i]; returns the index after it.
   std::size_t dollar(const std::string& raw, std::size_t i, Fields& f, bool quoted, bool split) {
     const auto put = [&](const std::string& s) {
-      if (quoted || !split) f.add(s, quoted);
-      else f.split_add(s);
+      if (quoted || !split)
+        f.add(s, quoted);
+      else
+        f.split_add(s);
     };
     if (raw.compare(i, 3, "$((") == 0) {
       int depth = 0;
@@ -466,7 +488,8 @@ class Script {
       put(std::to_string(arithmetic(expr)));
       return end + 1;
     }
-    if (raw.compare(i, 2, "$(") == 0) fail(line_, fmt::format("command substitution {} is not supported", raw.substr(i)));
+    if (raw.compare(i, 2, "$(") == 0)
+      fail(line_, fmt::format("command substitution {} is not supported", raw.substr(i)));
     if (raw.compare(i, 2, "${") == 0) {
       const auto end = matching_brace(raw, i + 1);
       const auto inner = raw.substr(i + 2, end - i - 2);
@@ -514,8 +537,10 @@ class Script {
     const auto name = inner.substr(0, n);
     const auto rest = inner.substr(n);
     const auto put = [&](const std::string& s) {
-      if (quoted || !split) f.add(s, quoted);
-      else f.split_add(s);
+      if (quoted || !split)
+        f.add(s, quoted);
+      else
+        f.split_add(s);
     };
     if (rest == "[@]" || rest == "[*]") {
       const auto it = variables_.find(name);
@@ -549,8 +574,10 @@ class Script {
       const auto text = d.empty() ? std::string() : d.front();
       if (op == "=") variables_[name] = {text};
       // the default's quotes were its own: a quoted default is one word
-      if (word.find_first_of("\"'") != std::string::npos) f.add(text, true);
-      else put(text);
+      if (word.find_first_of("\"'") != std::string::npos)
+        f.add(text, true);
+      else
+        put(text);
     } else {
       put(value(name));
     }
@@ -625,6 +652,7 @@ class Script {
 
   std::string_view text_;
   const std::string& source_;
+  Lexer lex_;
   std::vector<Token> tokens_;
   std::vector<Frame> frames_;
   std::map<std::string, std::vector<std::string>, std::less<>> variables_;
