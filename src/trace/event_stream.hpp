@@ -5,18 +5,29 @@
 //
 // A Sink has: top_key(key) (a key of the top-level object), in_events() (the current top key
 // names the event list), events_seen(), keep_top(value) (a top-level value other than the list),
-// event(value).
+// event(value, times) (times: the event's "ts" and "dur" read exactly from their decimal text).
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "trace/json_fields.hpp"
 #include "trainsim/util/error.hpp"
 
 namespace trainsim::trace {
 
 using nlohmann::json;
+
+// An event's start and duration in nanoseconds, read from the digits of a fractional "ts" or
+// "dur" rather than through a double (which holds an epoch time in microseconds to 0.25 us only).
+struct ExactTimes {
+  std::optional<std::int64_t> ts_ns;
+  std::optional<std::int64_t> dur_ns;
+};
 
 // Builds one JSON value from SAX callbacks.
 class ValueBuilder {
@@ -28,6 +39,10 @@ class ValueBuilder {
     return std::move(root_);
   }
   void key(std::string k) { key_ = std::move(k); }
+  // Whether the next value is a field of the outermost object (an event's own field).
+  bool at_top_field(std::string_view key) const {
+    return stack_.size() == 1 && stack_.back()->is_object() && key_ == key;
+  }
   void value(json v) {
     if (stack_.empty()) {
       root_ = std::move(v);
@@ -78,7 +93,11 @@ class EventStream : public nlohmann::json_sax<json> {
   bool boolean(bool v) override { return value(v); }
   bool number_integer(number_integer_t v) override { return value(v); }
   bool number_unsigned(number_unsigned_t v) override { return value(v); }
-  bool number_float(number_float_t v, const string_t&) override { return value(v); }
+  bool number_float(number_float_t v, const string_t& text) override {
+    if (in_event_list_ && builder_.at_top_field("ts")) times_.ts_ns = decimal_microseconds_as_ns(text);
+    if (in_event_list_ && builder_.at_top_field("dur")) times_.dur_ns = decimal_microseconds_as_ns(text);
+    return value(v);
+  }
   bool string(string_t& v) override { return value(std::move(v)); }
   bool binary(binary_t& v) override { return value(json::binary(std::move(v))); }
 
@@ -143,9 +162,10 @@ class EventStream : public nlohmann::json_sax<json> {
   }
   void deliver() {
     if (!builder_.done()) return;
-    if (in_event_list_)
-      reader_.event(builder_.take());
-    else
+    if (in_event_list_) {
+      reader_.event(builder_.take(), times_);
+      times_ = {};
+    } else
       reader_.keep_top(builder_.take());
   }
 
@@ -153,6 +173,7 @@ class EventStream : public nlohmann::json_sax<json> {
   Sink& reader_;
   const std::string& path_;
   ValueBuilder builder_;
+  ExactTimes times_;
   int depth_ = 0;
   bool in_event_list_ = false;
 };

@@ -67,9 +67,9 @@ class TraceReader {
 
   // A `[memory]` instant event: kept when it is a CUDA device's (args "Device Type" 1) and carries
   // the allocator's totals; others (the CPU's, malformed ones) are counted as skipped.
-  void memory_event(const json& e) {
+  void memory_event(const json& e, const ExactTimes& times) {
     const auto args = e.find("args");
-    const auto ts = event_nanoseconds(e.find("ts"), e.end());
+    const auto ts = event_nanoseconds(e.find("ts"), e.end(), kMaxEventStartUs, times.ts_ns);
     if (args == e.end() || !args->is_object() || !ts) {
       ++skipped_;
       return;
@@ -84,7 +84,7 @@ class TraceReader {
     out_.memory.push_back({*ts, as_int(*allocated, 0), as_int(*reserved, 0)});
   }
 
-  void event(const json& e) {
+  void event(const json& e, const ExactTimes& times) {
     ++out_.events;
     if (!e.is_object()) {
       ++ignored_["(not an object)"];
@@ -93,14 +93,14 @@ class TraceReader {
     const auto ph = string_of(e, "ph");
     const auto cat = string_of(e, "cat");
     if (ph != "X") {
-      if ((ph == "i" || ph == "I") && string_of(e, "name") == "[memory]") memory_event(e);
+      if ((ph == "i" || ph == "I") && string_of(e, "name") == "[memory]") memory_event(e, times);
       if (ph != "M" && ph != "f" && ph != "s" && ph != "i" && ph != "I" && ph != "t") ++ignored_["ph " + ph];
       return;
     }
     const auto ts = e.find("ts");
     const auto dur = e.find("dur");
-    const auto start_ns = event_nanoseconds(ts, e.end());
-    const auto dur_ns = event_nanoseconds(dur, e.end(), 1e12);
+    const auto start_ns = event_nanoseconds(ts, e.end(), kMaxEventStartUs, times.ts_ns);
+    const auto dur_ns = event_nanoseconds(dur, e.end(), kMaxEventDurationUs, times.dur_ns);
     if (!start_ns || !dur_ns || *dur_ns < 0) {
       ++skipped_;
       return;

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/paths.hpp"
+#include "trace/json_fields.hpp"
 #include "trainsim/spec/calibration_spec.hpp"
 #include "trainsim/trace/analysis.hpp"
 #include "trainsim/util/error.hpp"
@@ -552,4 +553,38 @@ TEST_CASE("a trace whose rank is an empty string says the rank is unknown, never
   CHECK(t.rank == -1);
   REQUIRE_FALSE(t.warnings.empty());
   CHECK(t.warnings.back() == "distributedInfo rank is \"\", not a rank number: unknown");
+}
+
+TEST_CASE("fractional timestamps are read to the nanosecond, not through a double") {
+  // a double holds 1.7e15 microseconds to 0.25 us: 1700000000000000.001 and .999 would read as
+  // 1700000000000000 and 1700000000000001
+  CHECK(trace::decimal_microseconds_as_ns("1700000000000000.001") == 1'700'000'000'000'000'001);
+  CHECK(trace::decimal_microseconds_as_ns("1700000000000000.999") == 1'700'000'000'000'000'999);
+  CHECK(trace::decimal_microseconds_as_ns("12.5") == 12'500);
+  CHECK(trace::decimal_microseconds_as_ns("0.0004") == 0);  // below a nanosecond: rounded
+  CHECK(trace::decimal_microseconds_as_ns("0.0005") == 1);
+  CHECK(trace::decimal_microseconds_as_ns("-2.25") == -2'250);
+  CHECK(trace::decimal_microseconds_as_ns("1.5e3") == 1'500'000);
+  CHECK(trace::decimal_microseconds_as_ns("1.700000000000000001E+15") == 1'700'000'000'000'000'001);
+  CHECK(trace::decimal_microseconds_as_ns("0.000") == 0);
+  CHECK(trace::decimal_microseconds_as_ns("100000000000000000000.0") == std::nullopt);   // past int64 ns
+  CHECK(trace::decimal_microseconds_as_ns("1.2345678901234567890123") == std::nullopt);  // past a uint64
+  CHECK(trace::decimal_microseconds_as_ns("1e999") == std::nullopt);
+  CHECK(trace::decimal_microseconds_as_ns("abc") == std::nullopt);
+
+  // the same in a trace, written as Kineto writes it (three decimals)
+  const auto dir = fs::temp_directory_path() / "trainsim-trace-test";
+  fs::create_directories(dir);
+  const auto path = (dir / "fractional.json").string();
+  std::ofstream(path) << R"({"traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 1700000000000000.001, "dur": 0.5,
+     "args": {"stream": 7, "correlation": 1, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 1700000000000000.999, "dur": 1.25,
+     "args": {"stream": 7, "correlation": 2, "device": 0}}]})";
+  const auto t = trace::read_trace(path);
+  REQUIRE(t.gpu.size() == 2);
+  CHECK(t.base_ns + t.gpu[0].start_ns == 1'700'000'000'000'000'001);
+  CHECK(t.gpu[1].start_ns - t.gpu[0].start_ns == 998);
+  CHECK(t.gpu[0].dur_ns == 500);
+  CHECK(t.gpu[1].dur_ns == 1'250);
 }
