@@ -22,8 +22,10 @@ struct SearchLimits {
   std::int64_t min_tokens_per_cp_rank = 4096;
   // virtual stages per device: Megatron-LM's examples use 2–8 chunks.
   int max_vpp = 8;
-  // micro-batch sizes, in sequences: beyond 16 activations dominate memory for any LLM.
-  std::int64_t max_mb = 16;
+  // micro-batch sizes, in sequences: every one that divides a rank's share of the batch up to
+  // this (llm-foundry's 125M model ran 128 sequences of 512 tokens per GPU; larger ones the
+  // analytic memory check prunes)
+  std::int64_t max_mb = 128;
   // degrees are enumerated as powers of two up to this (the job rules reject larger ones anyway)
   std::int64_t max_degree = 1 << 20;
 };
@@ -156,8 +158,10 @@ std::vector<DataChoice> data_choices(const spec::WorkloadSpec& w, std::int64_t d
                                      const Pins& p) {
   const auto& f = p.fixed;
   const auto batch = w.training.global_batch;
+  // every micro-batch that divides a data-parallel rank's share of the batch, not only powers of
+  // two: runs at the edge of memory use 6, 12 or 13 sequences (llm-foundry's tables)
   std::vector<std::int64_t> mbs;
-  for (std::int64_t b = 1; b <= kLimits.max_mb; b *= 2)
+  for (std::int64_t b = 1; b <= kLimits.max_mb; ++b)
     if (batch % (dp * b) == 0) mbs.push_back(b);
   if (mbs.empty()) mbs.push_back(1);  // rejected by the job rules, reported as such
   // Flash attention never stores the attention scores, which is all selective recomputation saves.

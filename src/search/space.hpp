@@ -26,9 +26,10 @@ struct Candidate {
 //  - schedule: 1F1B, ZB-H1, and interleaved with every vpp from 2 to 8 that divides a stage's
 //    layers, when the micro-batches come in groups of pp as Megatron-LM needs (GPipe is never
 //    faster than 1F1B and holds more: pin it to see it);
-//  - zero 0–3 (0 only without data parallelism); mb powers of two up to 16 dividing the batch per
-//    replica; recompute none and full (and selective with attention=unfused: flash attention
-//    already keeps no scores, which is all selective recomputation saves).
+//  - zero 0–3 (0 only without data parallelism); mb every size up to 128 dividing the batch per
+//    replica (not only powers of two: runs at the edge of memory take 6, 12 or 18); recompute none and full (and
+//    selective with attention=unfused: flash attention already keeps no scores, which is all selective recomputation
+//    saves).
 std::vector<Candidate> enumerate_space(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload,
                                        const SweepOptions& options);
 

@@ -338,6 +338,18 @@ TEST_CASE("a plan in the memory headroom is ranked and flagged, not pruned") {
   CHECK(flagged);
 }
 
+TEST_CASE("micro-batches: every size that divides a replica's batch, not only powers of two") {
+  // 288 sequences over 16 replicas: 18 each, so 1, 2, 3, 6, 9 and 18 (llm-foundry's MPT-350M run
+  // used 18, below)
+  const auto cluster = spec::load_cluster_spec(test::source_path("topologies/a100-40gb-roce.json"));
+  const auto workload = test::tiny_gpt(8, 288);
+  auto options = options_for({16});
+  options.fixed = spec::parse_inline_strategy("tp=1,pp=1,cp=1,zero=3,recompute=full", "--fix");
+  std::set<std::int64_t> mbs;
+  for (const auto& c : search::enumerate_space(cluster, workload, options)) mbs.insert(c.strategy.mb);
+  CHECK(mbs == std::set<std::int64_t>{1, 2, 3, 6, 9, 18});
+}
+
 TEST_CASE("a sweep at the edge of memory keeps the plan that ran") {
   // llm-foundry's MPT-350M on 16 A100 40GB at sequence 2,048 ran FSDP with 18 sequences per GPU and no
   // checkpointing (tests/reference/llmfoundry_benchmarks.json, A100 40GB table): 96% of the device
@@ -350,7 +362,9 @@ TEST_CASE("a sweep at the edge of memory keeps the plan that ran") {
         "training": {"seq_len": 2048, "global_batch": 288, "dtype": "bf16", "optimizer": "adamw"}})"),
       "mpt-350m");
   auto options = options_for({16}, 1000);
-  options.fixed = spec::parse_inline_strategy("framework=composer,tp=1,pp=1,cp=1,zero=3,mb=18", "--fix");
+  // the micro-batch left free: the search enumerates 18 (a divisor of the 18 sequences per GPU, not
+  // a power of two) and ranks it
+  options.fixed = spec::parse_inline_strategy("framework=composer,tp=1,pp=1,cp=1,zero=3", "--fix");
   options.exhaustive = true;
   const auto r = run_sweep(cluster, workload, options);
   const auto ran = std::find_if(r.top.begin(), r.top.end(),
