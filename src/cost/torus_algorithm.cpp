@@ -1,7 +1,9 @@
 // Dimension-ordered rings on a torus (TPU-style): all-reduce = reduce-scatter along every dimension
 // in turn, each on bidirectional rings (half the data each way), then all-gather in reverse order.
-// Dimension i works on S_i = S / (n_1···n_{i−1}) bytes: time ≈ Σ_i 2·(n_i−1)/n_i · S_i / (2B) +
-// latencies. The group must span whole dimensions (or one coordinate of the others).
+// Over k dimensions the payload goes in k parts, each taking the dimensions in its own rotated
+// order, so every step keeps all k dimensions' links busy. On a cube of side n: reduce-scatter
+// ≈ (n−1)/n · (1 + 1/n + ...) · S / (2kB) + latencies. The group must span whole dimensions (or
+// one coordinate of the others).
 #include <numeric>
 
 #include <fmt/format.h>
@@ -50,6 +52,30 @@ std::optional<TorusShape> torus_shape(const Group& group, const spec::TorusNetwo
   return s;
 }
 
+// Every ring of the group along dimension `dim` (one per set of the other coordinates), both
+// directions carrying `per_hop` bytes per payload byte; returns the slowest hop's latency.
+Duration add_dimension_rings(LoadAccumulator& acc, const Group& group, const std::vector<int>& dims, int dim,
+                             double per_hop) {
+  const auto k = static_cast<std::size_t>(dim);
+  const int n = dims[k];
+  Duration hop = Duration::zero();
+  for (const auto d : group.devices) {
+    auto c = coords(d.value, dims);
+    if (c[k] != 0) continue;  // one line per set of other coordinates
+    for (int i = 0; i < n; ++i) {
+      auto here = c;
+      auto next = c;
+      here[k] = i;
+      next[k] = (i + 1) % n;
+      const topo::DeviceId a{device_id(here, dims)};
+      const topo::DeviceId b{device_id(next, dims)};
+      hop = std::max(hop, acc.add_flow(a, b, per_hop));
+      acc.add_flow(b, a, per_hop);
+    }
+  }
+  return hop;
+}
+
 class TorusAlgorithm final : public CollectiveAlgorithm {
  public:
   std::string_view name() const override { return "torus"; }
@@ -65,35 +91,31 @@ class TorusAlgorithm final : public CollectiveAlgorithm {
     if (!shape) return std::nullopt;
 
     CollectivePlan plan{.algorithm = "torus", .kind = kind, .ranks = group.size(), .channels = tuning.channels};
+    // The payload in as many parts as the group spans dimensions, part j taking them in the order
+    // active[j], active[j+1], ...: at every step each dimension's rings carry one part, so all the
+    // links work at once and the bandwidth grows with the dimensions spanned, as XLA runs a
+    // collective over several torus axes (docs/model.md "Collectives").
+    const std::size_t k = shape->active.size();
+    std::vector<double> share(k, 1.0 / static_cast<double>(k));  // of the payload part j works on next
     std::vector<Phase> reduce_scatter;
-    double share = 1.0;  // of the payload each dimension works on
-    for (const int k : shape->active) {
-      const int n = shape->dims[static_cast<std::size_t>(k)];
-      const double per_hop = (n - 1.0) / n * share / 2;  // each direction carries half
+    for (std::size_t step = 0; step < k; ++step) {
       LoadAccumulator acc(topo);
-      Duration hop = Duration::zero();
-      for (const auto d : group.devices) {
-        auto c = coords(d.value, shape->dims);
-        if (c[static_cast<std::size_t>(k)] != 0) continue;  // one line per set of other coordinates
-        for (int i = 0; i < n; ++i) {
-          auto here = c;
-          auto next = c;
-          here[static_cast<std::size_t>(k)] = i;
-          next[static_cast<std::size_t>(k)] = (i + 1) % n;
-          const topo::DeviceId a{device_id(here, shape->dims)};
-          const topo::DeviceId b{device_id(next, shape->dims)};
-          hop = std::max(hop, acc.add_flow(a, b, per_hop));
-          acc.add_flow(b, a, per_hop);
-        }
+      Phase phase{.description =
+                      fmt::format("step {} of {}: rings both ways along every spanned dimension at once", step + 1, k)};
+      Duration latency = Duration::zero();
+      for (std::size_t j = 0; j < k; ++j) {
+        const int dim = shape->active[(j + step) % k];
+        const int n = shape->dims[static_cast<std::size_t>(dim)];
+        const Duration hop = add_dimension_rings(acc, group, shape->dims, dim, (n - 1.0) / n * share[j] / 2);
+        latency = std::max(latency, hop * (n - 1));
+        phase.bus_bytes_per_byte += (n - 1.0) / n * share[j];
+        phase.pipeline_steps = std::max(phase.pipeline_steps, n - 1);
+        if (j == 0) phase.chunk_divisor = 2.0 * n / share[j];
+        share[j] /= n;
       }
-      Phase phase{.description = fmt::format("dimension {}: rings of {} both ways", k, n),
-                  .bus_bytes_per_byte = (n - 1.0) / n * share,
-                  .latency = hop * (n - 1),
-                  .pipeline_steps = n - 1,
-                  .chunk_divisor = 2.0 * n / share};
+      phase.latency = latency;
       finish_phase(phase, acc, topo);
       reduce_scatter.push_back(phase);
-      share /= n;
     }
     if (rs) plan.phases = reduce_scatter;
     if (ag) plan.phases.insert(plan.phases.end(), reduce_scatter.rbegin(), reduce_scatter.rend());

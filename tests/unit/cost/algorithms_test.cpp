@@ -62,6 +62,24 @@ TEST_CASE("a torus ring along one dimension uses both directions") {
   CHECK(plan->phases[0].seconds_per_byte + plan->phases[1].seconds_per_byte == doctest::Approx(expected));
 }
 
+TEST_CASE("a torus all-reduce over two dimensions keeps both dimensions' links busy at every step") {
+  // 8 × 8, 50 GB/s per direction at 0.9: half the payload reduces along x then y, the other half
+  // along y then x, each ring both ways. Reduce-scatter: (n−1)/n · (1 + 1/n) · S / (2 parts · 2
+  // directions · B), twice for the all-reduce; twice as fast as one dimension after the other.
+  test::CostFixture f(test::torus_cluster({8, 8}, true));
+  const auto* plan = f.model.plan(CollectiveKind::AllReduce, f.model.intern(test::devices(0, 64)), "torus");
+  REQUIRE(plan);
+  REQUIRE(plan->phases.size() == 4);
+  double seconds_per_byte = 0;
+  for (const auto& p : plan->phases) seconds_per_byte += p.seconds_per_byte;
+  const double b = 50e9 * 0.9;
+  CHECK(seconds_per_byte == doctest::Approx(2 * (7.0 / 8) * (1 + 1.0 / 8) / (2 * 2 * b)));
+  // every link of the torus carries the same load in the first step (both dimensions at once)
+  const auto& first = plan->phases.front().loads;
+  CHECK(first.size() == 64 * 4);
+  for (const auto& l : first) CHECK(l.bytes_per_byte == doctest::Approx(first.front().bytes_per_byte));
+}
+
 TEST_CASE("hierarchical all-reduce puts 1/ppn of the data on each rail") {
   test::CostFixture f(spec::load_cluster_spec(test::topology("dgx-a100-superpod")));
   const auto* plan = f.model.plan(CollectiveKind::AllReduce, f.model.intern(test::devices(0, 32)), "hier");
