@@ -315,11 +315,11 @@ def at_scale():
             # 322 and 358 GB/s)
             e = {"measured": row["busbw_GBps"] * 1e9, "tolerance": 0.20}
             # known gaps by regime, each a behaviour still to model (docs/validation.md)
-            if b <= (64 << 20):
+            if b <= (8 << 20):
                 e["known_gap"] = True
-                e["note"] = ("mid-size all-reduce (1-64 MiB) across nodes: nccl-tests measure up to 3x the time NCCL's own "
-                             "latency and bandwidth model gives, which trainsim follows, worse with more nodes; the "
-                             "per-chunk network overhead is not modelled")
+                e["note"] = ("1-8 MiB across nodes: the clusters disagree (1 MiB on 4 nodes 82 and 317 us; 8 MiB on 8 "
+                             "nodes slower than 64 MiB) and the model, with NCCL's per-step network costs, sits at the "
+                             "fast end, 2 nodes at 1 MiB 1.6-2.3x fast")
             elif nodes == 2 and not forced:
                 e["known_gap"] = True
                 e["note"] = ("two nodes: NVLSTree's measured bus bandwidth passes the NICs' line rate (NVIDIA on "

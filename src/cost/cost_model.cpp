@@ -132,6 +132,7 @@ CollectiveCost CostModel::best_modelled(CollectiveKind kind, GroupId group, Byte
   const auto& algorithms = registry_->all();
   std::optional<CollectiveCost> best;
   for (std::size_t a = 0; a < algorithms.size(); ++a) {
+    if (!algorithms[a]->chosen_by_auto()) continue;
     const auto& p = cached_plan(a, kind, group);
     if (!p) continue;
     auto c = evaluate(*p, bytes, tuning_);

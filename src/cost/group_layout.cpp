@@ -61,14 +61,17 @@ std::vector<LinkLoad> LoadAccumulator::finish() const {
   return out;
 }
 
-Duration add_ring(LoadAccumulator& acc, const std::vector<topo::DeviceId>& order, double scale, Duration intra_floor) {
+Duration add_ring(LoadAccumulator& acc, const std::vector<topo::DeviceId>& order, double scale, Duration intra_floor,
+                  int* network_hops) {
   const auto& topo = acc.topology();
   Duration lap = Duration::zero();
   for (std::size_t i = 0; i < order.size(); ++i) {
     const auto src = order[i];
     const auto dst = order[(i + 1) % order.size()];
     const auto hop = acc.add_flow(src, dst, scale);
-    lap += topo.node_of(src) == topo.node_of(dst) ? std::max(hop, intra_floor) : hop;
+    const bool inside = topo.node_of(src) == topo.node_of(dst);
+    lap += inside ? std::max(hop, intra_floor) : hop;
+    if (!inside && network_hops != nullptr) ++*network_hops;
   }
   return lap;
 }

@@ -39,9 +39,10 @@ class LoadAccumulator {
 };
 
 // A ring over `order` moving `scale` bytes per payload byte along every hop; returns the sum of the
-// hop latencies (one lap), a hop inside a node costing at least `intra_floor`.
+// hop latencies (one lap), a hop inside a node costing at least `intra_floor`; `network_hops` (when
+// given) counts the hops between nodes (Phase::net_steps).
 Duration add_ring(LoadAccumulator& acc, const std::vector<topo::DeviceId>& order, double scale,
-                  Duration intra_floor = Duration::zero());
+                  Duration intra_floor = Duration::zero(), int* network_hops = nullptr);
 
 // Fills a phase's bottleneck from its loads.
 void finish_phase(Phase& phase, const LoadAccumulator& acc, const topo::Topology& topo, double efficiency = 0);

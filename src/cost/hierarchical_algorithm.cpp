@@ -17,6 +17,9 @@ class HierarchicalAlgorithm final : public CollectiveAlgorithm {
   std::string_view description() const override {
     return "intra-node reduce-scatter, inter-node all-reduce per rail, intra-node all-gather";
   }
+  // NCCL runs this shape only as CollNet, with a network-reduction plugin (the `sharp` algorithm);
+  // without one it chooses among its rings and trees, so `auto` does too.
+  bool chosen_by_auto() const override { return false; }
 
   std::optional<CollectivePlan> plan(CollectiveKind kind, const Group& group, const topo::Topology& topo,
                                      const CollectiveTuning& tuning) const override {
@@ -38,7 +41,8 @@ class HierarchicalAlgorithm final : public CollectiveAlgorithm {
                 .bus_bytes_per_byte = 2 * (nodes - 1) / nodes / static_cast<double>(m),
                 .latency = Duration::from_seconds(lap.seconds() * 2 * (nodes - 1) / nodes),
                 .pipeline_steps = 2 * (static_cast<int>(nodes) - 1),
-                .chunk_divisor = nodes * static_cast<double>(m) * channels};
+                .chunk_divisor = nodes * static_cast<double>(m) * channels,
+                .net_steps = 2 * (static_cast<int>(nodes) - 1)};
     finish_phase(inter, inter_acc, topo);
     return CollectivePlan{.algorithm = "hier",
                           .kind = kind,

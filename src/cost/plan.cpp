@@ -46,19 +46,27 @@ namespace {
 double phase_seconds(const Phase& ph, double bytes, int channels, const CollectiveTuning& t, Protocol p,
                      double& latency) {
   const auto& proto = protocol_tuning(t, p);
-  latency += ph.latency.seconds() * proto.latency_factor;
-  double seconds = ph.latency.seconds() * proto.latency_factor;
+  const Duration net_step = p == Protocol::LL      ? t.net_step_overhead_ll
+                            : p == Protocol::LL128 ? t.net_step_overhead_ll128
+                                                   : t.net_step_overhead_simple;
+  const double step_latency = ph.latency.seconds() * proto.latency_factor + ph.net_steps * net_step.seconds();
+  latency += step_latency;
+  double seconds = step_latency;
   double transfer = bytes * ph.seconds_per_byte / proto.bandwidth_factor;
   if (p == Protocol::LL128 && ph.bus_bytes_per_byte > 0)
     transfer = std::max(transfer, bytes * ph.bus_bytes_per_byte / (channels * t.ll128_channel_cap.bytes_per_s));
   seconds += transfer;
-  if (p == Protocol::Simple && ph.pipeline_steps > 1 && ph.seconds_per_byte > 0 && ph.bus_bytes_per_byte > 0) {
+  if (ph.seconds_per_byte > 0 && ph.bus_bytes_per_byte > 0) {
     // Chunks enter the pipeline one step apart: the last leaves (steps − 1) chunk-times after it
-    // would in a perfect stream. A channel's rate is the rank's bus rate over the channels.
+    // would in a perfect stream. A channel's rate is the rank's bus rate over the channels. LL and
+    // LL128 hand lines over as they arrive, but a network step still moves whole chunks.
     const double chunk = std::min(t.simple_chunk.as_double(), bytes / ph.chunk_divisor);
     const double channel_rate = ph.bus_bytes_per_byte / ph.seconds_per_byte / channels;
-    seconds +=
-        static_cast<double>(std::min<std::int64_t>(ph.pipeline_steps, t.max_fill_chunks) - 1) * chunk / channel_rate;
+    if (p == Protocol::Simple && ph.pipeline_steps > 1)
+      seconds +=
+          static_cast<double>(std::min<std::int64_t>(ph.pipeline_steps, t.max_fill_chunks) - 1) * chunk / channel_rate;
+    else if (p != Protocol::Simple && ph.chunked_network)
+      seconds += ph.net_steps * chunk / channel_rate;
   }
   return seconds;
 }

@@ -6,6 +6,7 @@
 // least the proxy's step latency (NCCL src/graph/tuning.cc: max(intraLat, netOverhead) per intra-node
 // step when nNodes > 1), so a ring's latency grows with its ranks, not its nodes.
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -33,19 +34,25 @@ class RingAlgorithm final : public CollectiveAlgorithm {
 
     LoadAccumulator acc(topo);
     Duration lap = Duration::zero();
+    int network_hops = 0;  // per lap (or along the chain)
     const Duration floor = slices.size() > 1 ? tuning.proxy_step_latency : Duration::zero();
     for (int c = 0; c < channels; ++c) {
       auto order = ring_order(slices, c);
+      int hops = 0;
       if (chain) {
         // the root (the group's first device) starts the chain; the hop back into it is unused
         std::rotate(order.begin(), std::find(order.begin(), order.end(), group.devices.front()), order.end());
         Duration path = Duration::zero();
-        for (std::size_t i = 0; i + 1 < order.size(); ++i) path += acc.add_flow(order[i], order[i + 1], per_hop);
+        for (std::size_t i = 0; i + 1 < order.size(); ++i) {
+          path += acc.add_flow(order[i], order[i + 1], per_hop);
+          if (topo.node_of(order[i]) != topo.node_of(order[i + 1])) ++hops;
+        }
         if (c == 0) lap = path;
       } else {
-        const Duration l = add_ring(acc, order, per_hop, floor);
+        const Duration l = add_ring(acc, order, per_hop, floor, &hops);
         if (c == 0) lap = l;
       }
+      if (c == 0) network_hops = hops;
     }
     Phase phase{.description = fmt::format("{} over {} ranks", chain ? "pipelined chain" : "ring", n),
                 .bus_bytes_per_byte = bus_factor(kind, n),
@@ -53,6 +60,7 @@ class RingAlgorithm final : public CollectiveAlgorithm {
                 .chunk_divisor = chain ? channels : n_d * channels};
     // a chunk travels `steps` hops, crossing the ring's links in turn: steps/n laps
     phase.latency = chain ? lap : Duration::from_seconds(lap.seconds() * steps / n_d);
+    phase.net_steps = chain ? network_hops : static_cast<int>(std::lround(network_hops * steps / n_d));
     finish_phase(phase, acc, topo);
     return CollectivePlan{.algorithm = "ring", .kind = kind, .ranks = n, .channels = channels, .phases = {phase}};
   }

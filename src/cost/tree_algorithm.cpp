@@ -58,13 +58,16 @@ class TreeAlgorithm final : public CollectiveAlgorithm {
         acc.add_flow(heads[*parent], heads[i], per_channel);
       }
     }
-    const int depth = static_cast<int>(std::ceil(std::log2(static_cast<double>(slices.size()) + 1)));
+    // a chunk climbs log2(nodes) network steps to the root and comes down as many (NCCL's log2i)
+    const int depth = static_cast<int>(std::floor(std::log2(static_cast<double>(slices.size()))));
     const int chain = static_cast<int>(longest_chain) - 1;
     Phase phase{.description = fmt::format("double binary tree over {} nodes", slices.size()),
                 .bus_bytes_per_byte = bus_factor(kind, group.size()),
                 .latency = (intra * chain + inter * depth) * 2,
                 .pipeline_steps = 2 * (chain + depth),
-                .chunk_divisor = static_cast<double>(channels)};
+                .chunk_divisor = static_cast<double>(channels),
+                .net_steps = 2 * depth,
+                .chunked_network = true};
     finish_phase(phase, acc, topo);
     return CollectivePlan{
         .algorithm = "tree", .kind = kind, .ranks = group.size(), .channels = channels, .phases = {phase}};

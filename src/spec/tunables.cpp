@@ -249,6 +249,17 @@ constexpr std::array kFields{
                                       "NCCL src/graph/tuning.cc: ring latency adds max(intraLat, netOverhead) per "
                                       "intra-node step when nNodes > 1; netOverhead is 1 µs on Intel hosts, ×3 for "
                                       "Simple (v2.18.5-1 to v2.30.7-1; tests/reference/collected/fidelity)"),
+    field<kC, &C::net_step_overhead_ll>(
+        "collectives", "net_step_overhead_ll", TunableKind::Duration, kSmallDuration,
+        "what one network step of a collective costs under LL beyond its links' latency (at LL's latency factor): "
+        "both hosts' network proxies and the hand-over of the chunk",
+        "NCCL src/graph/tuning.cc hwLat[NET][TREE][LL] = 5.0 us, less InfiniBand's 5 us link at 0.14"),
+    field<kC, &C::net_step_overhead_ll128>(
+        "collectives", "net_step_overhead_ll128", TunableKind::Duration, kSmallDuration, "the same under LL128",
+        "NCCL src/graph/tuning.cc hwLat[NET][TREE][LL128] = 8.5 us, less InfiniBand's 5 us link at 0.56"),
+    field<kC, &C::net_step_overhead_simple>(
+        "collectives", "net_step_overhead_simple", TunableKind::Duration, kSmallDuration, "the same under Simple",
+        "NCCL src/graph/tuning.cc hwLat[NET][TREE][SIMPLE] = 14 us, less InfiniBand's 5 us link"),
     field<kC, &C::in_switch_latency>("collectives", "in_switch_latency", TunableKind::Duration, kSmallDuration,
                                      "extra latency of in-switch reduction: multimem set-up and switch reduction",
                                      "NCCL tuning.cc baseLat for NVLS"),

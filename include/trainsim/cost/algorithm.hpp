@@ -1,7 +1,7 @@
 #pragma once
-// Collective algorithms: one seam of polymorphism (docs/architecture.md "Conventions"). Each algorithm lays a collective out
-// on the topology as a size-independent plan, or declines when it does not apply (an in-switch
-// reduction without a reducing switch, a torus algorithm off a torus). Registered by name.
+// Collective algorithms: one seam of polymorphism (docs/architecture.md "Conventions"). Each algorithm lays a
+// collective out on the topology as a size-independent plan, or declines when it does not apply (an in-switch reduction
+// without a reducing switch, a torus algorithm off a torus). Registered by name.
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +19,9 @@ class CollectiveAlgorithm {
   virtual std::string_view description() const = 0;
   virtual std::optional<CollectivePlan> plan(CollectiveKind kind, const Group& group, const topo::Topology& topo,
                                              const CollectiveTuning& tuning) const = 0;
+  // Whether `auto` may choose it: an algorithm the communication library does not run by itself
+  // is priced only when named.
+  virtual bool chosen_by_auto() const { return true; }
 };
 
 class AlgorithmRegistry {

@@ -107,6 +107,12 @@ struct CollectiveTuning {
   // Per-step latency floor of a ring's hops inside a node once the ring spans nodes, under Simple
   // (the other protocols scale it by their latency factor).
   Duration proxy_step_latency = nanoseconds(3'000);
+  // What one network step of a collective costs beyond its links' latency (at the protocol's
+  // latency factor), under each protocol: the proxies on both hosts and the hand-over of the chunk.
+  // NCCL tuning.cc hwLat[NET][TREE] (LL 5.0, LL128 8.5, Simple 14 us) less InfiniBand's 5 us link.
+  Duration net_step_overhead_ll = nanoseconds(4'300);
+  Duration net_step_overhead_ll128 = nanoseconds(5'700);
+  Duration net_step_overhead_simple = nanoseconds(9'000);
   std::vector<CollectiveFit> fits;
   friend bool operator==(const CollectiveTuning&, const CollectiveTuning&) = default;
 };

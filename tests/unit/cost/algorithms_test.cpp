@@ -80,6 +80,28 @@ TEST_CASE("a torus all-reduce over two dimensions keeps both dimensions' links b
   for (const auto& l : first) CHECK(l.bytes_per_byte == doctest::Approx(first.front().bytes_per_byte));
 }
 
+TEST_CASE("a tree's network step costs what NCCL's tuning model gives it") {
+  // NCCL src/graph/tuning.cc hwLat[NET][TREE]: 5.0 us (LL), 8.5 (LL128), 14 (Simple) per network
+  // step. From 2 nodes to 4 a double binary tree grows one level: two more network steps, up and
+  // down, with the same chains inside the nodes.
+  test::CostFixture f(spec::load_cluster_spec(test::topology("dgx-h100-superpod")));
+  const auto two = f.model.cost(AllReduce{kib(1)}, test::devices(0, 16), "tree");
+  const auto four = f.model.cost(AllReduce{kib(1)}, test::devices(0, 32), "tree");
+  REQUIRE(two.protocol == Protocol::LL);
+  REQUIRE(four.protocol == Protocol::LL);
+  // 2 steps × 5.0 us, within the switch hops' few hundred nanoseconds the two layouts differ by
+  CHECK((four.time - two.time).seconds() / 2 == doctest::Approx(5.0e-6).epsilon(0.1));
+}
+
+TEST_CASE("auto never picks an algorithm NCCL does not run by itself; naming it still prices it") {
+  test::CostFixture f(spec::load_cluster_spec(test::topology("dgx-h100-superpod")));
+  for (const auto bytes : {kib(64), mib(1), mib(8), mib(64), gib(1)}) {
+    CAPTURE(bytes.count);
+    CHECK(f.model.cost(AllReduce{bytes}, test::devices(0, 16)).algorithm != "hier");
+    CHECK(f.model.cost(AllReduce{bytes}, test::devices(0, 16), "hier").algorithm == "hier");
+  }
+}
+
 TEST_CASE("hierarchical all-reduce puts 1/ppn of the data on each rail") {
   test::CostFixture f(spec::load_cluster_spec(test::topology("dgx-a100-superpod")));
   const auto* plan = f.model.plan(CollectiveKind::AllReduce, f.model.intern(test::devices(0, 32)), "hier");
