@@ -38,21 +38,19 @@ class RingAlgorithm final : public CollectiveAlgorithm {
     const Duration floor = slices.size() > 1 ? tuning.proxy_step_latency : Duration::zero();
     for (int c = 0; c < channels; ++c) {
       auto order = ring_order(slices, c);
-      int hops = 0;
       if (chain) {
         // the root (the group's first device) starts the chain; the hop back into it is unused
         std::rotate(order.begin(), std::find(order.begin(), order.end(), group.devices.front()), order.end());
         Duration path = Duration::zero();
         for (std::size_t i = 0; i + 1 < order.size(); ++i) {
           path += acc.add_flow(order[i], order[i + 1], per_hop);
-          if (topo.node_of(order[i]) != topo.node_of(order[i + 1])) ++hops;
+          if (c == 0 && topo.node_of(order[i]) != topo.node_of(order[i + 1])) ++network_hops;
         }
         if (c == 0) lap = path;
       } else {
-        const Duration l = add_ring(acc, order, per_hop, floor, &hops);
+        const Duration l = add_ring(acc, order, per_hop, floor, c == 0 ? &network_hops : nullptr);
         if (c == 0) lap = l;
       }
-      if (c == 0) network_hops = hops;
     }
     Phase phase{.description = fmt::format("{} over {} ranks", chain ? "pipelined chain" : "ring", n),
                 .bus_bytes_per_byte = bus_factor(kind, n),

@@ -290,7 +290,8 @@ std::string scatter(std::string_view id, const std::vector<Point>& points, std::
                     std::string_view y_label, const std::vector<std::pair<std::string, std::string>>& legend) {
   // plot area: left of it the y ticks, above it the y axis title, below it the x ticks, then the x title
   constexpr double kHeight = 440, kLeft = 76, kRight = 20, kTop = 30, kBottom = 46;
-  constexpr double kCharWidth = 6.6, kTextHeight = 12;  // at the page's 11px SVG font
+  // at the page's 11px SVG font, wide enough for "#" and digits as browsers draw them (a "#3" is 16 px)
+  constexpr double kCharWidth = 8.4, kTextHeight = 13;
   constexpr double kGiB = 1073741824.0;
   double min_x = 1e300, max_x = 0, max_y = 0;
   for (const auto& p : points) {
