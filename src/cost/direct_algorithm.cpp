@@ -25,7 +25,8 @@ class DirectAlgorithm final : public CollectiveAlgorithm {
   std::optional<CollectivePlan> plan(CollectiveKind kind, const Group& group, const topo::Topology& topo,
                                      const CollectiveTuning& /*tuning*/) const override {
     const int n = group.size();
-    if (kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllGather)
+    if (kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter ||
+        kind == CollectiveKind::AllGather)
       return mesh_plan(kind, group, topo);
     if (kind == CollectiveKind::SendRecv && n != 2) return std::nullopt;
     if (kind != CollectiveKind::SendRecv && (kind != CollectiveKind::AllToAll || n > kMaxAllToAllRanks))
@@ -57,7 +58,9 @@ class DirectAlgorithm final : public CollectiveAlgorithm {
       for (const auto a : group.devices)
         for (const auto b : group.devices)
           if (a != b) latency = std::max(latency, acc.add_flow(a, b, share));
-      Phase phase{.description = std::move(description), .bus_bytes_per_byte = (n - 1) * share, .latency = latency};
+      Phase phase{.description = std::move(description),
+                  .bus_bytes_per_byte = (n - 1) * share,
+                  .latency = latency};
       finish_phase(phase, acc, topo);
       return phase;
     };

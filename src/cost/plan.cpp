@@ -46,10 +46,8 @@ namespace {
 double phase_seconds(const Phase& ph, double bytes, int channels, const CollectiveTuning& t, Protocol p,
                      double& latency) {
   const auto& proto = protocol_tuning(t, p);
-  const Duration net_step = p == Protocol::LL      ? t.net_step_overhead_ll
-                            : p == Protocol::LL128 ? t.net_step_overhead_ll128
-                                                   : t.net_step_overhead_simple;
-  const double step_latency = ph.latency.seconds() * proto.latency_factor + ph.net_steps * net_step.seconds();
+  const double step_latency =
+      ph.latency.seconds() * proto.latency_factor + ph.net_steps * proto.net_step_overhead.seconds();
   latency += step_latency;
   double seconds = step_latency;
   double transfer = bytes * ph.seconds_per_byte / proto.bandwidth_factor;

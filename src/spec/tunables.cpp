@@ -74,17 +74,22 @@ constexpr TunableField field(std::string_view section, std::string_view key, Tun
                       .kernel_efficiency = efficiency};
 }
 
-// A field of a protocol's tuning inside the collective tuning.
+// A field of a protocol's tuning inside the collective tuning (a factor unless told otherwise).
 template <auto Protocol, auto Member>
-constexpr TunableField protocol_field(std::string_view key, std::string_view meaning, std::string_view source) {
+constexpr TunableField protocol_field(std::string_view key, std::string_view meaning, std::string_view source,
+                                      TunableKind kind = TunableKind::Number, NumberRange range = {0, 1e3, true}) {
   return TunableField{.section = "collectives",
                       .key = key,
-                      .kind = TunableKind::Number,
-                      .range = {0, 1e3, true},
+                      .kind = kind,
+                      .range = range,
                       .meaning = meaning,
                       .source = source,
-                      .get = [](const Tunables& t) { return t.collectives.*Protocol.*Member; },
-                      .set = [](Tunables& t, double v) { t.collectives.*Protocol.*Member = v; }};
+                      .get = [](const Tunables& t) { return to_si(t.collectives.*Protocol.*Member); },
+                      .set =
+                          [](Tunables& t, double v) {
+                            auto& slot = t.collectives.*Protocol.*Member;
+                            slot = from_si<std::decay_t<decltype(slot)>>(v);
+                          }};
 }
 
 constexpr NumberRange kShare{0, 1.0, true};
@@ -249,17 +254,6 @@ constexpr std::array kFields{
                                       "NCCL src/graph/tuning.cc: ring latency adds max(intraLat, netOverhead) per "
                                       "intra-node step when nNodes > 1; netOverhead is 1 µs on Intel hosts, ×3 for "
                                       "Simple (v2.18.5-1 to v2.30.7-1; tests/reference/collected/fidelity)"),
-    field<kC, &C::net_step_overhead_ll>(
-        "collectives", "net_step_overhead_ll", TunableKind::Duration, kSmallDuration,
-        "what one network step of a collective costs under LL beyond its links' latency (at LL's latency factor): "
-        "both hosts' network proxies and the hand-over of the chunk",
-        "NCCL src/graph/tuning.cc hwLat[NET][TREE][LL] = 5.0 us, less InfiniBand's 5 us link at 0.14"),
-    field<kC, &C::net_step_overhead_ll128>(
-        "collectives", "net_step_overhead_ll128", TunableKind::Duration, kSmallDuration, "the same under LL128",
-        "NCCL src/graph/tuning.cc hwLat[NET][TREE][LL128] = 8.5 us, less InfiniBand's 5 us link at 0.56"),
-    field<kC, &C::net_step_overhead_simple>(
-        "collectives", "net_step_overhead_simple", TunableKind::Duration, kSmallDuration, "the same under Simple",
-        "NCCL src/graph/tuning.cc hwLat[NET][TREE][SIMPLE] = 14 us, less InfiniBand's 5 us link"),
     field<kC, &C::in_switch_latency>("collectives", "in_switch_latency", TunableKind::Duration, kSmallDuration,
                                      "extra latency of in-switch reduction: multimem set-up and switch reduction",
                                      "NCCL tuning.cc baseLat for NVLS"),
@@ -277,6 +271,20 @@ constexpr std::array kFields{
         "simple_bandwidth_factor", "share of the link rate Simple's payload gets", "NCCL: Simple moves payload only"),
     protocol_field<&C::simple, &P::latency_factor>("simple_latency_factor", "Simple's per-step latency factor",
                                                    "the reference of the other two"),
+    protocol_field<&C::ll, &P::net_step_overhead>(
+        "ll_net_step_overhead",
+        "what one network step of a collective costs under LL beyond its links' latency (at LL's latency factor): "
+        "both hosts' network proxies and the hand-over of the chunk",
+        "NCCL src/graph/tuning.cc hwLat[NET][TREE][LL] = 5.0 us, less InfiniBand's 5 us link at 0.14",
+        TunableKind::Duration, kSmallDuration),
+    protocol_field<&C::ll128, &P::net_step_overhead>(
+        "ll128_net_step_overhead", "the same under LL128",
+        "NCCL src/graph/tuning.cc hwLat[NET][TREE][LL128] = 8.5 us, less InfiniBand's 5 us link at 0.56",
+        TunableKind::Duration, kSmallDuration),
+    protocol_field<&C::simple, &P::net_step_overhead>(
+        "simple_net_step_overhead", "the same under Simple",
+        "NCCL src/graph/tuning.cc hwLat[NET][TREE][SIMPLE] = 14 us, less InfiniBand's 5 us link", TunableKind::Duration,
+        kSmallDuration),
     field<kH, &HostTuning::eager_launch>("host", "eager_launch", TunableKind::Duration, kSmallDuration,
                                          "host time to launch one kernel through PyTorch's dispatcher from Python "
                                          "(an eager op, or a fused module's kernel)",

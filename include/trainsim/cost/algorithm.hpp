@@ -1,7 +1,7 @@
 #pragma once
-// Collective algorithms: one seam of polymorphism (docs/architecture.md "Conventions"). Each algorithm lays a
-// collective out on the topology as a size-independent plan, or declines when it does not apply (an in-switch reduction
-// without a reducing switch, a torus algorithm off a torus). Registered by name.
+// Collective algorithms: one seam of polymorphism (docs/architecture.md "Conventions"). Each algorithm lays a collective out
+// on the topology as a size-independent plan, or declines when it does not apply (an in-switch
+// reduction without a reducing switch, a torus algorithm off a torus). Registered by name.
 #include <memory>
 #include <optional>
 #include <string>

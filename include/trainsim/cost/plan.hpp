@@ -28,7 +28,7 @@ struct Phase {
   double chunk_divisor = 1;       // one step's chunk of a channel is payload / chunk_divisor
   bool simple_only = false;       // in-switch reductions run the Simple protocol only
   // Network steps on a chunk's path (NIC to NIC, through both hosts' proxies): each costs the
-  // protocol's collectives.net_step_overhead_* on top of its links' latency, which `latency` holds.
+  // protocol's collectives.*_net_step_overhead on top of its links' latency, which `latency` holds.
   int net_steps = 0;
   // The payload flows through the network steps as a pipeline of whole chunks (a tree, not a ring,
   // whose steps each move a share of the payload): under LL and LL128 too, each network step

@@ -67,6 +67,10 @@ struct KernelTuning {
 struct ProtocolTuning {
   double bandwidth_factor = 1.0;
   double latency_factor = 1.0;
+  // What one network step of a collective costs beyond its links' latency (at latency_factor): the
+  // proxies on both hosts and the hand-over of the chunk. NCCL tuning.cc hwLat[NET][TREE] (LL 5.0,
+  // LL128 8.5, Simple 14 us) less InfiniBand's 5 us link.
+  Duration net_step_overhead = Duration::zero();
   friend bool operator==(const ProtocolTuning&, const ProtocolTuning&) = default;
 };
 
@@ -92,9 +96,9 @@ struct CollectiveFit {
 struct CollectiveTuning {
   Duration launch = nanoseconds(41'000);
   int channels = 8;
-  ProtocolTuning ll{.bandwidth_factor = 0.25, .latency_factor = 0.14};
-  ProtocolTuning ll128{.bandwidth_factor = 0.92, .latency_factor = 0.56};
-  ProtocolTuning simple{.bandwidth_factor = 1.0, .latency_factor = 1.0};
+  ProtocolTuning ll{.bandwidth_factor = 0.25, .latency_factor = 0.14, .net_step_overhead = nanoseconds(4'300)};
+  ProtocolTuning ll128{.bandwidth_factor = 0.92, .latency_factor = 0.56, .net_step_overhead = nanoseconds(5'700)};
+  ProtocolTuning simple{.bandwidth_factor = 1.0, .latency_factor = 1.0, .net_step_overhead = nanoseconds(9'000)};
   Bandwidth ll128_channel_cap = gigabytes_per_s(16.7);
   Bytes simple_chunk = kib(512);
   std::int64_t max_fill_chunks = 16;
@@ -107,12 +111,6 @@ struct CollectiveTuning {
   // Per-step latency floor of a ring's hops inside a node once the ring spans nodes, under Simple
   // (the other protocols scale it by their latency factor).
   Duration proxy_step_latency = nanoseconds(3'000);
-  // What one network step of a collective costs beyond its links' latency (at the protocol's
-  // latency factor), under each protocol: the proxies on both hosts and the hand-over of the chunk.
-  // NCCL tuning.cc hwLat[NET][TREE] (LL 5.0, LL128 8.5, Simple 14 us) less InfiniBand's 5 us link.
-  Duration net_step_overhead_ll = nanoseconds(4'300);
-  Duration net_step_overhead_ll128 = nanoseconds(5'700);
-  Duration net_step_overhead_simple = nanoseconds(9'000);
   std::vector<CollectiveFit> fits;
   friend bool operator==(const CollectiveTuning&, const CollectiveTuning&) = default;
 };
