@@ -552,6 +552,47 @@ case('replay-no-profiler-steps', 'replay --trace @t.json', 2,
 case('replay-no-gpu-kernels', 'replay --trace @t.json', 2,
      'error: @t.json: nothing to replay: no GPU kernels, copies or sets',
      {'t.json': {"traceEvents": [e for e in SMALL_TRACE["traceEvents"] if e["cat"] != "kernel"]}})
+# calibrate --microbenchmarks: rows a device could not have measured, or of the wrong shape
+def bench_row(**fields):
+    row = {"kind": "gemm", "gpu": "H100", "dtype": "BF16", "m": 8192, "n": 8192, "k": 8192, "tflops": 700}
+    row.update(fields)
+    return row
+BENCH_CMD = 'calibrate --microbenchmarks @b.json --match H100 -t topologies/dgx-h100-superpod.json -o @cal.json'
+case('microbench-gemm-above-peak', BENCH_CMD, 2,
+     "error: @b.json: /rows/0/tflops: 5e+04 TFLOP/s is above H100-SXM5-80GB's dense bf16 peak of 989: a measurement "
+     "of another device, or in another unit?", {'b.json': {"rows": [bench_row(tflops=50000)]}})
+case('microbench-negative-rate', BENCH_CMD, 2,
+     "error: @b.json: /rows/0/tflops: -3 is out of range; expected a positive value of at most 1e+30",
+     {'b.json': {"rows": [bench_row(tflops=-3)]}})
+case('microbench-triad-above-hbm', BENCH_CMD, 2,
+     "error: @b.json: /rows/1/tb_per_s: 300 TB/s is above H100-SXM5-80GB's HBM bandwidth of 3.35 TB/s: a "
+     "measurement of another device, or in another unit?",
+     {'b.json': {"rows": [bench_row(), {"kind": "hbm_stream", "gpu": "H100", "op": "Triad", "tb_per_s": 300}]}})
+ALL_REDUCE = {"kind": "nccl_all_reduce", "gpu": "H100", "nodes": 1, "gpus": 8, "algo": "ring",
+              "message_bytes_derived": 1 << 30, "busbw_gb_s": 400}
+case('microbench-all-reduce-group-of-zero', BENCH_CMD, 2,
+     "error: @b.json: /rows/0/gpus: 0 is out of range; expected an integer in [2, 576]",
+     {'b.json': {"rows": [dict(ALL_REDUCE, gpus=0)]}})
+case('microbench-all-reduce-more-gpus-than-node', BENCH_CMD, 2,
+     "error: @b.json: /rows/0/gpus: 16 GPUs on one node; dgx-h100-superpod's nodes have 8",
+     {'b.json': {"rows": [dict(ALL_REDUCE, gpus=16)]}})
+case('microbench-all-reduce-above-fabric', BENCH_CMD, 2,
+     "error: @b.json: /rows/0/busbw_gb_s: 9e+04 GB/s is above what dgx-h100-superpod's fabric carries (900 GB/s per "
+     "device, twice the link rate with in-switch reduction): a measurement of another device, or in another unit?",
+     {'b.json': {"rows": [dict(ALL_REDUCE, busbw_gb_s=90000)]}})
+case('microbench-wrong-types', BENCH_CMD, 2,
+     'error: @b.json: /rows/0/m: expected an integer in [1, 16777216], got "8192"\n'
+     'error: @b.json: /rows/1/causal: expected true or false, got "maybe"\n'
+     'error: @b.json: /rows/1/pass: "both" is not valid; expected one of: forward, forward+backward\n'
+     'error: @b.json: /rows/2/dtype: "TF32" does not start with FP8, FP16 or BF16',
+     {'b.json': {"rows": [bench_row(m="8192"),
+                          {"kind": "attention", "gpu": "H100", "impl": "FlashAttention-2", "pass": "both",
+                           "causal": "maybe", "head_dim": 128, "seq_len": 4096, "tflops": 300},
+                          bench_row(dtype="TF32")]}})
+case('microbench-no-row-of-the-device', 'calibrate --microbenchmarks @b.json --match B200 '
+     '-t topologies/dgx-h100-superpod.json -o @cal.json', 2,
+     'error: @b.json: /rows: no row to fit has a "gpu" containing "B200" (--match); the file\'s devices: A100; H100',
+     {'b.json': {"rows": [bench_row(), bench_row(gpu="A100")]}})
 # Chakra execution traces (replay --chakra, run --chakra): length-delimited protobuf, written here
 # byte by byte: a varint length, then the message (GlobalMetadata: version "0.0.4")
 CHAKRA_META = bytes([7, 0x0a, 5]) + b'0.0.4'

@@ -7,6 +7,7 @@ namespace trainsim::driver {
 
 trace::MicrobenchFit fit_device(const std::string& path, const std::string& match, const spec::ClusterSpec& cluster) {
   const auto bench = trace::read_microbenchmarks(path, match);
+  trace::check_physical(bench, cluster);
   // from the device's values: what the fit does not reach (tiles, channels, protocol caps) stays
   const auto start = resolve_tunables(cluster, nullptr).values;
   const ClusterModel model(cluster, start.collectives);

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "trainsim/model/kernel_model.hpp"
 #include "trainsim/trace/analysis.hpp"
@@ -115,21 +116,43 @@ std::optional<model::Gemm> gemm_of(std::string_view name, const std::vector<std:
 
 constexpr double kMinGemmFlops = 1e9;
 
+// The operands' dtype of a recorded product ("Input type" of its first matrix: the second argument
+// of addmm and baddbmm, after the bias). nullopt for types no tensor core runs (double, integers);
+// fp32 when the profiler recorded none (counted in `untyped`).
+std::optional<spec::Dtype> operand_dtype(std::string_view name, const std::vector<std::string>& types,
+                                         std::int64_t& untyped) {
+  const std::size_t index = name == "aten::addmm" || name == "aten::baddbmm" ? 1 : 0;
+  if (index >= types.size() || types[index].empty()) {
+    ++untyped;
+    return spec::Dtype::Fp32;
+  }
+  const auto& type = types[index];
+  if (type == "float") return spec::Dtype::Fp32;
+  if (type == "c10::BFloat16") return spec::Dtype::Bf16;
+  if (type == "c10::Half") return spec::Dtype::Fp16;
+  return std::nullopt;
+}
+
 struct GemmSample {
   model::Gemm shape;
+  spec::Dtype dtype;
   double seconds;
   double flops;
+  const RankTrace* trace;
 };
 
-std::vector<GemmSample> gemm_samples(const RankTrace& t) {
+std::vector<GemmSample> gemm_samples(const RankTrace& t, std::int64_t& untyped) {
   std::map<std::int64_t, std::vector<std::size_t>> launched_ops;  // correlation -> GPU ops
   for (std::size_t i = 0; i < t.gpu.size(); ++i)
     if (t.gpu[i].kind == GpuKind::Kernel && !t.gpu[i].collective) launched_ops[t.gpu[i].correlation].push_back(i);
   std::vector<GemmSample> out;
   std::size_t next_call = 0;
   for (const auto& op : t.cpu_ops) {
-    const auto shape = gemm_of(t.names.at(op.name), op.input_dims);
+    const auto name = t.names.at(op.name);
+    const auto shape = gemm_of(name, op.input_dims);
     if (!shape) continue;
+    const auto dtype = operand_dtype(name, op.input_types, untyped);
+    if (!dtype) continue;
     // the kernels launched by the op's thread while it ran
     while (next_call < t.runtime.size() && t.runtime[next_call].start_ns < op.start_ns) ++next_call;
     double seconds = 0;
@@ -140,7 +163,7 @@ std::vector<GemmSample> gemm_samples(const RankTrace& t) {
     }
     const double flops = 2.0 * static_cast<double>(shape->m) * static_cast<double>(shape->n) *
                          static_cast<double>(shape->k) * static_cast<double>(shape->count);
-    if (seconds > 0 && flops > 0) out.push_back({*shape, seconds, flops});
+    if (seconds > 0 && flops > 0) out.push_back({*shape, *dtype, seconds, flops, &t});
   }
   return out;
 }
@@ -177,30 +200,65 @@ void fit_collectives(const std::vector<RankTrace>& traces, CalibrationReport& re
 // Each shape's fastest instance of at least kMinGemmFlops: the others ran beside other kernels or
 // waited (as with the collectives' lower envelope); small products are launch- and latency-bound,
 // not a test of the sustained rate.
-std::vector<GemmSample> fastest_gemms(const std::vector<RankTrace>& traces) {
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>, GemmSample> fastest;
+std::vector<GemmSample> fastest_gemms(const std::vector<RankTrace>& traces, CalibrationReport& report) {
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, spec::Dtype>, GemmSample> fastest;
+  std::int64_t untyped = 0;
   for (const auto& t : traces) {
-    for (auto& s : gemm_samples(t)) {
+    for (auto& s : gemm_samples(t, untyped)) {
       if (s.flops < kMinGemmFlops) continue;
-      const auto key = std::tuple(s.shape.m, s.shape.n, s.shape.k, s.shape.count);
+      const auto key = std::tuple(s.shape.m, s.shape.n, s.shape.k, s.shape.count, s.dtype);
       auto [it, inserted] = fastest.try_emplace(key, s);
       if (!inserted && s.seconds < it->second.seconds) it->second = s;
     }
   }
+  if (untyped > 0)
+    report.notes.push_back(fmt::format("{} matrix product(s) without a recorded input type: taken as fp32", untyped));
   std::vector<GemmSample> gemms;
   for (const auto& [key, s] : fastest) gemms.push_back(s);
   return gemms;
 }
 
+// The peak a product's kernels may reach: fp32 products on tensor cores when TF32 is allowed.
+std::optional<double> fastest_peak(const spec::DeviceSpec& device, spec::Dtype dtype) {
+  const auto peak = [&](spec::Dtype d) -> std::optional<double> {
+    const auto it = device.peak_flops.find(d);
+    return it != device.peak_flops.end() ? std::optional(it->second.flop_per_s) : std::nullopt;
+  };
+  if (dtype == spec::Dtype::Fp32)
+    if (const auto tf32 = peak(spec::Dtype::Tf32)) return tf32;
+  return peak(dtype);
+}
+
+// A recorded product faster than the device can multiply (beyond the boost clock's 10%; H100 SXM's
+// 1,980 MHz against the 1,830 its peak is quoted at) was recorded on another device than -t's.
+void check_physical(const std::vector<GemmSample>& gemms, const spec::ClusterSpec& cluster) {
+  for (const auto& g : gemms) {
+    const auto peak = fastest_peak(cluster.device, g.dtype);
+    const auto what = [&] {
+      return fmt::format("a {} matrix product {}x{}x{}{}", spec::dtype_name(g.dtype), g.shape.m, g.shape.n, g.shape.k,
+                         g.shape.count > 1 ? fmt::format(" (batch {})", g.shape.count) : "");
+    };
+    if (!peak)
+      throw SpecError(g.trace->path, "",
+                      fmt::format("{}, which {} (-t {}) cannot run: recorded on another device?", what(),
+                                  cluster.device.name, cluster.name));
+    if (const double rate = g.flops / g.seconds; rate > *peak * 1.1)
+      throw SpecError(g.trace->path, "",
+                      fmt::format("{} ran at {:.4g} TFLOP/s, above {}'s peak of {:.4g} (-t {}): recorded on another "
+                                  "device?",
+                                  what(), rate / 1e12, cluster.device.name, *peak / 1e12, cluster.name));
+  }
+}
+
 // The sustained fraction of the kernel model that best matches the recorded products (least squares
-// on the log ratio, weighted by FLOPs). The profiled products are fp32 ("Input type" float), on
-// CUDA cores or, with TF32 allowed, on tensor cores: the search runs against either peak.
+// on the log ratio, weighted by FLOPs). Half-precision products run at their dtype's peak; fp32
+// products on CUDA cores or, with TF32 allowed, on tensor cores: the search runs against either.
 void fit_gemm(const std::vector<GemmSample>& gemms, const spec::DeviceSpec& device, CalibrationReport& report) {
-  const auto loss = [&](spec::Dtype dtype, double fraction) {
-    model::KernelContext ctx{.device = &device, .dtype = dtype};
-    ctx.tuning.sustained_fraction = fraction;
+  const auto loss = [&](spec::Dtype fp32_as, double fraction) {
     double sum = 0, weight = 0;
     for (const auto& g : gemms) {
+      model::KernelContext ctx{.device = &device, .dtype = g.dtype == spec::Dtype::Fp32 ? fp32_as : g.dtype};
+      ctx.tuning.sustained_fraction = fraction;
       const model::Op op{.name = "gemm", .shape = g.shape, .fwd_flops = g.flops};
       const double predicted = model::kernel_time(op, model::Pass::Forward, ctx).seconds();
       const double e = std::log(predicted / g.seconds);
@@ -209,16 +267,17 @@ void fit_gemm(const std::vector<GemmSample>& gemms, const spec::DeviceSpec& devi
     }
     return sum / weight;
   };
+  const bool fp32 = std::any_of(gemms.begin(), gemms.end(), [](const auto& g) { return g.dtype == spec::Dtype::Fp32; });
   std::optional<std::pair<spec::Dtype, double>> best;
   double best_loss = 0;
-  for (const auto dtype : {spec::Dtype::Fp32, spec::Dtype::Tf32}) {
-    if (!device.peak_flops.contains(dtype)) continue;
+  for (const auto fp32_as : {spec::Dtype::Fp32, spec::Dtype::Tf32}) {
+    if (fp32 && !device.peak_flops.contains(fp32_as)) continue;
     for (int i = 1; i <= 200; ++i) {
       const double f = 0.005 * i;
-      const double l = loss(dtype, f);
+      const double l = loss(fp32_as, f);
       if (!best || l < best_loss) {
         best_loss = l;
-        best = {dtype, f};
+        best = {fp32_as, f};
       }
     }
   }
@@ -226,12 +285,18 @@ void fit_gemm(const std::vector<GemmSample>& gemms, const spec::DeviceSpec& devi
     report.notes.push_back("the device has neither an fp32 nor a tf32 peak: GEMM efficiency not fitted");
     return;
   }
+  std::map<spec::Dtype, std::int64_t> by_dtype;
+  for (const auto& g : gemms) ++by_dtype[g.dtype == spec::Dtype::Fp32 ? best->first : g.dtype];
+  std::vector<std::string> counts;
+  for (const auto& [dtype, n] : by_dtype) counts.push_back(fmt::format("{} {}", n, spec::dtype_name(dtype)));
   report.calibration.values.set("kernels", "sustained_fraction", best->second);
-  report.notes.push_back(
-      fmt::format("sustained_fraction {:.3f} of the {} peak from {} fp32 matrix product shapes ({:.3g} GFLOP), rms log "
-                  "error {:.3f}",
-                  best->second, best->first == spec::Dtype::Tf32 ? "tf32" : "fp32", gemms.size(),
-                  report.gemm_flops * 1e-9, std::sqrt(best_loss)));
+  report.notes.push_back(fmt::format(
+      "sustained_fraction {:.3f} of the peak from {} matrix product shapes ({}; {:.3g} GFLOP), rms log error {:.3f}",
+      best->second, gemms.size(), fmt::join(counts, ", "), report.gemm_flops * 1e-9, std::sqrt(best_loss)));
+  if (best->second >= 1.0)
+    report.notes.push_back(
+        "the fraction is at its bound of 1: the recorded products run faster than the kernel model's microbenchmark "
+        "rate, a device's tunables (kernels.gemm_ceiling) to revisit");
 }
 
 }  // namespace
@@ -251,7 +316,8 @@ CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::opt
     report.notes.push_back("no topology given: the GEMM efficiency is not fitted (pass -t for the device's peak)");
     return report;
   }
-  const auto gemms = fastest_gemms(traces);
+  const auto gemms = fastest_gemms(traces, report);
+  check_physical(gemms, *cluster);
   report.gemm_samples = static_cast<std::int64_t>(gemms.size());
   for (const auto& g : gemms) report.gemm_flops += g.flops;
   if (gemms.empty()) {

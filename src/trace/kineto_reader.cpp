@@ -34,6 +34,9 @@ std::uint32_t Names::intern(std::string_view name) {
 namespace {
 
 constexpr std::int64_t kMaxSpanNs = 86'400'000'000'000;  // one profiling session: a day at most
+// A trace of this many launched ops has one that started within this long of its launch.
+constexpr std::int64_t kClockCheckOps = 100;
+constexpr std::int64_t kMostLeastLaunchDelayNs = 10'000'000;
 
 class TraceReader {
  public:
@@ -56,7 +59,39 @@ class TraceReader {
     if (unsized > 0)
       out_.warnings.push_back(fmt::format(
           "{} NCCL kernel(s) without size metadata (PyTorch before 2.1 records none): counted, not sized", unsized));
+    check_launch_clocks();
     return std::move(out_);
+  }
+
+  // The GPU's and the CPU's clocks against each other: an op never starts before the runtime call
+  // that launched it began, and in any real trace some op starts within microseconds of its launch
+  // (the reference traces: 2–8 us at least). Either broken means the clocks disagree, and what the
+  // replay and the critical path take from the launch delays is wrong by as much.
+  void check_launch_clocks() {
+    std::map<std::int64_t, std::int64_t> launched_at;  // correlation -> call start
+    for (const auto& r : out_.runtime)
+      if (r.correlation >= 0) launched_at.emplace(r.correlation, r.start_ns);
+    std::int64_t launched = 0, early = 0;
+    std::int64_t least = std::numeric_limits<std::int64_t>::max(), earliest = 0;
+    for (const auto& g : out_.gpu) {
+      const auto call = launched_at.find(g.correlation);
+      if (g.correlation < 0 || call == launched_at.end()) continue;
+      const auto delay = g.start_ns - call->second;
+      ++launched;
+      least = std::min(least, delay);
+      if (delay < 0) ++early, earliest = std::min(earliest, delay);
+    }
+    if (early > 0)
+      out_.warnings.push_back(fmt::format(
+          "{} of {} GPU op(s) start before the runtime call that launched them (by up to {:.3f} ms): the GPU's clock "
+          "reads behind the CPU's, and launch delays (replay, critical path) are unreliable",
+          early, launched, static_cast<double>(-earliest) / 1e6));
+    else if (launched >= kClockCheckOps && least > kMostLeastLaunchDelayNs)
+      out_.warnings.push_back(fmt::format(
+          "none of {} GPU ops starts within {} ms of the call that launched it (the least delay is {:.3f} ms): the "
+          "GPU's clock probably reads that much ahead of the CPU's, and launch delays (replay, critical path) are "
+          "unreliable",
+          launched, kMostLeastLaunchDelayNs / 1'000'000, static_cast<double>(least) / 1e6));
   }
 
   // SAX side: the top level is an object; traceEvents' elements are events, other keys are kept.
@@ -137,7 +172,7 @@ class TraceReader {
     } else if (cat == "cpu_op") {
       if (name == "record_param_comms" || name == "aten::mm" || name == "aten::addmm" || name == "aten::bmm" ||
           name == "aten::baddbmm") {
-        CpuOp op{out_.names.intern(name), thread, start, length, {}, std::nullopt};
+        CpuOp op{out_.names.intern(name), thread, start, length, {}, {}, std::nullopt};
         if (const auto dims = args.find("Input Dims"); dims != args.end() && dims->is_array()) {
           for (const auto& d : *dims) {
             std::vector<std::int64_t> shape;
@@ -147,6 +182,8 @@ class TraceReader {
             op.input_dims.push_back(std::move(shape));
           }
         }
+        if (const auto types = args.find("Input type"); types != args.end() && types->is_array())
+          for (const auto& type : *types) op.input_types.push_back(type.is_string() ? type.get<std::string>() : "");
         if (name == "record_param_comms" && args.contains("Collective name")) {
           Collective c;
           read_collective_args(args, c);

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
+#include <span>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "trace/json_fields.hpp"
 #include "trainsim/spec/reader.hpp"
@@ -15,10 +18,17 @@ namespace {
 
 using nlohmann::json;
 
+constexpr spec::IntRange kDimension{1, std::int64_t{1} << 24};
+constexpr spec::NumberRange kPositive{0, 1e30, true};
+constexpr spec::Choice<spec::Dtype> kGemmDtypes[] = {
+    {"FP8", spec::Dtype::Fp8}, {"FP16", spec::Dtype::Fp16}, {"BF16", spec::Dtype::Bf16}};
+
 // "FP8 (e4m3, cuBLASLt)", "FP16 (cuBLASLt; A100 has no FP8)", "BF16": the leading word names it.
-spec::Dtype dtype_of(const std::string& text) {
-  if (text.starts_with("FP8")) return spec::Dtype::Fp8;
-  if (text.starts_with("FP16")) return spec::Dtype::Fp16;
+spec::Dtype dtype_of(spec::Reader& row) {
+  const auto text = row.string("dtype");
+  for (const auto& [name, dtype] : kGemmDtypes)
+    if (text.starts_with(name)) return dtype;
+  if (!text.empty()) row.error_at("dtype", fmt::format("\"{}\" does not start with FP8, FP16 or BF16", text));
   return spec::Dtype::Bf16;
 }
 
@@ -41,41 +51,94 @@ std::optional<spec::AttentionImpl> impl_of(const std::string& text) {
   return std::nullopt;  // PyTorch's unfused attention, Triton's tutorial kernel
 }
 
-std::optional<GemmBench> read_gemm(const json& r) {
-  GemmBench g{.dtype = dtype_of(string_of(r, "dtype"))};
-  if (!r.contains("tflops") || !r["tflops"].is_number()) return std::nullopt;
-  g.tflops = r["tflops"].get<double>();
-  if (string_of(r, "kind") == "gemm") {
-    g.m = as_int(r.value("m", json()), 0);
-    g.n = as_int(r.value("n", json()), 0);
-    g.k = as_int(r.value("k", json()), 0);
-  } else {  // the best shape of a brute-force scan, "MxNxK"
-    const auto shape = string_of(r, "best_shape_MxNxK");
-    if (std::sscanf(shape.c_str(), "%ldx%ldx%ld", &g.m, &g.n, &g.k) != 3) return std::nullopt;
+GemmBench read_gemm(spec::Reader& row, bool scan) {
+  GemmBench g{.dtype = dtype_of(row)};
+  g.tflops = row.number("tflops", kPositive);
+  if (!scan) {
+    g.m = row.integer("m", kDimension);
+    g.n = row.integer("n", kDimension);
+    g.k = row.integer("k", kDimension);
+    return g;
   }
-  if (g.m <= 0 || g.n <= 0 || g.k <= 0) return std::nullopt;
+  // the best shape of a brute-force scan, "MxNxK"
+  const auto shape = row.string("best_shape_MxNxK");
+  long m = 0, n = 0, k = 0;
+  char rest = 0;
+  if (std::sscanf(shape.c_str(), "%ldx%ldx%ld%c", &m, &n, &k, &rest) != 3 || m < 1 || n < 1 || k < 1 ||
+      m > kDimension.max || n > kDimension.max || k > kDimension.max) {
+    if (!shape.empty()) row.error_at("best_shape_MxNxK", fmt::format("\"{}\" is not MxNxK of positive sizes", shape));
+    return g;
+  }
+  g.m = m, g.n = n, g.k = k;
   return g;
 }
 
-std::optional<AttentionBench> read_attention(const json& r, std::vector<std::string>& skipped) {
-  const auto impl = impl_of(string_of(r, "impl"));
-  if (!impl) {
-    skipped.push_back(fmt::format("attention \"{}\": not a modelled fused implementation", string_of(r, "impl")));
-    return std::nullopt;
-  }
-  if (!r.contains("tflops") || !r["tflops"].is_number()) return std::nullopt;
-  AttentionBench a{.impl = *impl};
-  a.forward_only = string_of(r, "pass") == "forward";
-  a.causal = r.contains("causal") && r["causal"].is_boolean() && r["causal"].get<bool>();
-  a.head_dim = as_int(r.value("head_dim", json()), 0);
-  a.seq_len = as_int(r.value("seq_len", json()), 0);
+constexpr spec::Choice<bool> kPasses[] = {{"forward", true}, {"forward+backward", false}};
+
+AttentionBench read_attention(spec::Reader& row, spec::AttentionImpl impl) {
+  AttentionBench a{.impl = impl};
+  a.forward_only = row.choice<bool>("pass", kPasses);
+  a.causal = row.boolean("causal");
+  a.head_dim = row.integer("head_dim", {1, 1024});
+  a.seq_len = row.integer("seq_len", kDimension);
+  a.tflops = row.number("tflops", kPositive);
   // FlashAttention's benchmark keeps 16k tokens per batch and a 2048 hidden size unless stated
-  a.batch = r.contains("batch") ? as_int(r["batch"], 0) : (a.seq_len > 0 ? 16384 / a.seq_len : 0);
-  const auto hidden = r.contains("hidden") ? as_int(r["hidden"], 0) : 2048;
-  a.heads = a.head_dim > 0 ? hidden / a.head_dim : 0;
-  a.tflops = r["tflops"].get<double>();
-  if (a.head_dim <= 0 || a.seq_len <= 0 || a.batch <= 0 || a.heads <= 0) return std::nullopt;
+  a.batch = row.integer_or("batch", std::max<std::int64_t>(16384 / a.seq_len, 1), kDimension);
+  const auto hidden = row.integer_or("hidden", 2048, kDimension);
+  a.heads = hidden / a.head_dim;
+  if (a.heads < 1) row.error_at("head_dim", fmt::format("{} is above the hidden size {}", a.head_dim, hidden));
   return a;
+}
+
+constexpr spec::IntRange kNodeGpus{2, spec::kMaxDomainDevices};
+
+// Rows left out, by reason.
+using Skipped = std::map<std::string, std::vector<std::size_t>>;
+
+// One matched row into `out`; what no model covers goes to `skipped`.
+void read_row(const json& value, spec::Reader& row, std::size_t index, Microbenchmarks& out, Skipped& skipped) {
+  const auto kind = row.string("kind");
+  // a row whose measurement is null was not read off its source (a hidden chart label): skipped, named
+  for (const char* measured : {"tflops", "tb_per_s", "busbw_gb_s"}) {
+    if (const auto it = value.find(measured); it != value.end() && it->is_null()) {
+      skipped[fmt::format("\"{}\" null, no measurement", measured)].push_back(index);
+      return;
+    }
+  }
+  if (kind == "gemm" || kind == "gemm_mamf") {
+    out.gemms.push_back(read_gemm(row, kind == "gemm_mamf"));
+    out.gemms.back().row = index;
+  } else if (kind == "attention") {
+    const auto impl_name = row.string("impl");
+    const auto impl = impl_of(impl_name);
+    if (!impl) {
+      skipped[fmt::format("attention \"{}\": not a modelled fused implementation", impl_name)].push_back(index);
+      return;
+    }
+    out.attention.push_back(read_attention(row, *impl));
+    out.attention.back().row = index;
+  } else if (kind == "hbm_stream") {
+    const auto op = row.string("op");
+    if (op != "Triad") {
+      skipped[fmt::format("hbm_stream \"{}\": the fit reads the triad", op)].push_back(index);
+      return;
+    }
+    out.triad_Bps = row.number("tb_per_s", kPositive) * 1e12;
+    out.triad_row = index;
+  } else if (kind == "nccl_all_reduce") {
+    if (const auto nodes = row.integer("nodes", {1, spec::kMaxDevices}); nodes != 1) {
+      skipped["nccl_all_reduce over several nodes: the fit covers one node"].push_back(index);
+      return;
+    }
+    const auto algo = row.string("algo");
+    out.all_reduce.push_back({.row = index,
+                              .gpus = static_cast<int>(row.integer("gpus", kNodeGpus)),
+                              .algorithm = algo.find("NVLS") != std::string::npos ? "nvls" : "auto",
+                              .bytes = row.integer("message_bytes_derived", {1, std::int64_t{1} << 40}),
+                              .busbw_Bps = row.number("busbw_gb_s", kPositive) * 1e9});
+  } else {
+    skipped[fmt::format("kind \"{}\": no model fits it", kind)].push_back(index);
+  }
 }
 
 }  // namespace
@@ -85,26 +148,84 @@ Microbenchmarks read_microbenchmarks(const std::string& path, const std::string&
   if (!doc.is_object() || !doc.contains("rows") || !doc["rows"].is_array())
     throw SpecError(path, "/rows",
                     "missing; expected a list of microbenchmark rows (tests/reference/modern/devices.json)");
-  Microbenchmarks out{.device = device_match};
-  for (const auto& r : doc["rows"]) {
-    if (!r.is_object() || !matches(string_of(r, "gpu"), device_match)) continue;
-    const auto kind = string_of(r, "kind");
-    if (kind == "gemm" || kind == "gemm_mamf") {
-      if (auto g = read_gemm(r)) out.gemms.push_back(*g);
-    } else if (kind == "attention") {
-      if (auto a = read_attention(r, out.skipped)) out.attention.push_back(*a);
-    } else if (kind == "hbm_stream" && string_of(r, "op") == "Triad" && r.contains("tb_per_s")) {
-      out.triad_Bps = r["tb_per_s"].get<double>() * 1e12;
-    } else if (kind == "nccl_all_reduce" && as_int(r.value("nodes", json()), 0) == 1) {
-      if (!r.contains("busbw_gb_s") || !r["busbw_gb_s"].is_number()) continue;
-      const auto algo = string_of(r, "algo");
-      out.all_reduce.push_back({.gpus = static_cast<int>(as_int(r.value("gpus", json()), 0)),
-                                .algorithm = algo.find("NVLS") != std::string::npos ? "nvls" : "auto",
-                                .bytes = as_int(r.value("message_bytes_derived", json()), 0),
-                                .busbw_Bps = r["busbw_gb_s"].get<double>() * 1e9});
+  Microbenchmarks out{.path = path, .device = device_match};
+  spec::Diagnostics diagnostics;
+  std::set<std::string> devices;
+  Skipped skipped;
+  const auto& rows = doc["rows"];
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    spec::Reader row(rows[i], fmt::format("/rows/{}", i), diagnostics);
+    if (!rows[i].is_object()) {
+      row.error("expected an object with \"kind\" and \"gpu\"");
+      continue;
     }
+    if (!row.has("gpu")) continue;  // a summary of no one device
+    const auto gpu = row.string("gpu");
+    devices.insert(gpu);
+    if (matches(gpu, device_match)) read_row(rows[i], row, i, out, skipped);
   }
+  for (const auto& [why, indices] : skipped)
+    out.skipped.push_back(fmt::format("{} row(s), {} (/rows/{})", indices.size(), why, fmt::join(indices, ", ")));
+  diagnostics.throw_if_any(path);
+  if (out.gemms.empty() && out.attention.empty() && !out.triad_Bps && out.all_reduce.empty())
+    throw SpecError(path, "/rows",
+                    fmt::format("no row to fit has a \"gpu\" containing \"{}\" (--match); the file's devices: {}",
+                                device_match, fmt::join(devices, "; ")));
   return out;
+}
+
+namespace {
+
+// A measured rate may exceed the datasheet's dense peak by the boost clock above the one the peak is
+// quoted at (H100 SXM: 1,980 against 1,830 MHz, 8%); a bandwidth by the rounding of a published figure.
+constexpr double kRateMargin = 1.1;
+constexpr double kBandwidthMargin = 1.05;
+constexpr std::string_view kOtherDevice = ": a measurement of another device, or in another unit?";
+
+SpecError implausible(const Microbenchmarks& bench, std::size_t row, std::string_view key, std::string why) {
+  return SpecError(bench.path, fmt::format("/rows/{}/{}", row, key), std::move(why));
+}
+
+}  // namespace
+
+void check_physical(const Microbenchmarks& bench, const spec::ClusterSpec& cluster) {
+  const auto& device = cluster.device;
+  const auto peak = [&](spec::Dtype dtype, std::size_t row) {
+    const auto it = device.peak_flops.find(dtype);
+    if (it == device.peak_flops.end())
+      throw implausible(bench, row, "dtype",
+                        fmt::format("{} has no {} peak", device.name, spec::dtype_name(dtype)));
+    return it->second.flop_per_s / 1e12;
+  };
+  for (const auto& g : bench.gemms)
+    if (const double p = peak(g.dtype, g.row); g.tflops > p * kRateMargin)
+      throw implausible(bench, g.row, "tflops",
+                        fmt::format("{:.4g} TFLOP/s is above {}'s dense {} peak of {:.4g}{}", g.tflops, device.name,
+                                    spec::dtype_name(g.dtype), p, kOtherDevice));
+  for (const auto& a : bench.attention)
+    if (const double p = peak(spec::Dtype::Bf16, a.row); a.tflops > p * kRateMargin)
+      throw implausible(bench, a.row, "tflops",
+                        fmt::format("{:.4g} TFLOP/s is above {}'s dense bf16 peak of {:.4g}{}", a.tflops, device.name, p, kOtherDevice));
+  const double hbm = device.memory_bandwidth.bytes_per_s;
+  if (bench.triad_Bps && *bench.triad_Bps > hbm * kBandwidthMargin)
+    throw implausible(bench, bench.triad_row, "tb_per_s",
+                      fmt::format("{:.4g} TB/s is above {}'s HBM bandwidth of {:.4g} TB/s{}", *bench.triad_Bps / 1e12,
+                                  device.name, hbm / 1e12, kOtherDevice));
+  const auto& fabric = cluster.node.fabric;
+  // a ring's bus bandwidth is at most a device's own; in-switch reduction sends each byte once
+  // each way, at most twice that
+  const double busbw_limit = fabric.bandwidth.bytes_per_s * (fabric.in_network_reduction ? 2.0 : 1.0);
+  for (const auto& a : bench.all_reduce) {
+    if (a.gpus > cluster.node.devices)
+      throw implausible(bench, a.row, "gpus",
+                        fmt::format("{} GPUs on one node; {}'s nodes have {}", a.gpus, cluster.name, cluster.node.devices));
+    if (a.busbw_Bps > busbw_limit * kBandwidthMargin)
+      throw implausible(bench, a.row, "busbw_gb_s",
+                        fmt::format("{:.4g} GB/s is above what {}'s fabric carries ({:.4g} GB/s per device{}){}",
+                                    a.busbw_Bps / 1e9, cluster.name, busbw_limit / 1e9,
+                                    fabric.in_network_reduction ? ", twice the link rate with in-switch reduction" : "",
+                                    kOtherDevice));
+  }
 }
 
 double modelled_tflops(const GemmBench& g, model::KernelContext ctx) {

@@ -52,6 +52,11 @@ struct CpuEvent {
 
 // The k-th NCCL kernel of a process group on every rank given, when all ranks have the same
 // number of them: one collective.
+// Clocks of two hosts under NTP agree to about a millisecond; a larger offset between ranks is noted.
+constexpr std::int64_t kClockOffsetNoteNs = 1'000'000;
+
+std::string rank_name(const RankTrace& t) { return t.rank >= 0 ? fmt::format("rank {}", t.rank) : t.path; }
+
 struct Match {
   std::vector<std::pair<std::size_t, std::size_t>> members;  // (rank index, GPU op index)
 };
@@ -86,6 +91,7 @@ class ReplayBuilder {
   void build_cpu(RankState& s);
   void cpu_thread(RankState& s, std::int64_t thread, std::vector<CpuEvent>& events);
   void match_collectives();
+  void note_clock_offsets();
   void build_gpu();
   std::vector<TaskId> launch_dependency(RankState& s, std::size_t i);
   void issue(RankState& s, std::size_t i);
@@ -201,6 +207,32 @@ void ReplayBuilder::match_collectives() {
   }
   if (!matches_.empty())
     notes_.push_back(fmt::format("{} collectives matched across {} ranks", matches_.size(), states_.size()));
+  note_clock_offsets();
+}
+
+// A collective's kernels end together on all its ranks (each waits for the last to arrive), so the
+// median difference of their recorded ends is the offset between two ranks' clocks. Each rank is
+// replayed on its own clock: an offset changes nothing here, but recorded timelines put side by
+// side are off by as much.
+void ReplayBuilder::note_clock_offsets() {
+  if (matches_.empty()) return;
+  const auto end_of = [&](const std::pair<std::size_t, std::size_t>& member) {
+    const auto& t = *states_[member.first].trace;
+    return t.base_ns + t.gpu[member.second].end_ns();
+  };
+  for (std::size_t r = 1; r < states_.size(); ++r) {
+    std::vector<std::int64_t> offsets;
+    for (const auto& m : matches_) offsets.push_back(end_of(m.members[r]) - end_of(m.members[0]));
+    std::nth_element(offsets.begin(), offsets.begin() + static_cast<std::ptrdiff_t>(offsets.size() / 2), offsets.end());
+    const auto offset = offsets[offsets.size() / 2];
+    if (std::abs(offset) < kClockOffsetNoteNs) continue;
+    const auto size = static_cast<double>(std::abs(offset));
+    notes_.push_back(fmt::format("{}'s clock reads {} {} {}'s (the median over {} matched collectives' ends): "
+                                 "each rank is replayed on its own clock",
+                                 rank_name(*states_[r].trace),
+                                 size >= 1e9 ? fmt::format("{:.3f} s", size / 1e9) : fmt::format("{:.3f} ms", size / 1e6),
+                                 offset > 0 ? "ahead of" : "behind", rank_name(*states_[0].trace), offsets.size()));
+  }
 }
 
 Duration ReplayBuilder::nccl_duration(const GpuOp& g, Duration recorded) {

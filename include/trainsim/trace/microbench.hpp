@@ -21,12 +21,14 @@
 namespace trainsim::trace {
 
 struct GemmBench {
+  std::size_t row = 0;  // its index in the file's rows
   std::int64_t m = 0, n = 0, k = 0;
   spec::Dtype dtype = spec::Dtype::Bf16;
   double tflops = 0;
 };
 
 struct AttentionBench {
+  std::size_t row = 0;
   spec::AttentionImpl impl = spec::AttentionImpl::Flash;
   bool forward_only = true;  // forward, or forward + backward together
   bool causal = false;
@@ -35,6 +37,7 @@ struct AttentionBench {
 };
 
 struct AllReduceBench {
+  std::size_t row = 0;
   int gpus = 0;
   std::string algorithm = "auto";  // "nvls" when the run forced NCCL_ALGO=NVLS
   std::int64_t bytes = 0;
@@ -42,17 +45,27 @@ struct AllReduceBench {
 };
 
 struct Microbenchmarks {
+  std::string path;
   std::string device;  // what the rows were selected by
   std::vector<GemmBench> gemms;
   std::vector<AttentionBench> attention;
   std::optional<double> triad_Bps;  // STREAM triad
+  std::size_t triad_row = 0;
   std::vector<AllReduceBench> all_reduce;
   std::vector<std::string> skipped;  // rows of the device that no model covers, with the reason
 };
 
-// The rows whose "gpu" contains one of the '|'-separated texts of `device_match` (case-sensitive). A file that is not of this shape
-// is a SpecError naming it and the JSON pointer.
+// The rows whose "gpu" contains one of the '|'-separated texts of `device_match` (case-sensitive).
+// A file that is not of this shape, no row of the device, or a row of a kind the fit reads with a
+// field missing, of the wrong type or not positive, is a SpecError naming the file and the JSON
+// pointer of every such field. Rows no model covers are listed in `skipped`.
 Microbenchmarks read_microbenchmarks(const std::string& path, const std::string& device_match);
+
+// Refuses (SpecError naming the file and the row's field) a measurement the cluster's device could
+// not have made: a rate above the device's dense peak for its dtype (beyond the boost-clock margin),
+// a STREAM bandwidth above the HBM's, an all-reduce over more GPUs than the node has or faster
+// than its fabric can carry (twice the per-device bandwidth with in-switch reduction).
+void check_physical(const Microbenchmarks& bench, const spec::ClusterSpec& cluster);
 
 // The time the kernel model gives a benchmark row on `ctx`'s device (at the microbenchmark's
 // clocks, launches back to back: neither sustained_fraction nor kernel_gap applies), as TFLOP/s in

@@ -76,6 +76,7 @@ struct CpuOp {
   std::int64_t start_ns = 0;
   std::int64_t dur_ns = 0;
   std::vector<std::vector<std::int64_t>> input_dims;
+  std::vector<std::string> input_types;  // "Input type": "float", "c10::BFloat16", "c10::Half", "Scalar"
   std::optional<Collective> collective;
   std::int64_t end_ns() const { return start_ns + dur_ns; }
 };

@@ -96,3 +96,17 @@ TEST_CASE("a power limit below TDP lowers compute clocks as the cube root of the
   CHECK(model::clock_factor(full.device) == 1.0);
   CHECK(model::clock_factor(capped.device) == doctest::Approx(std::cbrt(500.0 / 700.0)));
 }
+
+TEST_CASE("every published microbenchmark of a catalogue device is within what the device can do") {
+  // the refusal of impossible rows (tests/cli/cases/microbench-*) must not refuse real ones
+  const auto bench_file = test::reference("modern/devices.json");
+  for (const auto& d : kDevices) {
+    CAPTURE(d.topology);
+    const auto cluster = spec::load_cluster_spec(test::topology(d.topology));
+    const auto bench = trace::read_microbenchmarks(bench_file, d.match);
+    CHECK_NOTHROW(trace::check_physical(bench, cluster));
+    for (const auto& g : bench.gemms)
+      CHECK(g.tflops <= cluster.device.peak_flops.at(g.dtype).flop_per_s / 1e12);
+    if (bench.triad_Bps) CHECK(*bench.triad_Bps <= cluster.device.memory_bandwidth.bytes_per_s);
+  }
+}

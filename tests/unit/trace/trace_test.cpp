@@ -408,6 +408,38 @@ TEST_CASE("synthetic traces of two ranks: clocks aligned per file, one collectiv
   CHECK(*report.steps[1].replayed_s == doctest::Approx(400e-6).epsilon(1e-6));
   CHECK(std::find(report.notes.begin(), report.notes.end(), "1 collectives matched across 2 ranks") !=
         report.notes.end());
+  // the all-reduce ends 999.9 ms later on rank 1's clock (1 s ahead, its kernel 100 us shorter)
+  CHECK(std::find(report.notes.begin(), report.notes.end(),
+                  "rank 1's clock reads 999.900 ms ahead of rank 0's (the median over 1 matched collectives' ends): "
+                  "each rank is replayed on its own clock") != report.notes.end());
+  // clocks within a millisecond: nothing to say
+  const auto close = trace::replay({r0, trace::read_trace(write_trace("rank1_ntp.json", one_step_trace(1, 200, 900)))}, {});
+  CHECK(std::none_of(close.notes.begin(), close.notes.end(),
+                     [](const std::string& n) { return n.find("clock reads") != std::string::npos; }));
+}
+
+TEST_CASE("a GPU clock behind or ahead of the CPU's is a warning") {
+  const auto warned = [](const trace::RankTrace& t, const std::string& text) {
+    return std::any_of(t.warnings.begin(), t.warnings.end(),
+                       [&](const std::string& w) { return w.find(text) != std::string::npos; });
+  };
+  // every kernel of the one-step trace moved 5 s earlier: each starts before its launch
+  auto behind = one_step_trace(0, 300, 0);
+  for (auto& e : behind["traceEvents"])
+    if (e["cat"] == "kernel") e["ts"] = e["ts"].get<double>() - 5e6;
+  const auto early = trace::read_trace(write_trace("gpu_behind.json", behind));
+  CHECK(warned(early, "3 of 3 GPU op(s) start before the runtime call that launched them (by up to 4999.995 ms)"));
+  // 100 launches whose kernels all start 50 ms later: no op within 10 ms of its launch
+  json events = json::array({complete("user_annotation", "ProfilerStep#1", 0, 1e6, json::object())});
+  for (int i = 1; i <= 100; ++i) {
+    events.push_back(launch(i * 100.0, i));
+    events.push_back(kernel("k", 50000 + i * 100.0, 50, 7, i));
+  }
+  const auto late = trace::read_trace(write_trace("gpu_ahead.json", {{"traceEvents", events}}));
+  CHECK(warned(late, "none of 100 GPU ops starts within 10 ms of the call that launched it (the least delay is "
+                     "50.000 ms)"));
+  // the reference traces: neither
+  for (const auto& t : kTraces) CHECK_FALSE(warned(reference_trace(t.file), "clock"));
 }
 
 TEST_CASE("calibration recovers a known latency and bandwidth from the lower envelope") {
@@ -587,4 +619,36 @@ TEST_CASE("fractional timestamps are read to the nanosecond, not through a doubl
   CHECK(t.gpu[1].start_ns - t.gpu[0].start_ns == 998);
   CHECK(t.gpu[0].dur_ns == 500);
   CHECK(t.gpu[1].dur_ns == 1'250);
+}
+
+namespace {
+
+// One bf16 8192³ product (1.1 TFLOP) whose kernel lasted `kernel_us`.
+std::string bf16_product_trace(const std::string& name, double kernel_us) {
+  const json events = json::array(
+      {complete("user_annotation", "ProfilerStep#1", 0, 10000, json::object()),
+       complete("cpu_op", "aten::mm", 10, 20,
+                {{"Input Dims", {{8192, 8192}, {8192, 8192}}}, {"Input type", {"c10::BFloat16", "c10::BFloat16"}}}),
+       launch(12, 1), kernel("sm80_xmma_gemm_bf16bf16_bf16f32", 20, kernel_us, 7, 1)});
+  return write_trace(name, {{"traceEvents", events}});
+}
+
+}  // namespace
+
+TEST_CASE("calibration fits half-precision products against their own peak and refuses impossible ones") {
+  const auto cluster = spec::load_cluster_spec(test::topology("dgx-a100-superpod"));
+  const double flops = 2.0 * 8192.0 * 8192.0 * 8192.0;
+  // 5 ms: 220 TFLOP/s, above the A100's TF32 peak (156) but within its bf16 peak (312)
+  const auto report = trace::calibrate({trace::read_trace(bf16_product_trace("bf16_ok.json", 5000))}, cluster);
+  CHECK(flops / 5e-3 > 156e12);
+  REQUIRE(report.calibration.values.sets("kernels", "sustained_fraction"));
+  spec::Tunables fitted;
+  report.calibration.values.apply(fitted);
+  CHECK(fitted.kernels.sustained_fraction < 1.0);
+  CHECK(std::any_of(report.notes.begin(), report.notes.end(),
+                    [](const std::string& n) { return n.find("1 bf16") != std::string::npos; }));
+  // 2 ms: 550 TFLOP/s, above the bf16 peak: recorded on another device than -t's
+  const auto fast = bf16_product_trace("bf16_impossible.json", 2000);
+  CHECK_THROWS_WITH_AS(trace::calibrate({trace::read_trace(fast)}, cluster),
+                       doctest::Contains("above A100-SXM4-80GB's peak of 312"), SpecError);
 }
