@@ -251,6 +251,24 @@ TEST_CASE("TorchTitan's [compile]: only \"model\" among the components compiles 
                        "t.toml: /compile/components: \"graph\": expected model or loss", SpecError);
 }
 
+TEST_CASE("TorchTitan's zero-bubble schedules run, as zb-h1 with one stage per rank, and say so") {
+  const auto read = [](const std::string& schedule) {
+    return spec::read_torchtitan_toml(
+        "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_schedule = \"" + schedule + "\"\n", "t.toml");
+  };
+  for (const auto* schedule : {"ZBVZeroBubble", "InterleavedZeroBubble"}) {
+    CAPTURE(schedule);
+    const auto config = read(schedule);
+    CHECK(config.strategy.at("schedule") == "zb-h1");
+    CHECK_FALSE(config.strategy.contains("vpp"));  // zb-h1 takes no virtual stages: was refused
+    CHECK(warnings_of(config).find(fmt::format("pipeline schedule {} is simulated as zb-h1 with one stage per rank",
+                                               schedule)) != std::string::npos);
+  }
+  // the looped ones keep their two stages per rank
+  CHECK(read("LoopedBFS").strategy.at("vpp") == 2);
+  CHECK(read("Interleaved1F1B").strategy.at("vpp") == 2);
+}
+
 TEST_CASE("TorchTitan's disable_loss_parallel: the plain fp32 loss under TP; the preset's loss parallel otherwise") {
   const auto read = [](const std::string& text) { return spec::read_torchtitan_toml(text, "t.toml").strategy; };
   // parallelism.disable_loss_parallel (job_config.py, default false) turns DTensor's loss off
