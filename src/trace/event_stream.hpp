@@ -4,7 +4,8 @@
 // dropped, so memory follows what the sink keeps, not the text. Private to trace/.
 //
 // A Sink has: top_key(key) (a key of the top-level object), in_events() (the current top key
-// names the event list), events_seen(), keep_top(value) (a top-level value other than the list),
+// names the event list), events_seen(), wants_top() (whether the current top key's value is
+// kept: the others are skipped unbuilt), keep_top(value) (a kept top-level value other than the list),
 // event(value, times) (times: the event's "ts" and "dur" read exactly from their decimal text).
 #include <cstdint>
 #include <optional>
@@ -109,8 +110,10 @@ class EventStream : public nlohmann::json_sax<json> {
   bool key(string_t& k) override {
     if (depth_ == 1) {
       reader_.top_key(k);
+      skip_top_ = !reader_.in_events() && !reader_.wants_top();
       return true;
     }
+    if (skip_top_) return true;
     builder_.key(std::move(k));
     return true;
   }
@@ -127,9 +130,10 @@ class EventStream : public nlohmann::json_sax<json> {
     if (depth_ == 0) throw SpecError(path_, "", "expected a JSON object with traceEvents, got a single value");
     if (depth_ == 1) {
       if (reader_.in_events()) throw SpecError(path_, "/traceEvents", "expected a list of trace events");
-      reader_.keep_top(std::move(v));
+      if (!skip_top_) reader_.keep_top(std::move(v));
       return true;
     }
+    if (skip_top_) return true;
     builder_.value(std::move(v));
     deliver();
     return true;
@@ -147,13 +151,14 @@ class EventStream : public nlohmann::json_sax<json> {
       in_event_list_ = true;
       return true;
     }
+    if (skip_top_) return true;
     builder_.open(std::move(v));
     return true;
   }
   bool close() {
     if (depth_ == 2 && in_event_list_) {
       in_event_list_ = false;
-    } else if (depth_ >= 2) {
+    } else if (depth_ >= 2 && !skip_top_) {
       builder_.close();
       deliver();
     }
@@ -176,6 +181,7 @@ class EventStream : public nlohmann::json_sax<json> {
   ExactTimes times_;
   int depth_ = 0;
   bool in_event_list_ = false;
+  bool skip_top_ = false;  // the current top-level value is one the sink does not keep
 };
 
 }  // namespace trainsim::trace

@@ -98,6 +98,8 @@ class TraceReader {
   void top_key(const std::string& key) { top_key_ = key; }
   bool in_events() const { return top_key_ == "traceEvents"; }
   void events_seen() { saw_events_ = true; }
+  // the metadata read_metadata uses; other top-level values (Kineto's own, a user's) are skipped
+  bool wants_top() const { return top_key_ == "distributedInfo" || top_key_ == "deviceProperties"; }
   void keep_top(json value) { top_[top_key_] = std::move(value); }
 
   // A `[memory]` instant event: kept when it is a CUDA device's (args "Device Type" 1) and carries
