@@ -20,9 +20,14 @@ namespace {
 
 using namespace trainsim;
 
+const spec::ClusterSpec& h100_cluster() {
+  static const auto cluster = spec::load_cluster_spec(TRAINSIM_SOURCE_DIR "/topologies/dgx-h100-superpod.json");
+  return cluster;
+}
+
 // A launch configuration's job on a fixed cluster, costed without the event simulation.
 void cost_launch(const spec::LaunchConfig& launch) {
-  static const auto cluster = spec::load_cluster_spec(TRAINSIM_SOURCE_DIR "/topologies/dgx-h100-superpod.json");
+  const auto& cluster = h100_cluster();
   const auto launched = spec::resolve_launch(launch, nlohmann::json::object(), std::nullopt, cluster.num_devices(),
                                              {.seq_len = 4096, .global_batch = 1024});
   const auto job =
@@ -61,7 +66,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       default: {
         static const std::string path = "/tmp/trainsim-fuzz-microbench-" + std::to_string(getpid()) + ".json";
-        if (fuzz::write_input(path, data + 1, size - 1)) (void)trace::read_microbenchmarks(path, "H100|A100");
+        // the rows the fit would take, checked against what the device can do (the fit itself
+        // costs seconds per input; what it is given is what these two pass)
+        if (fuzz::write_input(path, data + 1, size - 1))
+          trace::check_physical(trace::read_microbenchmarks(path, "H100|A100"), h100_cluster());
         break;
       }
     }
