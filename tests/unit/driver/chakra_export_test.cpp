@@ -32,9 +32,9 @@ RoundTrip export_and_read(const spec::Job& job, const std::string& dir, bool ful
   return out;
 }
 
-void check_round_trip(const spec::Job& job, bool full) {
-  test::ScratchDir dir("chakra-export");
-  const auto rt = export_and_read(job, dir.path().string(), full);
+// Exports the step into `dir`, reads it back and checks the files against the lowered graph.
+RoundTrip check_round_trip(const spec::Job& job, bool full, const test::ScratchDir& dir) {
+  auto rt = export_and_read(job, dir.path().string(), full);
   const auto& lowered = rt.report.step->lowered;
   const auto& graph = lowered.graph;
   // one file per simulated rank; every task is in the file of each rank whose stream it occupies
@@ -77,6 +77,12 @@ void check_round_trip(const spec::Job& job, bool full) {
   const auto costed = driver::replay_chakra(rt.job, {.cluster = job.cluster});
   CHECK(costed.costed > 0);
   CHECK(costed.step_time_s == doctest::Approx(rt.report.simulation->step_time_s).epsilon(0.05));
+  return rt;
+}
+
+void check_round_trip(const spec::Job& job, bool full) {
+  const test::ScratchDir dir("chakra-export");
+  check_round_trip(job, full, dir);
 }
 
 // Llama 3 8B in 3D on 64 A100s, interleaved, 16 micro-batches a step (a small graph: the
@@ -118,10 +124,12 @@ TEST_CASE("an exported step's kernels costed on a roofline, on the same and on a
 }
 
 TEST_CASE("every rank simulated and exported: collectives span the ranks' files") {
-  const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", "tp=2,pp=2,dp=2,zero=1,gpus=8");
-  check_round_trip(job, true);
-  test::ScratchDir dir("chakra-full");
-  const auto rt = export_and_read(job, dir.path().string(), true);
+  // 8 micro-batches a pipeline (the workload's 512 sequences made 256: 5.6 s, minutes sanitized)
+  auto workload = spec::load_workload_spec(test::workload("llama3-8b"));
+  workload.training.global_batch = 16;
+  const auto job = test::make_job("dgx-h100-superpod", workload, "tp=2,pp=2,dp=2,zero=1,gpus=8");
+  const test::ScratchDir dir("chakra-full");
+  const auto rt = check_round_trip(job, true, dir);
   CHECK(rt.job.ranks.size() == 8);
   // comm_group.json names each tensor- and data-parallel pair (and the embedding's groups)
   CHECK(rt.job.groups.size() >= 8);
