@@ -110,6 +110,7 @@ class Passes::Writer {
     label_ += queued_.back().second.op;
     last_ =
         p_.ctx_.compute(stage_, {label_, microbatch_}, p_.duration(unit, kernels), category, p_.work(unit, kernels));
+    if (first_.empty()) first_ = last_;
     queued_.clear();
     return last_;
   }
@@ -148,6 +149,9 @@ class Passes::Writer {
   }
 
   const TaskList& last() const { return last_; }
+  // The first compute task flushed since mark_first() (empty before one is).
+  void mark_first() { first_.clear(); }
+  const TaskList& first() const { return first_; }
 
  private:
   Category kernels_ = Category::Compute;
@@ -181,6 +185,7 @@ class Passes::Writer {
   std::string label_;                    // scratch space for task labels
   std::vector<Kernel> kernels_scratch_;  // and for the kernels of a task
   TaskList last_;
+  TaskList first_;
   Duration* elapsed_ = nullptr;
   Launches* launches_ = nullptr;
 };
@@ -763,11 +768,17 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
       replay(w, unit, full);
       if (rebuilt > 0) ctx_.memory(stage, w.last(), rebuilt, MemoryKind::Activations, true);
     }
+    // the gradients the layer's backward holds at once, from its first kernel to its last
+    w.mark_first();
     unit_backward(w, unit, !split_);
+    const std::int64_t working = unit < 0 ? 0 : static_cast<std::int64_t>(checkpoint(unit, full).working);
+    if (working > 0 && !w.first().empty()) ctx_.memory(stage, w.first(), working, MemoryKind::Activations, false);
     const auto last = w.last();
     dp_.after_pass(stage, unit, false, microbatch, last);
     const std::int64_t kept = stored_activations(unit, full) + rebuilt;
-    ctx_.memory(stage, last, -(split_ ? static_cast<std::int64_t>(kept * (1 - kWeightGradShare)) : kept),
+    ctx_.memory(stage, last,
+                -(split_ ? static_cast<std::int64_t>(kept * (1 - kWeightGradShare)) : kept) -
+                    (w.first().empty() ? 0 : working),
                 MemoryKind::Activations, true);
     if (!split_) dp_.gradients_ready(stage, chunk, unit, microbatch, last);
     previous = last;

@@ -98,14 +98,14 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
                                     spec::recomputes_layer(st, i % chunk));
     if (group == 1) {
       per_layer_sum += c.kept;
-      working_set = std::max(working_set, c.rebuilt);
+      working_set = std::max(working_set, c.rebuilt + c.working);
       continue;
     }
     const bool first = (i % chunk) % group == 0;
     if (first) group_held = 0;
     per_layer_sum += first ? c.kept : 0.0;
     group_held += first ? c.rebuilt : c.kept + c.rebuilt;
-    working_set = std::max(working_set, group_held);
+    working_set = std::max(working_set, group_held + c.working);
   }
   const double per_layer = layers > 0 ? per_layer_sum / layers : 0;
   double bytes = per_layer * inflight_layer_microbatches(st.schedule, s, pp, st.vpp, job.micro_batches, layers);

@@ -229,8 +229,10 @@ LayerCheckpoint op_policy(const std::vector<Op>& ops, const ModelSpec& m, const 
 
 }  // namespace
 
-LayerCheckpoint layer_checkpoint(const spec::Job& job, const ModelSpec& m, const LayerShape& s, bool moe,
-                                 bool recomputed) {
+namespace {
+
+LayerCheckpoint policy_checkpoint(const spec::Job& job, const ModelSpec& m, const LayerShape& s, bool moe,
+                                  bool recomputed) {
   const auto tensors = saved_tensors(m, s, save_options(job), moe);
   const double total = total_bytes(tensors);
   double input = 0;
@@ -263,6 +265,54 @@ LayerCheckpoint layer_checkpoint(const spec::Job& job, const ModelSpec& m, const
       for (const auto op : p.ops)
         if (!op.empty()) replay(c.replayed, op);
   return c;
+}
+
+}  // namespace
+
+LayerCheckpoint layer_checkpoint(const spec::Job& job, const ModelSpec& m, const LayerShape& s, bool moe,
+                                 bool recomputed) {
+  auto c = policy_checkpoint(job, m, s, moe, recomputed);
+  c.working = backward_working_bytes(m, s, save_options(job), moe);
+  return c;
+}
+
+double backward_working_bytes(const ModelSpec& m, const LayerShape& s, const SaveOptions& o, bool moe) {
+  const Sizes z = sizes(m, s, o);
+  const bool swiglu = m.mlp == MlpKind::Swiglu;
+  // an activation's backward over `rows` × `ffn` (per GPU) whose first GEMM's input has `input_rows`
+  // rows of h: the incoming gradient and the input gradients, then the data gradient beside the latter
+  const auto mlp = [&](double rows, double ffn, double input_rows) {
+    const double f = z.e * rows * ffn;
+    const double inputs = swiglu ? 2 * f : f;
+    return std::max(f + inputs, inputs + z.e * input_rows * z.h);
+  };
+  double mlp_peak = 0;
+  if (moe) {
+    const auto& x = *m.moe;
+    const double routed = static_cast<double>(s.routed_tokens()) * x.top_k * x.capacity_factor;
+    mlp_peak = mlp(routed / static_cast<double>(s.etp), static_cast<double>(x.expert_ffn_hidden), routed);
+    if (x.shared_experts > 0)
+      mlp_peak = std::max(mlp_peak, mlp(z.tokens, x.shared_experts * static_cast<double>(x.expert_ffn_hidden) / z.tp,
+                                        z.tokens));
+  } else {
+    mlp_peak = mlp(z.tokens, static_cast<double>(m.ffn_hidden) / z.tp, z.tokens);
+  }
+  const double heads = static_cast<double>(m.heads) / z.tp;
+  const double kv_heads = std::max(1.0, static_cast<double>(m.kv_heads) / z.tp);
+  const double qk_dim = m.mla ? static_cast<double>(m.mla->qk_head_dim()) : static_cast<double>(m.head_dim);
+  const double v_dim = m.mla ? static_cast<double>(m.mla->v_head_dim) : static_cast<double>(m.head_dim);
+  const double dqkv = z.e * z.tokens * (heads * qk_dim + (m.mla ? heads : kv_heads) * (qk_dim + v_dim));
+  const double d_out = z.e * z.tokens * heads * v_dim;
+  double attention_inner = 0;
+  if (o.fused_attention) {
+    attention_inner = 4 * z.tokens * heads * qk_dim;  // FlashAttention-2's fp32 dQ accumulator
+  } else {
+    const double scores = static_cast<double>(s.micro_batch) * heads * static_cast<double>(s.seq_len / s.cp) *
+                          static_cast<double>(s.seq_len);
+    attention_inner = z.e * scores;  // the scores' gradient (the softmax's backward writes it in place)
+  }
+  const double attention_peak = std::max(d_out + dqkv + attention_inner, dqkv + z.e * z.tokens * z.h);
+  return z.e * z.tokens_sp * z.h + std::max(mlp_peak, attention_peak);
 }
 
 SaveOptions save_options(const spec::Job& job) {

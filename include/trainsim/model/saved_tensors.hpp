@@ -64,6 +64,7 @@ struct ReplayedOp {
 struct LayerCheckpoint {
   double kept = 0;     // bytes held from the layer's forward to its backward
   double rebuilt = 0;  // bytes the recomputation rebuilds during the layer's backward, beside `kept`
+  double working = 0;  // gradients the layer's backward holds at once, beside both (backward_working_bytes)
   bool whole_layer = false;          // the whole forward replayed, its collectives included
   std::vector<ReplayedOp> replayed;  // otherwise these kernels (compute only)
 };
@@ -72,6 +73,17 @@ struct LayerCheckpoint {
 // (or TorchTitan's layer period) takes this layer.
 LayerCheckpoint layer_checkpoint(const spec::Job& job, const spec::ModelSpec& model, const LayerShape& shape,
                                  bool moe, bool recomputed);
+
+// The gradients one layer's backward holds at once, beyond its saved tensors (autograd frees each
+// when the backward that consumes it has run): the gradient of the layer's output (the residual
+// stream's, a sequence shard under SP), and the larger of two peaks. The MLP's: its activation's
+// backward holds the incoming gradient and the input gradients (SwiGLU: the product's, the gate's
+// and the up projection's, 3·f; GeLU 2·f), then the first GEMM's data gradient, the block input's
+// gradient of the whole sequence before its tensor-parallel reduction, beside the gate's and up's.
+// The attention's: dO, dQ, dK, dV and FlashAttention-2's fp32 dQ accumulator (unfused: the
+// scores' gradient), then the QKV GEMM's data gradient beside dQ, dK, dV. docs/model.md.
+double backward_working_bytes(const spec::ModelSpec& model, const LayerShape& shape, const SaveOptions& options,
+                              bool moe);
 
 // The sum of a table's bytes.
 double total_bytes(const std::vector<SavedTensor>& tensors);
