@@ -213,6 +213,8 @@ def torchtitan():
                     "training": {"seq_len": row["seq_len"], "global_batch": row["global_batch"], "dtype": "bf16",
                                  "optimizer": "adamw"}}
         strategy = f"framework=torchtitan,tp={row['tp']},pp={row['pp']},gpus={row['gpus']},mb={mb}"
+        if row.get("cp", 1) > 1:
+            strategy += f",cp={row['cp']}"
         strategy += f",recompute={recompute}{pipeline}"
         if row["tp"] > 1:
             strategy += ",sp=on"  # TorchTitan shards the norms' sequence under TP (SequenceParallel)
@@ -228,6 +230,10 @@ def torchtitan():
         if row["pp"] > 1 and row["pp_schedule"].startswith("Interleaved"):
             gap = ("pipeline micro-batches not printed: with two stages per rank and one micro-batch per stage "
                    "assumed, the interleaved schedule comes out 21% fast")
+        elif row.get("cp", 1) >= 4:
+            gap = ("context parallelism over 4 and 8 GPUs at 128K-256K tokens: measured steps grow faster than the "
+                   "attention FLOPs (+17.7 s from 64K to 128K where 32K to 64K added 4.5 s); the model grows with "
+                   "the FLOPs and comes out 24-27% fast (docs/validation.md)")
         elif row["gpus"] > 8 and row["tp"] == 1 and row["gpu"].startswith("H100"):
             note = ("FSDP collectives across 16 nodes run NCCL kernels beside the compute for most of the step; "
                     "the SMs they take are not charged (measured 8 -> 128 GPUs: +2.4..2.8% per step; modelled: 0)")
