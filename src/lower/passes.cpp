@@ -776,10 +776,10 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
     const auto last = w.last();
     dp_.after_pass(stage, unit, false, microbatch, last);
     const std::int64_t kept = stored_activations(unit, full) + rebuilt;
-    ctx_.memory(stage, last,
-                -(split_ ? static_cast<std::int64_t>(kept * (1 - kWeightGradShare)) : kept) -
-                    (w.first().empty() ? 0 : working),
-                MemoryKind::Activations, true);
+    ctx_.memory(
+        stage, last,
+        -(split_ ? static_cast<std::int64_t>(kept * (1 - kWeightGradShare)) : kept) - (w.first().empty() ? 0 : working),
+        MemoryKind::Activations, true);
     if (!split_) dp_.gradients_ready(stage, chunk, unit, microbatch, last);
     previous = last;
   }

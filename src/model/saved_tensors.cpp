@@ -292,8 +292,8 @@ double backward_working_bytes(const ModelSpec& m, const LayerShape& s, const Sav
     const double routed = static_cast<double>(s.routed_tokens()) * x.top_k * x.capacity_factor;
     mlp_peak = mlp(routed / static_cast<double>(s.etp), static_cast<double>(x.expert_ffn_hidden), routed);
     if (x.shared_experts > 0)
-      mlp_peak = std::max(mlp_peak, mlp(z.tokens, x.shared_experts * static_cast<double>(x.expert_ffn_hidden) / z.tp,
-                                        z.tokens));
+      mlp_peak = std::max(mlp_peak,
+                          mlp(z.tokens, x.shared_experts * static_cast<double>(x.expert_ffn_hidden) / z.tp, z.tokens));
   } else {
     mlp_peak = mlp(z.tokens, static_cast<double>(m.ffn_hidden) / z.tp, z.tokens);
   }

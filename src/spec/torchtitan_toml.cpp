@@ -251,11 +251,11 @@ class TitanReader {
         s_["schedule"] = std::string(known->schedule);
         const bool zero_bubble = known->schedule == "zb-h1";
         if (!known->exact)
-          out_.warnings.push_back(fmt::format(
-              "{}: pipeline schedule {} is simulated as {}{}", source_, schedule, known->schedule,
-              zero_bubble ? " with one stage per rank (its looped or V-shaped stages are not modelled; "
-                            "pipeline_parallel_layers_per_stage is not read)"
-                          : ""));
+          out_.warnings.push_back(
+              fmt::format("{}: pipeline schedule {} is simulated as {}{}", source_, schedule, known->schedule,
+                          zero_bubble ? " with one stage per rank (its looped or V-shaped stages are not modelled; "
+                                        "pipeline_parallel_layers_per_stage is not read)"
+                                      : ""));
         // looped schedules put two stages on each rank unless the layers per stage say otherwise
         if (known->schedule == "interleaved") {
           if (const auto per_stage = degree("pipeline_parallel_layers_per_stage"))

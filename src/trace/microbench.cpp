@@ -193,8 +193,7 @@ void check_physical(const Microbenchmarks& bench, const spec::ClusterSpec& clust
   const auto peak = [&](spec::Dtype dtype, std::size_t row) {
     const auto it = device.peak_flops.find(dtype);
     if (it == device.peak_flops.end())
-      throw implausible(bench, row, "dtype",
-                        fmt::format("{} has no {} peak", device.name, spec::dtype_name(dtype)));
+      throw implausible(bench, row, "dtype", fmt::format("{} has no {} peak", device.name, spec::dtype_name(dtype)));
     return it->second.flop_per_s / 1e12;
   };
   for (const auto& g : bench.gemms)
@@ -205,7 +204,8 @@ void check_physical(const Microbenchmarks& bench, const spec::ClusterSpec& clust
   for (const auto& a : bench.attention)
     if (const double p = peak(spec::Dtype::Bf16, a.row); a.tflops > p * kRateMargin)
       throw implausible(bench, a.row, "tflops",
-                        fmt::format("{:.4g} TFLOP/s is above {}'s dense bf16 peak of {:.4g}{}", a.tflops, device.name, p, kOtherDevice));
+                        fmt::format("{:.4g} TFLOP/s is above {}'s dense bf16 peak of {:.4g}{}", a.tflops, device.name,
+                                    p, kOtherDevice));
   const double hbm = device.memory_bandwidth.bytes_per_s;
   if (bench.triad_Bps && *bench.triad_Bps > hbm * kBandwidthMargin)
     throw implausible(bench, bench.triad_row, "tb_per_s",
@@ -217,8 +217,9 @@ void check_physical(const Microbenchmarks& bench, const spec::ClusterSpec& clust
   const double busbw_limit = fabric.bandwidth.bytes_per_s * (fabric.in_network_reduction ? 2.0 : 1.0);
   for (const auto& a : bench.all_reduce) {
     if (a.gpus > cluster.node.devices)
-      throw implausible(bench, a.row, "gpus",
-                        fmt::format("{} GPUs on one node; {}'s nodes have {}", a.gpus, cluster.name, cluster.node.devices));
+      throw implausible(
+          bench, a.row, "gpus",
+          fmt::format("{} GPUs on one node; {}'s nodes have {}", a.gpus, cluster.name, cluster.node.devices));
     if (a.busbw_Bps > busbw_limit * kBandwidthMargin)
       throw implausible(bench, a.row, "busbw_gb_s",
                         fmt::format("{:.4g} GB/s is above what {}'s fabric carries ({:.4g} GB/s per device{}){}",

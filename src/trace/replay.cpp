@@ -55,7 +55,9 @@ struct CpuEvent {
 // Clocks of two hosts under NTP agree to about a millisecond; a larger offset between ranks is noted.
 constexpr std::int64_t kClockOffsetNoteNs = 1'000'000;
 
-std::string rank_name(const RankTrace& t) { return t.rank >= 0 ? fmt::format("rank {}", t.rank) : t.path; }
+std::string rank_name(const RankTrace& t) {
+  return t.rank >= 0 ? fmt::format("rank {}", t.rank) : t.path;
+}
 
 struct Match {
   std::vector<std::pair<std::size_t, std::size_t>> members;  // (rank index, GPU op index)
@@ -227,11 +229,12 @@ void ReplayBuilder::note_clock_offsets() {
     const auto offset = offsets[offsets.size() / 2];
     if (std::abs(offset) < kClockOffsetNoteNs) continue;
     const auto size = static_cast<double>(std::abs(offset));
-    notes_.push_back(fmt::format("{}'s clock reads {} {} {}'s (the median over {} matched collectives' ends): "
-                                 "each rank is replayed on its own clock",
-                                 rank_name(*states_[r].trace),
-                                 size >= 1e9 ? fmt::format("{:.3f} s", size / 1e9) : fmt::format("{:.3f} ms", size / 1e6),
-                                 offset > 0 ? "ahead of" : "behind", rank_name(*states_[0].trace), offsets.size()));
+    notes_.push_back(
+        fmt::format("{}'s clock reads {} {} {}'s (the median over {} matched collectives' ends): "
+                    "each rank is replayed on its own clock",
+                    rank_name(*states_[r].trace),
+                    size >= 1e9 ? fmt::format("{:.3f} s", size / 1e9) : fmt::format("{:.3f} ms", size / 1e6),
+                    offset > 0 ? "ahead of" : "behind", rank_name(*states_[0].trace), offsets.size()));
   }
 }
 

@@ -105,8 +105,7 @@ TEST_CASE("every published microbenchmark of a catalogue device is within what t
     const auto cluster = spec::load_cluster_spec(test::topology(d.topology));
     const auto bench = trace::read_microbenchmarks(bench_file, d.match);
     CHECK_NOTHROW(trace::check_physical(bench, cluster));
-    for (const auto& g : bench.gemms)
-      CHECK(g.tflops <= cluster.device.peak_flops.at(g.dtype).flop_per_s / 1e12);
+    for (const auto& g : bench.gemms) CHECK(g.tflops <= cluster.device.peak_flops.at(g.dtype).flop_per_s / 1e12);
     if (bench.triad_Bps) CHECK(*bench.triad_Bps <= cluster.device.memory_bandwidth.bytes_per_s);
   }
 }

@@ -55,7 +55,8 @@ std::vector<Row> torchtitan_rows() {
     const auto report = driver::build_run_report(job);
     constexpr double kGiB = 1024.0 * 1024 * 1024;
     out.push_back({file, static_cast<double>(report.peak_memory - report.runtime_memory.count) / kGiB,
-                   row->at("memory_gib").get<double>(), job.strategy.tp == 1 && job.strategy.pp == 1 && job.strategy.cp == 1});
+                   row->at("memory_gib").get<double>(),
+                   job.strategy.tp == 1 && job.strategy.pp == 1 && job.strategy.cp == 1});
   }
   std::sort(out.begin(), out.end(), [](const Row& a, const Row& b) { return a.name < b.name; });
   return out;

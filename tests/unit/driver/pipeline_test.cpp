@@ -132,10 +132,9 @@ TEST_CASE("activation memory follows the schedule") {
         model::layer_checkpoint(job, job.workload.model, model::gpu_layer_shape(job), false, false).kept;
     std::vector<double> out;
     for (const auto& s : r.simulation->per_stage)
-      out.push_back(
-          (static_cast<double>(s.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]) -
-           kToyWorking) /
-          per_layer);
+      out.push_back((static_cast<double>(s.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]) -
+                     kToyWorking) /
+                    per_layer);
     return out;
   };
   // 64 micro-batches; the last stage also holds the head's activations (a few percent here)

@@ -413,7 +413,8 @@ TEST_CASE("synthetic traces of two ranks: clocks aligned per file, one collectiv
                   "rank 1's clock reads 999.900 ms ahead of rank 0's (the median over 1 matched collectives' ends): "
                   "each rank is replayed on its own clock") != report.notes.end());
   // clocks within a millisecond: nothing to say
-  const auto close = trace::replay({r0, trace::read_trace(write_trace("rank1_ntp.json", one_step_trace(1, 200, 900)))}, {});
+  const auto close =
+      trace::replay({r0, trace::read_trace(write_trace("rank1_ntp.json", one_step_trace(1, 200, 900)))}, {});
   CHECK(std::none_of(close.notes.begin(), close.notes.end(),
                      [](const std::string& n) { return n.find("clock reads") != std::string::npos; }));
 }
@@ -436,8 +437,9 @@ TEST_CASE("a GPU clock behind or ahead of the CPU's is a warning") {
     events.push_back(kernel("k", 50000 + i * 100.0, 50, 7, i));
   }
   const auto late = trace::read_trace(write_trace("gpu_ahead.json", {{"traceEvents", events}}));
-  CHECK(warned(late, "none of 100 GPU ops starts within 10 ms of the call that launched it (the least delay is "
-                     "50.000 ms)"));
+  CHECK(warned(late,
+               "none of 100 GPU ops starts within 10 ms of the call that launched it (the least delay is "
+               "50.000 ms)"));
   // the reference traces: neither
   for (const auto& t : kTraces) CHECK_FALSE(warned(reference_trace(t.file), "clock"));
 }
