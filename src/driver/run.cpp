@@ -13,6 +13,7 @@
 #include "trainsim/model/params.hpp"
 #include "trainsim/sim/engine.hpp"
 #include "trainsim/topo/placement.hpp"
+#include "trainsim/topo/topology.hpp"
 #include "trainsim/util/error.hpp"
 #include "trainsim/util/random.hpp"
 
@@ -112,7 +113,7 @@ std::vector<double> compute_factors(const spec::PerturbSpec& p, std::int64_t gpu
 // The job's cluster with the perturbation's NICs degraded; fills `ranks` with theirs.
 std::unique_ptr<ClusterModel> degraded_cluster(const spec::Job& job, const spec::PerturbSpec& p,
                                                const cost::CollectiveTuning& tuning, std::vector<int>& ranks) {
-  auto topology = topo::Topology::build(job.cluster);
+  auto topology = topo::Topology::build(topo::reachable_part(job.cluster, job.gpus));
   ranks.clear();
   for (const auto& d : p.degraded_links) {
     for (const int r : chosen_ranks(d.rank, d.count, d.seed, job.gpus, "/degraded_links", "degraded NICs")) {
@@ -226,7 +227,7 @@ void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& op
 
 RunReport build_run_report(const spec::Job& job, const RunOptions& options) {
   if (!options.simulate) return build_run_report(job, options, nullptr);
-  const ClusterModel cluster(job.cluster, options.tunables(job.cluster).values.collectives);
+  const ClusterModel cluster(topo::reachable_part(job.cluster, job.gpus), options.tunables(job.cluster).values.collectives);
   const auto costs = cluster.cost_model();
   return build_run_report(job, options, costs.get());
 }

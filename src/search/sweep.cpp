@@ -13,6 +13,7 @@
 #include "search/space.hpp"
 #include "trainsim/driver/cluster_model.hpp"
 #include "trainsim/lower/bound.hpp"
+#include "trainsim/topo/topology.hpp"
 #include "trainsim/model/memory.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/util/error.hpp"
@@ -331,7 +332,10 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
 
   const auto mine = shard_of(all.size(), options);
   result.enumerated = static_cast<std::int64_t>(mine.size());
-  CostModelPool pool(cluster, options.run.tunables(cluster).values.collectives);
+  // the topology of the largest job the sweep tries (the links smaller ones cross are the same)
+  const auto most_gpus = result.gpus.empty() ? cluster.num_devices()
+                                             : *std::max_element(result.gpus.begin(), result.gpus.end());
+  CostModelPool pool(topo::reachable_part(cluster, most_gpus), options.run.tunables(cluster).values.collectives);
   std::vector<Screened> screened;
   const auto order = screen_all(all, mine, cluster, workload, sources, options, pool, screened, result);
   result.top = simulate_rounds(order, mine, screened, workload, options, pool, result.stats, result.simulated);

@@ -153,8 +153,10 @@ LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, const std::string
   LinkFigures figures{r, kind, "network", warnings};
   n.nics_per_node = static_cast<int>(r.integer("nics_per_node", {1, kMaxNicsPerNode}));
   n.nic_bandwidth = figures.rate("nic_bandwidth", kNicBandwidth);
-  n.leaf_radix = static_cast<int>(r.integer("leaf_radix", {2, 4096}));
-  n.spine_radix = static_cast<int>(r.integer_or("spine_radix", n.leaf_radix, {2, 4096}));
+  // ports per switch: the largest switch ASICs have 512 (Broadcom Tomahawk 6 at 200G); twice that
+  // leaves room for what-ifs, and bounds the graph a job's reachable part builds (topo::reachable_part)
+  n.leaf_radix = static_cast<int>(r.integer("leaf_radix", {2, kMaxSwitchRadix}));
+  n.spine_radix = static_cast<int>(r.integer_or("spine_radix", n.leaf_radix, {2, kMaxSwitchRadix}));
   n.oversubscription = r.number_or("oversubscription", 1.0, {1.0, 64.0});
   n.rail_optimized = r.boolean_or("rail_optimized", false);
   n.latency = figures.latency(kLatencyFigure);
@@ -169,7 +171,13 @@ LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, const std::string
   n.efficiency = figures.efficiency();
   n.in_network_reduction = r.boolean_or("in_network_reduction", false);
   const double endpoints = static_cast<double>(nodes) * n.nics_per_node;
-  if (const auto tiers = r.optional_integer("tiers", {2, 3})) {
+  // a radix refused above stands at its range's minimum: no capacity error follows from it
+  const auto* radix = r.value("leaf_radix");
+  const bool radix_read = radix != nullptr && radix->is_number() && radix->get<double>() == n.leaf_radix;
+  const auto tiers = r.optional_integer("tiers", {2, 3});
+  if (!radix_read) {
+    n.tiers = static_cast<int>(tiers.value_or(3));
+  } else if (tiers) {
     n.tiers = static_cast<int>(*tiers);
     const double capacity = fat_tree_capacity(n.leaf_radix, n.tiers, n.oversubscription);
     if (capacity < endpoints)

@@ -49,6 +49,17 @@ Shape fat_tree_shape(const spec::ClusterSpec& cluster, const spec::LeafSpineNetw
   return s;
 }
 
+// Nodes that fill whole leaves (two tiers) or whole pods (three tiers).
+std::int64_t nodes_per_unit(const spec::LeafSpineNetwork& net, const Shape& s) {
+  const auto down = static_cast<std::int64_t>(s.leaf_down);
+  const auto rails = static_cast<std::int64_t>(net.nics_per_node);
+  // the NIC ports of whole leaves (of a pod's leaves with three tiers) in whole nodes: a rail group
+  // of leaves serves `down` nodes; otherwise a leaf serves down/rails nodes where that divides
+  const std::int64_t ports = s.three_tier ? static_cast<std::int64_t>(s.leaves_per_pod) * down : down;
+  if (net.rail_optimized) return s.three_tier ? static_cast<std::int64_t>(s.leaves_per_pod) / rails * down : down;
+  return ports % rails == 0 ? ports / rails : ports;
+}
+
 std::uint32_t leaf_of_nic(const spec::LeafSpineNetwork& net, const Shape& s, std::uint32_t node, std::uint32_t rail) {
   const auto down = static_cast<std::uint32_t>(s.leaf_down);
   const auto rails = static_cast<std::uint32_t>(net.nics_per_node);
@@ -56,6 +67,18 @@ std::uint32_t leaf_of_nic(const spec::LeafSpineNetwork& net, const Shape& s, std
 }
 
 }  // namespace
+
+spec::ClusterSpec reachable_part(const spec::ClusterSpec& cluster, std::int64_t devices) {
+  const auto* net = std::get_if<spec::LeafSpineNetwork>(&cluster.network);
+  if (net == nullptr || devices <= 0) return cluster;
+  const std::int64_t unit = std::max<std::int64_t>(1, nodes_per_unit(*net, fat_tree_shape(cluster, *net)));
+  const std::int64_t needed = (devices + cluster.node.devices - 1) / cluster.node.devices;
+  const std::int64_t nodes = std::min(cluster.nodes, (needed + unit - 1) / unit * unit);
+  if (nodes == cluster.nodes) return cluster;
+  auto part = cluster;
+  part.nodes = nodes;
+  return part;
+}
 
 std::uint32_t FatTreeIndex::first_nic(DeviceId d) const {
   const auto node = d.value / static_cast<std::uint32_t>(devices_per_node);

@@ -103,5 +103,6 @@ inline constexpr std::int64_t kMaxDevices = std::int64_t{1} << 22;
 // The largest scale-up domain (NVIDIA's NVL576) and the most NICs a node's hosts can carry.
 inline constexpr int kMaxDomainDevices = 576;
 inline constexpr int kMaxNicsPerNode = 8 * kMaxDomainDevices;
+inline constexpr int kMaxSwitchRadix = 1024;  // twice the largest switch ASIC's 512 ports
 
 }  // namespace trainsim::spec

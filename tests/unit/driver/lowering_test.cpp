@@ -4,6 +4,7 @@
 #include "common/jobs.hpp"
 #include "common/reports.hpp"
 #include "common/workloads.hpp"
+#include "trainsim/driver/cluster_model.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/sim/engine.hpp"
 
@@ -130,4 +131,19 @@ TEST_CASE("fp32 training moves fp32 activations and gradients: twice the bytes o
     // the gradient-norm all-reduce (8 bytes) is the same in both
     CHECK(bytes(full, category) == doctest::Approx(2 * bytes(half, category)).epsilon(1e-4));
   }
+}
+
+TEST_CASE("a job simulated on its reachable part of the cluster gives what the whole cluster gives") {
+  // 512 GPUs of Llama 3's 24,576: one pod of 3,072 is built (topo::reachable_part), not eight
+  const auto job = test::make_job("h100-roce-llama3", "llama3-8b", "tp=8,pp=2,dp=32,zero=1,gpus=512");
+  const driver::RunOptions options;
+  const driver::ClusterModel whole(job.cluster, options.tunables(job.cluster).values.collectives);
+  const auto costs = whole.cost_model();
+  const auto on_whole = driver::build_run_report(job, options, costs.get());
+  const auto on_part = driver::build_run_report(job, options);
+  REQUIRE(on_whole.simulation);
+  REQUIRE(on_part.simulation);
+  CHECK(on_part.simulation->step_time_s == on_whole.simulation->step_time_s);
+  CHECK(on_part.peak_memory == on_whole.peak_memory);
+  CHECK(on_part.simulation->breakdown.exposed_comm_s == on_whole.simulation->breakdown.exposed_comm_s);
 }

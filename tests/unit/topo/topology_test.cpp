@@ -127,3 +127,29 @@ TEST_CASE("every shipped topology builds, the largest with hundreds of thousands
     CHECK(topo.num_devices() == topo.spec().num_devices());
   }
 }
+
+TEST_CASE("a job's reachable part: whole leaves or pods around its nodes, links as in the whole cluster") {
+  // Llama 3's RoCE cluster: pods of 3,072 GPUs (384 nodes: 96 ToR leaves of 32 NIC ports, 8 NICs a
+  // node); a 512-GPU job needs 64 nodes, one pod
+  const auto llama3 = spec::load_cluster_spec(test::topology("h100-roce-llama3"));
+  CHECK(reachable_part(llama3, 512).nodes == 384);
+  CHECK(reachable_part(llama3, 3072 + 8).nodes == 768);
+  CHECK(reachable_part(llama3, llama3.num_devices()).nodes == llama3.nodes);
+  // two tiers, rail-optimised, radix 64: a rail group of leaves serves 32 nodes
+  const auto superpod = spec::load_cluster_spec(test::topology("dgx-h100-superpod"));
+  CHECK(reachable_part(superpod, 64).nodes == 32);
+  CHECK(reachable_part(superpod, 8 * 33).nodes == 64);
+  // a torus is whole (a smaller one wraps around elsewhere)
+  const auto tpu = spec::load_cluster_spec(test::topology("tpu-v4-pod"));
+  CHECK(reachable_part(tpu, 16) == tpu);
+  // the part's links from one leaf up are the whole cluster's: the same route between two of its GPUs
+  const auto whole = Topology::build(llama3);
+  const auto part = Topology::build(reachable_part(llama3, 512));
+  CHECK(part.num_devices() == 3072);
+  const DeviceId a{0}, b{511};
+  const auto ra = whole.route(a, b);
+  const auto rb = part.route(a, b);
+  CHECK(ra.hops.size() == rb.hops.size());
+  CHECK(ra.latency == rb.latency);
+  CHECK(ra.switches == rb.switches);
+}
