@@ -644,7 +644,8 @@ for _name in ('args', 'stderr'):
     open(_path, 'wb').write(_data)
 case('workload-too-many-microbatches', f'run -t {T} -w @w.json -s tp=1,gpus=8,mb=1', 2,
      'error: @w.json: /training/global_batch: 125000000 micro-batches per pipeline per step (global_batch / (dp·mb)) '
-     'are more than a simulation takes (1048576); raise mb or dp, or use --analytic',
+     'of 96 layers are more than a simulation takes (2097152 layer passes, about a GiB); raise mb or dp, or use '
+     '--analytic',
      {'w.json': work(training__global_batch=1000000000, name='big-batch')})
 case('trace-span-of-years', 'trace summary @t.json', 2,
      'error: @t.json: /traceEvents: events span 11574.1 days; one profiling session spans at most a day (a corrupt timestamp?)',

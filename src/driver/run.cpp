@@ -262,12 +262,12 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
     r.warnings.push_back("memory estimate saturated at 1 EiB: the configuration is far outside any real device");
 
   if (options.simulate) {
-    // every micro-batch is a set of tasks: beyond a million per pipeline a step takes hours
-    if (job.micro_batches > kMaxSimulatedMicroBatches)
+    if (layer_passes(job) > kMaxSimulatedLayerPasses)
       throw SpecError(job.sources.workload, "/training/global_batch",
-                      fmt::format("{} micro-batches per pipeline per step (global_batch / (dp·mb)) are more than "
-                                  "a simulation takes ({}); raise mb or dp, or use --analytic",
-                                  job.micro_batches, kMaxSimulatedMicroBatches));
+                      fmt::format("{} micro-batches per pipeline per step (global_batch / (dp·mb)) of {} layers are "
+                                  "more than a simulation takes ({} layer passes, about a GiB); raise mb or dp, or "
+                                  "use --analytic",
+                                  job.micro_batches, job.workload.model.layers, kMaxSimulatedLayerPasses));
     simulate(r, job, options.lowering(tunables), *costs);
     if (options.perturb && options.perturb->active()) {
       if (options.steps < 1 || options.steps > 10000)

@@ -72,10 +72,10 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
     return out;
   }
   auto& job = *out.job;
-  if (job.micro_batches > driver::kMaxSimulatedMicroBatches) {
+  if (driver::layer_passes(job) > driver::kMaxSimulatedLayerPasses) {
     out.verdict = Screened::Verdict::Invalid;
-    out.reason =
-        fmt::format("more micro-batches per pipeline than a simulation takes ({})", driver::kMaxSimulatedMicroBatches);
+    out.reason = fmt::format("more micro-batches × layers per pipeline than a simulation takes ({})",
+                             driver::kMaxSimulatedLayerPasses);
     out.example = text;
     out.job.reset();
     return out;

@@ -30,7 +30,7 @@ TEST_CASE("Llama 3 405B on 16,384 H100s for 54 days: about 419 interruptions, ET
   CHECK(r.checkpoint_bytes == doctest::Approx(405.85e9 * 14).epsilon(0.002));
 }
 
-TEST_CASE("with scale the mean time to failure falls as 1/GPUs and the ETTR with it") {
+TEST_CASE("with scale the mean time to failure falls as 1/GPUs and the ETTR with it" * doctest::test_suite("volume")) {
   const auto spec = spec::load_reliability_spec(spec::default_reliability_path());
   double previous_mtbf = 1e300, previous_ettr = 1;
   for (const int gpus : {1024, 4096, 16384}) {

@@ -163,7 +163,7 @@ spec::Job llmfoundry_job(const nlohmann::json& row, const nlohmann::json& models
   return test::make_job(topology, w, strategy);
 }
 
-TEST_CASE("every llm-foundry benchmark run fits its GPU, and the tables' largest runs use most of it") {
+TEST_CASE("every llm-foundry benchmark run fits its GPU, and the tables' largest runs use most of it" * doctest::test_suite("volume")) {
   const auto ref = test::load_reference("llmfoundry_benchmarks.json");
   std::map<std::string, double> largest;  // per table, the largest peak as a share of the device
   int rows = 0;

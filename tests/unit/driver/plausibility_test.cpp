@@ -64,7 +64,7 @@ std::optional<std::string> resolved(const spec::ClusterSpec& c, std::string_view
 
 using namespace plausibility_test;
 
-TEST_CASE("every physical figure of every shipped topology, times or over 8: rejected, warned or visible") {
+TEST_CASE("every physical figure of every shipped topology, times or over 8: rejected, warned or visible" * doctest::test_suite("volume")) {
   const char* fields[] = {"/node/fabric/bandwidth", "/node/fabric/latency", "/network/nic_bandwidth",
                           "/network/latency", "/network/link_bandwidth", "/network/switch_latency"};
   int checked = 0;

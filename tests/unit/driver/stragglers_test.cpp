@@ -63,7 +63,7 @@ TEST_CASE("a slow stage sets the pipeline's pace; a slow GPU slows its whole ten
   CHECK(one_tp == doctest::Approx(all_tp).epsilon(0.03));
 }
 
-TEST_CASE("noise: a seed gives the same steps; percentiles in order; bad input named") {
+TEST_CASE("noise: a seed gives the same steps; percentiles in order; bad input named" * doctest::test_suite("volume")) {
   // every rank simulated for each of 8 steps, twice: 32 micro-batches per pipeline (mb=4) keep it short
   const auto job = test::make_job("dgx-a100-superpod", "megatron2021-7.5b", "tp=4,pp=2,gpus=32,mb=4");
   spec::PerturbSpec p;

@@ -137,7 +137,7 @@ TEST_CASE("under ZeRO-3 the bound counts every gather and reduce-scatter of the 
   CHECK(bound >= 16 * 8 * 2 * one);
 }
 
-TEST_CASE("the bounded search finds exactly what simulating every candidate finds") {
+TEST_CASE("the bounded search finds exactly what simulating every candidate finds" * doctest::test_suite("volume")) {
   const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
   const auto workload = test::tiny_gpt(8, 64);
   auto options = options_for({16}, 8);
@@ -307,7 +307,7 @@ TEST_CASE("plans with more micro-batches than a simulation takes are pruned, not
   const auto r = run_sweep(cluster, workload, options_for({8}));
   CHECK(r.top.empty());
   CHECK(std::any_of(r.pruned.begin(), r.pruned.end(), [](const auto& f) {
-    return f.reason.starts_with("more micro-batches per pipeline than a simulation takes");
+    return f.reason.starts_with("more micro-batches × layers per pipeline than a simulation takes");
   }));
 }
 

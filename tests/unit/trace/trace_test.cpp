@@ -163,7 +163,7 @@ json one_step_trace(int rank, double nccl_us, double offset_us) {
 
 }  // namespace
 
-TEST_CASE("every reference trace: ranks, steps, kernels per stream, NCCL kernels as the CSV lists them") {
+TEST_CASE("every reference trace: ranks, steps, kernels per stream, NCCL kernels as the CSV lists them" * doctest::test_suite("volume")) {
   const auto csv = read_csv(test::reference("traces/nccl_kernels_from_staged_traces.csv"));
   for (const auto& expected : kTraces) {
     CAPTURE(expected.file);
