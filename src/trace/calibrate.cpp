@@ -18,6 +18,7 @@
 
 #include "trainsim/model/kernel_model.hpp"
 #include "trainsim/trace/analysis.hpp"
+#include "trainsim/trace/microbench.hpp"
 
 namespace trainsim::trace {
 namespace {
@@ -242,7 +243,7 @@ void check_physical(const std::vector<GemmSample>& gemms, const spec::ClusterSpe
       throw SpecError(g.trace->path, "",
                       fmt::format("{}, which {} (-t {}) cannot run: recorded on another device?", what(),
                                   cluster.device.name, cluster.name));
-    if (const double rate = g.flops / g.seconds; rate > *peak * 1.1)
+    if (const double rate = g.flops / g.seconds; rate > *peak * kBoostClockMargin)
       throw SpecError(g.trace->path, "",
                       fmt::format("{} ran at {:.4g} TFLOP/s, above {}'s peak of {:.4g} (-t {}): recorded on another "
                                   "device?",
