@@ -6,10 +6,12 @@
 #include <fmt/format.h>
 
 #include "cli/app.hpp"
+#include "trainsim/util/allocator.hpp"
 #include "trainsim/util/error.hpp"
 
 int main(int argc, char** argv) {
   using trainsim::cli::ExitCode;
+  trainsim::keep_freed_memory_for_reuse();
   try {
     return trainsim::cli::run_app(argc, argv);
   } catch (const trainsim::SpecError& e) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "bench/benchmarks.hpp"
+#include "trainsim/util/allocator.hpp"
 
 namespace trainsim::bench {
 
@@ -25,6 +26,7 @@ std::int64_t resident_kib(const char* field) {
 }  // namespace trainsim::bench
 
 int main(int argc, char** argv) {
+  trainsim::keep_freed_memory_for_reuse();
   const std::string which = argc > 1 ? argv[1] : "all";
   if (which == "all" || which == "collectives") trainsim::bench::collectives();
   if (which == "all" || which == "engine") trainsim::bench::engine();
