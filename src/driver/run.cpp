@@ -56,6 +56,7 @@ void simulate(RunReport& r, const spec::Job& job, const lower::LoweringOptions& 
   r.simulation = summarize(step->lowered, step->timeline);
   // the caching allocator's reserve on top of each stage's live peak (model::fragmentation_bytes)
   auto& s = *r.simulation;
+  s.live_peak_memory = s.peak_memory;
   s.peak_memory = 0;
   for (auto& f : s.per_stage) {
     const Bytes transient{f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)] +
@@ -258,6 +259,7 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
   }
   add_domain_crossings(job, r.warnings);
   r.peak_memory = r.memory.peak().bytes.total().count;
+  r.live_peak_memory = r.memory.live_peak().count;
   if (r.peak_memory >= Bytes::kSaturated)
     r.warnings.push_back("memory estimate saturated at 1 EiB: the configuration is far outside any real device");
 
@@ -281,6 +283,7 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
                "reported",
                s.step_time_s);
     r.peak_memory = s.peak_memory;
+    r.live_peak_memory = s.live_peak_memory;
     const double tokens =
         static_cast<double>(job.workload.training.global_batch) * static_cast<double>(job.workload.training.seq_len);
     const double gpus = static_cast<double>(job.gpus);
@@ -301,7 +304,11 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
   }
   SIM_ASSERT(r.peak_memory < std::numeric_limits<std::int64_t>::max() / 2,
              "the memory peak saturated its counter: no figure is reported");
-  r.fits = r.peak_memory <= r.device_memory.count;
+  // PyTorch's caching allocator frees its cached blocks that are not split and retries a
+  // cudaMalloc that failed (c10/cuda/CUDACachingAllocator.cpp): the reserve it keeps beyond the
+  // live tensors is given back under pressure, so the live tensors are what must fit, and a plan
+  // that needs part of the reserve is at risk (docs/model.md "Fits")
+  r.fits = r.live_peak_memory <= r.device_memory.count;
   r.memory_headroom = options.memory_headroom;
   const double usable = r.device_memory.as_double() * (1 - r.memory_headroom);
   r.memory_at_risk = r.fits && static_cast<double>(r.peak_memory) > usable;

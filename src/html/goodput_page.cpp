@@ -13,7 +13,7 @@ std::string goodput_page(const driver::GoodputReport& r) {
   const auto& job = *r.job;
   Page page("goodput", fmt::format("{} on {}", job.workload.name, job.cluster.name),
             fmt::format("{} GPUs · {} · reliability {}", job.gpus, spec::strategy_text(job.strategy), r.reliability));
-  page.figure("/fits", "fits", !r.fits ? "does NOT fit" : r.memory_at_risk ? "fits, at risk (headroom)" : "fits",
+  page.figure("/fits", "fits", report::fit_verdict(r.fits, r.memory_at_risk, r.peak_memory, r.device_memory),
               std::nullopt);
   page.figure("/peak_memory_bytes", "peak memory per GPU", report::human_bytes(Bytes{r.peak_memory}),
               static_cast<double>(r.peak_memory));

@@ -198,10 +198,7 @@ std::string run_page(const driver::RunReport& r) {
               static_cast<double>(r.peak_memory));
   page.figure("/device_memory_bytes", "device memory", report::human_bytes(r.device_memory),
               r.device_memory.as_double());
-  page.figure("/fits", "fits",
-              !r.fits            ? "does NOT fit"
-              : r.memory_at_risk ? "fits, at risk (headroom)"
-                                 : "fits",
+  page.figure("/fits", "fits", report::fit_verdict(r.fits, r.memory_at_risk, r.peak_memory, r.device_memory),
               std::nullopt);
   std::string assumptions = fmt::format("<p>strategy <code>{}</code></p><p>precision: {}</p>",
                                         escape(spec::strategy_text(job.strategy)), escape(report::precision_text(r)));

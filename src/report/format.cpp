@@ -105,6 +105,12 @@ std::string does_not_fit_text(std::int64_t peak_memory, Bytes device_memory) {
                      human_bytes(device_memory));
 }
 
+std::string fit_verdict(bool fits, bool at_risk, std::int64_t peak_memory, Bytes device_memory) {
+  if (!fits) return "does NOT fit";
+  if (peak_memory > device_memory.count) return "fits, at risk (the allocator must give back its reserve)";
+  return at_risk ? "fits, at risk (headroom)" : "fits";
+}
+
 std::string mfu_text(const driver::RunReport& r) {
   std::string out = fmt::format("MFU {:.1f}% of the {:.0f} TFLOP/s {} peak", r.mfu * 100, r.mfu_peak_flops / 1e12,
                                 spec::dtype_name(r.mfu_dtype));
@@ -305,6 +311,7 @@ ordered_json to_json(const RunReport& r) {
       {"megatron_formula_per_step", job.workload.model.moe ? ordered_json() : ordered_json(r.megatron_formula_flops)},
       {"model_per_token", r.flops.per_token}};
   out["peak_memory_bytes"] = r.peak_memory;
+  out["live_peak_memory_bytes"] = r.live_peak_memory;
   out["analytic_peak_memory_bytes"] = r.memory.peak().bytes.total().count;
   out["device_memory_bytes"] = r.device_memory.count;
   out["fits"] = r.fits;
@@ -346,7 +353,11 @@ std::string memory_table(const RunReport& r) {
   line("  buffers", human_bytes(m.buffers));
   line("  fragmentation", human_bytes(m.fragmentation));
   line("  peak", fmt::format("{} of {}: {}", human_bytes(Bytes{r.peak_memory}), human_bytes(r.device_memory),
-                             !r.fits            ? "does NOT fit"
+                             !r.fits ? "does NOT fit"
+                             : r.peak_memory > r.device_memory.count
+                                 ? fmt::format("the live tensors ({}) fit if the allocator gives back its "
+                                               "reserve: at risk",
+                                               human_bytes(Bytes{r.live_peak_memory}))
                              : r.memory_at_risk ? fmt::format("fits, but within the {:.0f}% headroom: at risk",
                                                               r.memory_headroom * 100)
                                                 : std::string("fits")));

@@ -85,10 +85,11 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
   const auto tunables = options.run.tunables(cluster).values;
   const auto memory = model::estimate_memory(job, tunables.memory, tunables.collectives.channels);
   const auto& peak = memory.peak().bytes;
-  // the memory a plan may use: the device's (a plan in the headroom is kept and flagged: published
-  // runs use the memory to the last few percent, docs/validation.md "Memory")
+  // the memory a plan may use: the device's, for its live tensors (a plan in the headroom or that
+  // needs the allocator's reserve is kept and flagged: published runs use the memory to the last
+  // few percent, docs/validation.md "Memory"; the reserve is given back under pressure)
   const auto device = job.cluster.device.memory;
-  if (peak.total() > device) {
+  if (memory.live_peak() > device) {
     out.verdict = Screened::Verdict::OutOfMemory;
     const auto states = peak.params + peak.grads + peak.optimizer;
     const auto& s = job.strategy;

@@ -202,7 +202,9 @@ std::string to_table(const SweepResult& r) {
           p.gpu_hours_per_mtoken);
     }
     if (std::any_of(r.top.begin(), r.top.end(), [](const Plan& p) { return p.memory_at_risk; }))
-      out += "  ! the peak fits but enters the memory headroom (--memory-headroom): at risk, not pruned\n";
+      out +=
+          "  ! at risk, not pruned: the peak enters the memory headroom (--memory-headroom) or needs the "
+          "caching allocator's reserve given back\n";
   }
   if (!r.pruned.empty()) {
     out += "\npruned, most common reasons first:\n";

@@ -46,7 +46,8 @@ struct RunOptions {
   double min_bucket_params = 40e6;
   // Share of device memory kept free for what the model does not count (docs/model.md "What a GPU
   // holds beyond the model, and the headroom"). A plan whose
-  // peak enters it fits but is at risk; the sweep keeps only plans outside it.
+  // peak enters it fits but is at risk, and so does one whose live tensors fit only if the caching
+  // allocator gives back its reserve; the sweep ranks both, flagged.
   double memory_headroom = kDefaultMemoryHeadroom;
   static constexpr double kDefaultMemoryHeadroom = 0.05;
   // Stragglers: every rank simulated, over `steps` steps (each its own noise draw)
@@ -103,12 +104,17 @@ struct RunReport {
   double mfu_peak_flops = 0;  // per GPU, FLOP/s
   std::optional<double> mfu_bf16;  // absent on a device without a bf16 peak
   std::int64_t peak_memory = 0;  // simulated when simulated, else analytic
+  // The same without the caching allocator's reserve (memory.fragmentation): the live tensors,
+  // which must fit. The reserve is given back under pressure (docs/model.md "Fits").
+  std::int64_t live_peak_memory = 0;
   Bytes device_memory;
   spec::MemoryTuning memory_tuning;  // what the memory figures assumed
   Bytes runtime_memory;  // part of every GPU's buffers: CUDA context, cuBLAS and NCCL (model::runtime_memory)
   bool fits = false;
   double memory_headroom = 0;
-  bool memory_at_risk = false;  // fits, but its peak is within the headroom of the device's memory
+  // fits, but its peak (with the allocator's reserve) is within the headroom of the device's memory
+  // or beyond it
+  bool memory_at_risk = false;
   std::vector<LayerSummary> layers;  // one micro-batch on one GPU
   std::vector<std::string> warnings;
   std::optional<Perturbation> perturbation;

@@ -37,7 +37,8 @@ struct Simulation {
   // per communication category (pipeline transfers aside): its time with the compute stream idle,
   // mean per rank (categories may overlap one another)
   std::vector<std::pair<std::string, double>> exposed_s;
-  std::int64_t peak_memory = 0;  // the highest pool peak
+  std::int64_t peak_memory = 0;       // the highest pool peak (with the allocator's reserve once run.cpp adds it)
+  std::int64_t live_peak_memory = 0;  // the highest pool peak of live tensors alone
   std::size_t peak_rank = 0;     // index into Lowered::ranks
   std::size_t tasks = 0;
   std::uint64_t events = 0;

@@ -3,6 +3,7 @@
 // model/saved_tensors under the job's checkpointing policy) held as the pipeline schedule
 // dictates, and buffers. Analytic: the engine's memory
 // timeline refines the peak; these closed forms are what its accounting must reproduce.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -52,7 +53,8 @@ struct MemoryBreakdown {
   Bytes activations;
   Bytes buffers;  // communication buffers, gathered ZeRO-3 layers, FP8 weight copies, the runtime's
   Bytes fragmentation;  // reserved by the caching allocator beyond the live tensors
-  Bytes total() const { return params + grads + optimizer + activations + buffers + fragmentation; }
+  Bytes total() const { return live() + fragmentation; }
+  Bytes live() const { return params + grads + optimizer + activations + buffers; }
 };
 
 struct StageMemory {
@@ -68,6 +70,12 @@ struct MemoryEstimate {
   std::vector<StageMemory> stages;
   std::size_t peak_stage = 0;
   const StageMemory& peak() const { return stages.at(peak_stage); }
+  // The largest stage's live tensors, without the allocator's reserve: what must fit.
+  Bytes live_peak() const {
+    Bytes out;
+    for (const auto& s : stages) out = std::max(out, s.bytes.live());
+    return out;
+  }
 };
 
 // What every GPU holds besides the model, all step (docs/model.md "Memory"): the CUDA context and

@@ -372,3 +372,33 @@ TEST_CASE("a sweep at the edge of memory keeps the plan that ran") {
   REQUIRE(ran != r.top.end());
   CHECK(ran->memory_at_risk);
 }
+
+TEST_CASE("the memory screen prunes by the live tensors, not by the allocator's reserve") {
+  // PyTorch's caching allocator gives its cache back when memory runs out (docs/model.md "Fits"):
+  // on a device between the best plan's live tensors and its peak with the reserve (both by the
+  // analytic estimate the screen reads), that plan is still a candidate and still the best
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto workload = test::gpt3_layers(8, 32);
+  const auto usual = run_sweep(cluster, workload, options_for({16}));
+  REQUIRE_FALSE(usual.top.empty());
+  const auto& best = usual.top.front();
+  const auto job = spec::resolve_job(
+      cluster, workload, spec::read_strategy_spec(spec::parse_inline_strategy(best.strategy, "s"), "s"), kSources);
+  driver::RunOptions analytic;
+  analytic.simulate = false;
+  const auto estimate = driver::build_run_report(job, analytic);
+  REQUIRE(estimate.live_peak_memory < estimate.peak_memory);
+  auto smaller = cluster;
+  smaller.device.memory = Bytes{(estimate.live_peak_memory + estimate.peak_memory) / 2};
+  const auto r = run_sweep(smaller, workload, options_for({16}));
+  REQUIRE_FALSE(r.top.empty());
+  CHECK(r.top.front().strategy == best.strategy);
+  CHECK(r.top.front().step_time_s == best.step_time_s);
+  CHECK(r.out_of_memory >= usual.out_of_memory);
+  // the analytic verdict on that device: fits, at risk
+  auto j = job;
+  j.cluster.device.memory = smaller.device.memory;
+  const auto on_smaller = driver::build_run_report(j, analytic);
+  CHECK(on_smaller.fits);
+  CHECK(on_smaller.memory_at_risk);
+}
