@@ -191,6 +191,7 @@ void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& op
   // rank they make different, and the rest folded. Either way the unperturbed step is simulated
   // with the same ranks, so that the slowdown is the perturbation's alone.
   auto lowering = options.lowering(tunables);
+  lowering.memory_estimate = &r.memory;
   lowering.full = options.full || noisy;
   if (!lowering.full) {
     lowering.distinct_ranks = p.slow_ranks;
@@ -270,7 +271,9 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
                                   "more than a simulation takes ({} layer passes, about a GiB); raise mb or dp, or "
                                   "use --analytic",
                                   job.micro_batches, job.workload.model.layers, kMaxSimulatedLayerPasses));
-    simulate(r, job, options.lowering(tunables), *costs);
+    auto lowering = options.lowering(tunables);
+    lowering.memory_estimate = &r.memory;
+    simulate(r, job, lowering, *costs);
     if (options.perturb && options.perturb->active()) {
       if (options.steps < 1 || options.steps > 10000)
         throw SpecError("--steps", "", fmt::format("{} is not a step count in [1, 10000]", options.steps));

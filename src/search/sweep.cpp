@@ -104,7 +104,9 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
     out.job.reset();
     return out;
   }
-  const double bound = lower::step_time_lower_bound(job, costs, options.run.lowering(tunables)).seconds();
+  auto lowering = options.run.lowering(tunables);
+  lowering.memory_estimate = &memory;
+  const double bound = lower::step_time_lower_bound(job, costs, lowering).seconds();
   out.bound = objective_of(options.objective, bound, job.gpus, workload);
   return out;
 }

@@ -58,6 +58,9 @@ struct LoweringOptions {
   double min_bucket_params = 40e6;
   // Keep what each task does (Lowered::work): an exporter's need (Chakra), off otherwise.
   bool record_work = false;
+  // The job's memory estimate (model::estimate_memory with `memory` and `nccl_channels`) when the
+  // caller has it already (the run report, the sweep's screen); computed again when null.
+  const model::MemoryEstimate* memory_estimate = nullptr;
 };
 
 struct SimulatedRank {
