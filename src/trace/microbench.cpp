@@ -49,6 +49,14 @@ std::optional<spec::AttentionImpl> impl_of(const std::string& text) {
   return std::nullopt;  // PyTorch's unfused attention, Triton's tutorial kernel
 }
 
+// nccl-tests' operations the fit reads, by the row's kind.
+std::optional<cost::CollectiveKind> collective_of(const std::string& kind) {
+  if (kind == "nccl_all_reduce") return cost::CollectiveKind::AllReduce;
+  if (kind == "nccl_all_gather") return cost::CollectiveKind::AllGather;
+  if (kind == "nccl_reduce_scatter") return cost::CollectiveKind::ReduceScatter;
+  return std::nullopt;
+}
+
 GemmBench read_gemm(spec::Reader& row, bool scan) {
   GemmBench g{.dtype = dtype_of(row)};
   g.tflops = row.number("tflops", kPositive);
@@ -123,17 +131,18 @@ void read_row(const json& value, spec::Reader& row, std::size_t index, Microbenc
     }
     out.triad_Bps = row.number("tb_per_s", kPositive) * 1e12;
     out.triad_row = index;
-  } else if (kind == "nccl_all_reduce") {
+  } else if (const auto op = collective_of(kind)) {
     if (const auto nodes = row.integer("nodes", {1, spec::kMaxDevices}); nodes != 1) {
-      skipped["nccl_all_reduce over several nodes: the fit covers one node"].push_back(index);
+      skipped[fmt::format("{} over several nodes: the fit covers one node", kind)].push_back(index);
       return;
     }
     const auto algo = row.string("algo");
-    out.all_reduce.push_back({.row = index,
-                              .gpus = static_cast<int>(row.integer("gpus", kNodeGpus)),
-                              .algorithm = algo.find("NVLS") != std::string::npos ? "nvls" : "auto",
-                              .bytes = row.integer("message_bytes_derived", {1, std::int64_t{1} << 40}),
-                              .busbw_Bps = row.number("busbw_gb_s", kPositive) * 1e9});
+    out.collectives.push_back({.row = index,
+                               .op = *op,
+                               .gpus = static_cast<int>(row.integer("gpus", kNodeGpus)),
+                               .algorithm = algo.find("NVLS") != std::string::npos ? "nvls" : "auto",
+                               .bytes = row.integer("message_bytes_derived", {1, std::int64_t{1} << 40}),
+                               .busbw_Bps = row.number("busbw_gb_s", kPositive) * 1e9});
   } else {
     skipped[fmt::format("kind \"{}\": no model fits it", kind)].push_back(index);
   }
@@ -165,7 +174,7 @@ Microbenchmarks read_microbenchmarks(const std::string& path, const std::string&
   for (const auto& [why, indices] : skipped)
     out.skipped.push_back(fmt::format("{} row(s), {} (/rows/{})", indices.size(), why, fmt::join(indices, ", ")));
   diagnostics.throw_if_any(path);
-  if (out.gemms.empty() && out.attention.empty() && !out.triad_Bps && out.all_reduce.empty())
+  if (out.gemms.empty() && out.attention.empty() && !out.triad_Bps && out.collectives.empty())
     throw SpecError(path, "/rows",
                     fmt::format("no row to fit has a \"gpu\" containing \"{}\" (--match); the file's devices: {}",
                                 device_match, fmt::join(devices, "; ")));
@@ -212,7 +221,7 @@ void check_physical(const Microbenchmarks& bench, const spec::ClusterSpec& clust
   // a ring's bus bandwidth is at most a device's own; in-switch reduction sends each byte once
   // each way, at most twice that
   const double busbw_limit = fabric.bandwidth.bytes_per_s * (fabric.in_network_reduction ? 2.0 : 1.0);
-  for (const auto& a : bench.all_reduce) {
+  for (const auto& a : bench.collectives) {
     if (a.gpus > cluster.node.devices)
       throw implausible(
           bench, a.row, "gpus",
@@ -258,10 +267,10 @@ double modelled_tflops(const AttentionBench& a, model::KernelContext ctx) {
   return flops / seconds / 1e12;
 }
 
-double modelled_busbw(const AllReduceBench& a, cost::CostModel& costs) {
+double modelled_busbw(const CollectiveBench& a, cost::CostModel& costs) {
   cost::Group group;
   for (int d = 0; d < a.gpus; ++d) group.devices.push_back(topo::DeviceId{static_cast<std::uint32_t>(d)});
-  return costs.cost(cost::AllReduce{Bytes{a.bytes}}, group, a.algorithm).busbw_Bps;
+  return costs.cost(cost::make_collective(a.op, Bytes{a.bytes}), group, a.algorithm).busbw_Bps;
 }
 
 }  // namespace trainsim::trace

@@ -272,7 +272,7 @@ void fit_attention(const std::vector<AttentionBench>& rows, model::KernelContext
 // The smallest collective of the sizes a training step moves in bulk.
 constexpr std::int64_t kTrainingCollectiveBytes = std::int64_t{1} << 20;
 
-double collective_loss(const std::vector<AllReduceBench>& rows, const CostModelFactory& factory,
+double collective_loss(const std::vector<CollectiveBench>& rows, const CostModelFactory& factory,
                        const cost::CollectiveTuning& tuning) {
   const auto costs = factory(tuning);
   double loss = 0;
@@ -282,14 +282,14 @@ double collective_loss(const std::vector<AllReduceBench>& rows, const CostModelF
 
 // Coordinate descent over the launch cost and, when a sweep forced in-switch reduction, its
 // latency, efficiency and pipelining channels.
-void fit_collectives(const std::vector<AllReduceBench>& rows, const CostModelFactory& factory,
+void fit_collectives(const std::vector<CollectiveBench>& rows, const CostModelFactory& factory,
                      cost::CollectiveTuning tuning, spec::TunableValues& out) {
   // NCCL's own choice ("auto") may be in-switch reduction too: fit its parameters whenever the
   // model reaches for it
   const bool nvls = std::any_of(rows.begin(), rows.end(), [&](const auto& a) {
     return a.algorithm == "nvls" ||
            factory(tuning)
-                   ->cost(cost::AllReduce{Bytes{a.bytes}},
+                   ->cost(cost::make_collective(a.op, Bytes{a.bytes}),
                           [&] {
                             cost::Group g;
                             for (int d = 0; d < a.gpus; ++d)
@@ -349,13 +349,13 @@ MicrobenchFit fit_microbenchmarks(const Microbenchmarks& bench, const spec::Devi
   ctx.tuning = tuned.kernels;
   if (!bench.attention.empty()) fit_attention(bench.attention, ctx, values, fit.notes);
   values.apply(tuned);
-  if (node_costs && !bench.all_reduce.empty()) {
+  if (node_costs && !bench.collectives.empty()) {
     // fitted on the sizes training moves (1 MiB and up: tensor-parallel activations, gradient
     // buckets); below, the latency the fit gives is kept and the residuals say how it does
-    std::vector<AllReduceBench> training_sizes;
-    for (const auto& a : bench.all_reduce)
+    std::vector<CollectiveBench> training_sizes;
+    for (const auto& a : bench.collectives)
       if (a.bytes >= kTrainingCollectiveBytes) training_sizes.push_back(a);
-    fit_collectives(training_sizes.empty() ? bench.all_reduce : training_sizes, node_costs, tuned.collectives, values);
+    fit_collectives(training_sizes.empty() ? bench.collectives : training_sizes, node_costs, tuned.collectives, values);
     values.apply(tuned);
   }
 
@@ -370,9 +370,10 @@ MicrobenchFit fit_microbenchmarks(const Microbenchmarks& bench, const spec::Devi
          a.tflops, modelled_tflops(a, ctx)});
   if (node_costs) {
     const auto costs = node_costs(tuned.collectives);
-    for (const auto& a : bench.all_reduce)
-      fit.residuals.push_back({fmt::format("all_reduce {} GPUs {} {} B", a.gpus, a.algorithm, a.bytes),
-                               a.busbw_Bps / 1e9, modelled_busbw(a, *costs) / 1e9});
+    for (const auto& a : bench.collectives)
+      fit.residuals.push_back(
+          {fmt::format("{} {} GPUs {} {} B", cost::collective_name(a.op), a.gpus, a.algorithm, a.bytes),
+           a.busbw_Bps / 1e9, modelled_busbw(a, *costs) / 1e9});
   }
   for (const auto& s : bench.skipped) fit.notes.push_back("skipped " + s);
   return fit;

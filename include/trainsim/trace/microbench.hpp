@@ -1,12 +1,13 @@
 #pragma once
-// Device microbenchmarks (GEMM sweeps, attention kernels, HBM STREAM, nccl-tests all-reduce) and
+// Device microbenchmarks (GEMM sweeps, attention kernels, HBM STREAM, nccl-tests collectives) and
 // the kernel and collective parameters fitted to them (docs/model.md "Devices"): the device
 // catalogue's fitted values come from here, never from end-to-end step times.
 //
 // The file format is tests/reference/modern/devices.json's: {"rows": [{"kind": ..., "gpu": ...}]}
 // with kinds gemm (m, n, k, dtype, tflops), gemm_mamf (best_shape_MxNxK, dtype, tflops), attention
 // (impl, pass, head_dim, seq_len, batch, hidden, causal, tflops), hbm_stream (op, tb_per_s) and
-// nccl_all_reduce (gpus, nodes, algo, message_bytes_derived, busbw_gb_s).
+// nccl_all_reduce, nccl_all_gather and nccl_reduce_scatter (gpus, nodes, algo,
+// message_bytes_derived, busbw_gb_s).
 #include <functional>
 #include <memory>
 #include <optional>
@@ -36,8 +37,10 @@ struct AttentionBench {
   double tflops = 0;  // FlashAttention's benchmark convention: 4·b·s²·h·d forward (halved when causal), 2.5× backward
 };
 
-struct AllReduceBench {
+// One nccl-tests size: its bus bandwidth (nccl-tests' convention for the operation).
+struct CollectiveBench {
   std::size_t row = 0;
+  cost::CollectiveKind op = cost::CollectiveKind::AllReduce;
   int gpus = 0;
   std::string algorithm = "auto";  // "nvls" when the run forced NCCL_ALGO=NVLS
   std::int64_t bytes = 0;
@@ -51,7 +54,7 @@ struct Microbenchmarks {
   std::vector<AttentionBench> attention;
   std::optional<double> triad_Bps;  // STREAM triad
   std::size_t triad_row = 0;
-  std::vector<AllReduceBench> all_reduce;
+  std::vector<CollectiveBench> collectives;
   std::vector<std::string> skipped;  // rows of the device that no model covers, with the reason
 };
 
@@ -103,6 +106,6 @@ MicrobenchFit fit_microbenchmarks(const Microbenchmarks& bench, const spec::Devi
                                   const spec::Tunables& start, const CostModelFactory& node_costs = {});
 
 // The busbw the collective model gives an all-reduce row.
-double modelled_busbw(const AllReduceBench& a, cost::CostModel& costs);
+double modelled_busbw(const CollectiveBench& a, cost::CostModel& costs);
 
 }  // namespace trainsim::trace
