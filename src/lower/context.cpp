@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <iterator>
+#include <optional>
 
 #include <fmt/format.h>
 #include <boost/container_hash/hash.hpp>
@@ -67,9 +68,10 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
       shape_(model::gpu_layer_shape(job)) {
   stage_ranks_.resize(static_cast<std::size_t>(job.strategy.pp));
   stage_position_.assign(static_cast<std::size_t>(placement_.world_size()), kNotSimulated);
-  const auto memory = options.memory_estimate != nullptr
-                          ? *options.memory_estimate
-                          : model::estimate_memory(job, options.memory, options.nccl_channels);
+  std::optional<model::MemoryEstimate> estimated;  // when the caller has none
+  const auto& memory = options.memory_estimate != nullptr
+                           ? *options.memory_estimate
+                           : estimated.emplace(model::estimate_memory(job, options.memory, options.nccl_channels));
   const auto runtime = model::runtime_memory(job, options.memory, options.nccl_channels);
   for (const auto& [r, stands_for] : simulated_ranks(placement_, options.full, options.distinct_ranks)) {
     SimulatedRank sr;
