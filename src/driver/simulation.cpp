@@ -111,7 +111,8 @@ struct RankIntervals {
         per_category[category].push_back(i);
         if (kind == lower::StreamKind::Compute) {
           compute.push_back(i);
-        } else if (kind < lower::StreamKind::PpSendNext) {  // not pipeline communication
+        } else if (kind < lower::StreamKind::PpSendNext || kind > lower::StreamKind::Host) {
+          // not pipeline communication, nor the host: collectives and offload copies
           comm.push_back(i);
           exposable[category].push_back(i);
         }

@@ -43,6 +43,7 @@ std::string css_of(const sim::TaskGraph& g, sim::TaskId t) {
     case Category::PpComm:
       return "c-pp";
     case Category::Host:
+    case Category::Offload:
       return "c-oth";
   }
   return "c-oth";

@@ -82,7 +82,7 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
       const auto kind = static_cast<StreamKind>(k);
       sr.streams[static_cast<std::size_t>(k)] =
           out.graph.add_stream({std::string(stream_kind_name(kind)), static_cast<std::uint32_t>(r),
-                                static_cast<std::uint16_t>(k), kind != StreamKind::Host});
+                                static_cast<std::uint16_t>(k), kind < StreamKind::Host});
     }
     const auto& stage_memory = memory.stages.at(static_cast<std::size_t>(sr.stage));
     sr.static_memory = stage_memory;

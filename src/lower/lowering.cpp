@@ -152,6 +152,10 @@ std::string_view stream_kind_name(StreamKind kind) {
       return "pp-recv-next";
     case StreamKind::Host:
       return "host";
+    case StreamKind::OffloadOut:
+      return "offload-d2h";
+    case StreamKind::OffloadIn:
+      return "offload-h2d";
   }
   return "?";
 }
@@ -176,6 +180,8 @@ std::string_view category_name(Category c) {
       return "pp";
     case Category::Host:
       return "host";
+    case Category::Offload:
+      return "offload";
   }
   return "?";
 }

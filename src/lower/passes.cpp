@@ -213,7 +213,7 @@ double Passes::reduce_scatter_sm_share() const {
 }
 
 Passes::Passes(Context& ctx, DataParallel& dp)
-    : ctx_(ctx), dp_(dp), split_(splits_weight_grad(ctx.job().strategy.schedule)) {}
+    : ctx_(ctx), dp_(dp), offload_(ctx), split_(splits_weight_grad(ctx.job().strategy.schedule)) {}
 
 const std::vector<model::Op>& Passes::ops_of(int unit) {
   const auto& m = ctx_.job().workload.model;
@@ -728,7 +728,9 @@ TaskList Passes::forward(int stage, int chunk, int microbatch) {
     const auto last = w.last();
     dp_.after_pass(stage, unit, true, microbatch, last);
     const bool kept = unit < 0 || group == 1 || (layer - 1) % group == 0;
-    ctx_.memory(stage, last, kept ? stored_activations(unit, recomputed) : 0, MemoryKind::Activations, true);
+    const std::int64_t stored = kept ? stored_activations(unit, recomputed) : 0;
+    ctx_.memory(stage, last, stored, MemoryKind::Activations, true);
+    if (offload_.active() && unit >= 0) offload_.forward_done(stage, layer - 1, last, stored, microbatch);
     previous = last;
   }
   return previous;
@@ -747,6 +749,7 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
   TaskList previous(ctx_.stage_ranks(stage).size(), kNoTask);
   for (const int unit : units) {
     const bool full = recomputed.contains(unit);
+    if (offload_.active() && unit >= 0) offload_.backward_next(stage, index.at(unit), previous, microbatch);
     dp_.before_launch(stage, chunk, unit, microbatch, false);
     launch(stage, unit, 'B', full, microbatch);
     dp_.before_pass(stage, chunk, unit, microbatch, false, previous);

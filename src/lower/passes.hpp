@@ -14,6 +14,7 @@
 
 #include "lower/context.hpp"
 #include "lower/data_parallel.hpp"
+#include "lower/offload.hpp"
 #include "trainsim/model/saved_tensors.hpp"
 
 namespace trainsim::lower {
@@ -104,6 +105,7 @@ class Passes {
 
   Context& ctx_;
   DataParallel& dp_;
+  ActivationOffload offload_;
   bool split_;
   std::map<int, std::vector<model::Op>> ops_;  // per unit kind: 0 dense, 1 MoE, embedding, head
   // Kernel durations by unit kind and kernel list, looked up without building a key (a sweep lowers

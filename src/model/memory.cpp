@@ -109,6 +109,9 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   }
   const double per_layer = layers > 0 ? per_layer_sum / layers : 0;
   double bytes = per_layer * inflight_layer_microbatches(st.schedule, s, pp, st.vpp, job.micro_batches, layers);
+  // activation offloading (pp = 1, one micro-batch in flight): the offloaded layers' tensors are on
+  // the host at the peak, but for the group copied back before its backward
+  if (st.offload_layers > 0) bytes -= per_layer * (st.offload_layers - 1);
   bytes += working_set;
   if (stage == 0)
     bytes +=

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "trainsim/spec/link_catalogue.hpp"
 #include "trainsim/spec/reader.hpp"
 
 namespace trainsim::spec {
@@ -43,6 +44,8 @@ constexpr Plausibility kMemoryCapacity{"a device's memory",
                                        "8 GiB to 512 GiB"};
 constexpr Plausibility kPeakFlops{
     "a device's dense peak", {1e12, 1e17}, {1e13, 2e16}, "1 TFLOP/s to 100 PFLOP/s", "10 TFLOP/s to 20 PFLOP/s"};
+constexpr Plausibility kHostBandwidth{
+    "a device's host copy bandwidth", {1e9, 2e12}, {8e9, 1e12}, "1 GB/s to 2 TB/s", "8 GB/s to 1 TB/s"};
 constexpr int kDefaultSms = 108;  // A100, as docs/cli.md's example warns
 // Keys a catalogue file or a derived device may carry besides the device's own fields.
 constexpr std::array<std::string_view, 3> kTunableSections{"kernels", "collectives", "host"};
@@ -71,7 +74,25 @@ std::optional<double> power(Reader& r, std::string_view key) {
 
 // The fields of a device object. `whole`: a device described inline or a catalogue file (name,
 // peak_flops, memory and memory_bandwidth required); otherwise overrides of a catalogue device.
-void read_fields(Reader& r, DeviceSpec& d, bool whole, std::vector<std::string>& warnings) {
+// The device's copies to and from pinned host memory: a catalogue link (its line rate times the
+// share a copy achieves) or a figure.
+void read_host_link(Reader& r, DeviceSpec& d, const std::string& spec_path, std::vector<std::string>& warnings) {
+  if (r.has("host_link") && r.has("host_bandwidth")) {
+    r.error_at("host_bandwidth", "give host_link (a catalogue link) or host_bandwidth (a figure), not both");
+    return;
+  }
+  if (const auto link = read_link_value(r, LinkScope::Fabric, spec_path, "host_link")) {
+    d.host_link = link->catalogue;
+    d.host_bandwidth = link->bandwidth * link->efficiency;
+  } else if (r.has("host_bandwidth")) {
+    d.host_link.clear();
+    d.host_bandwidth =
+        Bandwidth{r.plausible_quantity("host_bandwidth", QuantityKind::Bandwidth, kHostBandwidth, warnings)};
+  }
+}
+
+void read_fields(Reader& r, DeviceSpec& d, bool whole, const std::string& spec_path,
+                 std::vector<std::string>& warnings) {
   if (whole || r.has("name")) d.name = r.string("name");
   if (const auto arch = r.optional_choice<DeviceArch>("arch", kArchs)) d.arch = *arch;
   if (whole && !r.has("peak_flops"))
@@ -91,6 +112,7 @@ void read_fields(Reader& r, DeviceSpec& d, bool whole, std::vector<std::string>&
   }
   if (const auto tdp = power(r, "tdp")) d.tdp_w = *tdp;
   if (const auto limit = power(r, "power_limit")) d.power_limit_w = *limit;
+  read_host_link(r, d, spec_path, warnings);
   for (const auto section : kTunableSections) {
     if (auto s = r.optional_object(section)) {
       const auto values = read_tunables(*s, section);
@@ -190,7 +212,7 @@ DeviceSpec load_device_file(const std::string& path) {
   DeviceSpec d;
   std::vector<std::string> warnings;
   r.sources();
-  read_fields(r, d, true, warnings);
+  read_fields(r, d, true, path, warnings);
   if (!r.has("sms")) r.error_at("sms", "missing; a catalogue device states its streaming multiprocessors");
   r.finish();
   diagnostics.throw_if_any(path);
@@ -217,9 +239,9 @@ DeviceSpec read_device_value(Reader& topology, const std::string& spec_path, std
   if (r.has("from")) {
     const auto base = r.string("from");
     if (auto found = catalogue_device(r, "from", base, spec_path)) d = std::move(*found);
-    read_fields(r, d, false, warnings);
+    read_fields(r, d, false, spec_path, warnings);
   } else {
-    read_fields(r, d, true, warnings);
+    read_fields(r, d, true, spec_path, warnings);
   }
   r.finish();
   return d;

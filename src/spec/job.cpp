@@ -256,6 +256,30 @@ void check_recompute(Job& job, Rules& rules) {
   }
 }
 
+// Activation offloading as Megatron-Core allows it (TransformerConfig.__post_init__: fewer layers
+// than the model's, no pipeline parallelism, no recomputation) on a device whose host link is known.
+void check_offload(const Job& job, Rules& rules) {
+  const auto& s = job.strategy;
+  if (s.offload_layers == 0) return;
+  const int layers = job.workload.model.layers;
+  if (s.pp > 1)
+    rules.strategy("/offload_layers",
+                   "offload_layers needs pp=1 (Megatron-Core refuses CPU offloading with pipeline "
+                   "parallelism)");
+  if (s.recompute != Recompute::None)
+    rules.strategy("/offload_layers", fmt::format("offload_layers needs recompute=none, not {} (Megatron-Core refuses "
+                                                  "CPU offloading with activation recomputation)",
+                                                  recompute_name(s.recompute)));
+  if (s.offload_layers >= layers)
+    rules.strategy("/offload_layers", fmt::format("{} is not fewer than the model's {} layers (at most {})",
+                                                  s.offload_layers, layers, layers - 1));
+  if (!job.cluster.device.host_bandwidth)
+    rules.strategy("/offload_layers",
+                   fmt::format("device \"{}\" states no host link to copy to (give the topology's device host_link, "
+                               "a catalogue link such as \"pcie5\", or host_bandwidth)",
+                               job.cluster.device.name));
+}
+
 // The framework keys that depend on the device and the training dtype: the attention kernel and
 // FP8. A preset's choice is recorded as assumed.
 void resolve_framework(Job& job, Rules& rules) {
@@ -318,6 +342,7 @@ Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strateg
   check_stages(job, rules);
   resolve_framework(job, rules);
   check_recompute(job, rules);
+  check_offload(job, rules);
   if (const auto& max = job.workload.model.max_positions; max && job.workload.training.seq_len > *max)
     job.warnings.push_back(fmt::format(
         "sequence {} is longer than the {} positions the model's config gives (max_position_embeddings): "

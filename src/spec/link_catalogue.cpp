@@ -56,15 +56,16 @@ LinkKind load_link_file(const std::string& path) {
   return k;
 }
 
-std::optional<LinkKind> read_link_value(Reader& r, LinkScope scope, const std::string& spec_path) {
-  if (!r.has("link")) return std::nullopt;
-  const auto name = r.string("link");
+std::optional<LinkKind> read_link_value(Reader& r, LinkScope scope, const std::string& spec_path,
+                                        std::string_view key) {
+  if (!r.has(key)) return std::nullopt;
+  const auto name = r.string(key);
   const auto path = catalogue_path(name, spec_path, "links");
   if (path.empty()) {
     const auto names = link_catalogue_names(spec_path);
     const auto hint = closest_match(name, names);
-    r.error_at("link", fmt::format("unknown link \"{}\"; the link catalogue holds: {}{}", name, joined_names(names),
-                                   hint.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", hint)));
+    r.error_at(key, fmt::format("unknown link \"{}\"; the link catalogue holds: {}{}", name, joined_names(names),
+                                hint.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", hint)));
     return std::nullopt;
   }
   auto kind = load_link_file(path);
@@ -72,9 +73,8 @@ std::optional<LinkKind> read_link_value(Reader& r, LinkScope scope, const std::s
     std::vector<std::string> fitting;
     for (const auto& n : link_catalogue_names(spec_path))
       if (load_link_file(catalogue_path(n, spec_path, "links")).scope == scope) fitting.push_back(n);
-    r.error_at("link", fmt::format("\"{}\" is a {} link, not a {} link; {} links: {}", name,
-                                   link_scope_name(kind.scope), link_scope_name(scope), link_scope_name(scope),
-                                   joined_names(fitting)));
+    r.error_at(key, fmt::format("\"{}\" is a {} link, not a {} link; {} links: {}", name, link_scope_name(kind.scope),
+                                link_scope_name(scope), link_scope_name(scope), joined_names(fitting)));
     return std::nullopt;
   }
   return kind;

@@ -316,6 +316,15 @@ void read_recompute_args(Args& a, nlohmann::json& s) {
   }
 }
 
+// Transformer Engine's activation offloading (Megatron-LM arguments.py: --cpu-offloading-num-layers
+// defaults to 0, nothing offloaded).
+void read_offload_args(Args& a, nlohmann::json& s) {
+  const bool on = a.flag("--cpu-offloading");
+  const auto layers = a.integer("--cpu-offloading-num-layers", {0, 10000});
+  if (layers && !on) a.problem("--cpu-offloading-num-layers needs --cpu-offloading");
+  if (on && layers && *layers > 0) s["offload_layers"] = *layers;
+}
+
 // The training precision and the FP8 recipe.
 void read_precision_args(Args& a, LaunchConfig& out) {
   auto& s = out.strategy;
@@ -388,6 +397,7 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
   if (a.flag("--moe-shared-expert-overlap")) s["ep_overlap"] = "on";
   if (a.flag("--grad-reduce-in-bf16")) s["grad_reduce_dtype"] = "bf16";
   read_recompute_args(a, s);
+  read_offload_args(a, s);
   read_precision_args(a, out);
   read_loss_args(a, s);
   if (const auto optimizer = a.word("--optimizer", {"adam", "sgd"})) out.training.optimizer = *optimizer;

@@ -306,6 +306,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.recompute_layers) out += fmt::format(",recompute_layers={}", *s.recompute_layers);
   if (s.recompute_method != defaults.recompute_method) out += ",recompute_method=uniform";
   if (s.recompute_period) out += fmt::format(",recompute_period={}", *s.recompute_period);
+  if (s.offload_layers > 0) out += fmt::format(",offload_layers={}", s.offload_layers);
   if (!s.recompute_modules.empty()) {
     out += ",recompute_modules=";
     for (std::size_t i = 0; i < s.recompute_modules.size(); ++i)
@@ -362,6 +363,7 @@ StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& s
   if (const auto n = r.optional_integer("recompute_period", {1, 10000})) s.recompute_period = static_cast<int>(*n);
   s.recompute_method = r.choice_or<RecomputeMethod>("recompute_method", RecomputeMethod::Block, kRecomputeMethods);
   s.recompute_modules = read_recompute_modules(r);
+  s.offload_layers = static_cast<int>(r.integer_or("offload_layers", 0, {0, 10000}));
   s.attention = r.optional_choice<AttentionImpl>("attention", kAttention);
   if (const auto f = r.optional_integer("first_stage_layers", {1, 10000})) s.first_stage_layers = static_cast<int>(*f);
   if (const auto l = r.optional_integer("last_stage_layers", {1, 10000})) s.last_stage_layers = static_cast<int>(*l);

@@ -25,9 +25,11 @@ enum class StreamKind : std::uint16_t {
   PpRecvPrev,
   PpSendPrev,
   PpRecvNext,
-  Host  // the CPU thread that launches the rank's work (docs/model.md "Host overhead")
+  Host,        // the CPU thread that launches the rank's work (docs/model.md "Host overhead")
+  OffloadOut,  // copies of saved activations to host memory (Transformer Engine's d2h stream)
+  OffloadIn    // and back (its h2d stream)
 };
-inline constexpr int kStreamKinds = 10;
+inline constexpr int kStreamKinds = 12;
 // A device stream that carries communication (not the compute stream, not the host).
 inline bool is_comm_stream(StreamKind kind) {
   return kind != StreamKind::Compute && kind != StreamKind::Host;
@@ -35,8 +37,19 @@ inline bool is_comm_stream(StreamKind kind) {
 std::string_view stream_kind_name(StreamKind kind);
 
 // Task categories, for breakdowns.
-enum class Category : std::uint16_t { Compute, Recompute, Optimizer, TpComm, CpComm, EpComm, DpComm, PpComm, Host };
-inline constexpr int kCategories = 9;
+enum class Category : std::uint16_t {
+  Compute,
+  Recompute,
+  Optimizer,
+  TpComm,
+  CpComm,
+  EpComm,
+  DpComm,
+  PpComm,
+  Host,
+  Offload  // activations copied to host memory and back
+};
+inline constexpr int kCategories = 10;
 std::string_view category_name(Category c);
 
 // Memory categories tracked separately at the peak.

@@ -36,6 +36,11 @@ struct DeviceSpec {
   // power-capped part clocks down: docs/model.md "Clocks under a power limit").
   std::optional<double> tdp_w;
   std::optional<double> power_limit_w;
+  // Copies between the device and pinned host memory, per direction (activation offloading): the
+  // host link's line rate times the share a copy achieves (`host_link`, a catalogue link), or
+  // `host_bandwidth` as given. Absent: the device states none.
+  std::optional<Bandwidth> host_bandwidth;
+  std::string host_link;  // the catalogue link it comes from ("" when given as a figure)
   // The kernel and collective parameters fitted to this device's microbenchmarks.
   TunableValues fitted;
   std::string catalogue;  // the catalogue entry it comes from ("" for an inline device)

@@ -32,8 +32,9 @@ struct LinkKind {
 std::vector<std::string> link_catalogue_names(const std::string& spec_path);
 // One catalogue file on its own; problems are a SpecError naming it.
 LinkKind load_link_file(const std::string& path);
-// Reads `r`'s key "link" when present: a catalogue name whose scope must be `scope`. An unknown name
-// or a link of another scope is a diagnostic at the key listing the candidates.
-std::optional<LinkKind> read_link_value(Reader& r, LinkScope scope, const std::string& spec_path);
+// Reads `r`'s `key` ("link") when present: a catalogue name whose scope must be `scope`. An unknown
+// name or a link of another scope is a diagnostic at the key listing the candidates.
+std::optional<LinkKind> read_link_value(Reader& r, LinkScope scope, const std::string& spec_path,
+                                        std::string_view key = "link");
 
 }  // namespace trainsim::spec

@@ -84,6 +84,10 @@ struct StrategySpec {
   // With recompute=selective: the parts of each layer recomputed; empty: the attention core
   // (Megatron-Core's default ["core_attn"]).
   std::vector<RecomputeModule> recompute_modules;
+  // The first N transformer layers copy what they saved for the backward to pinned host memory after
+  // their forward and back before their backward (Megatron-LM --cpu-offloading
+  // --cpu-offloading-num-layers N: Transformer Engine's AsyncDoubleBufferGroupOffloadHandler); 0: none.
+  int offload_layers = 0;
   // absent: the framework's kernel for the device (resolve_job fills it in)
   std::optional<AttentionImpl> attention;
   std::optional<int> first_stage_layers;

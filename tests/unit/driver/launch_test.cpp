@@ -168,6 +168,12 @@ TEST_CASE("launch configurations: bad input names the argument; what is not unde
       "--recompute-granularity full --recompute-method block --recompute-num-layers 5", "m");
   CHECK_FALSE(block.strategy.contains("recompute_method"));
   CHECK(block.strategy.at("recompute_layers") == 5);
+  // Transformer Engine's activation offloading: the layers offloaded, none by Megatron's default
+  CHECK(spec::read_megatron_args("--cpu-offloading --cpu-offloading-num-layers 6", "m").strategy.at("offload_layers") ==
+        6);
+  CHECK_FALSE(spec::read_megatron_args("--cpu-offloading", "m").strategy.contains("offload_layers"));
+  CHECK_THROWS_WITH_AS(spec::read_megatron_args("--cpu-offloading-num-layers 6", "m"),
+                       "m: --cpu-offloading-num-layers needs --cpu-offloading", SpecError);
   const auto odd = spec::read_megatron_args("--tensor-model-parallel-size 2 --use-cpu-initialization --moe-grouped-gemm "
                                             "--lr 1e-4 --save /ckpt",
                                             "m");

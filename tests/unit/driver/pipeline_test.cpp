@@ -2,7 +2,9 @@
 // activation peaks against their closed forms.
 #include <doctest/doctest.h>
 
+#include "lower/offload.hpp"
 #include "trainsim/driver/memory_timeline.hpp"
+#include "trainsim/model/memory.hpp"
 #include "trainsim/model/saved_tensors.hpp"
 
 #include <nlohmann/json.hpp>
@@ -19,8 +21,10 @@ namespace {
 // effectively free. The default shape is attention-heavy (long sequences, small hidden);
 // `gemm_heavy` makes forward, input-gradient and weight-gradient passes about equal, as the
 // zero-bubble paper assumes.
-spec::Job toy(const std::string& strategy, std::int64_t batch = 64, bool gemm_heavy = false) {
+spec::Job toy(const std::string& strategy, std::int64_t batch = 64, bool gemm_heavy = false,
+              double host_bandwidth = 0) {
   auto cluster = test::fat_tree_cluster(4, 40, true, 2);
+  if (host_bandwidth > 0) cluster.device.host_bandwidth = Bandwidth{host_bandwidth};
   cluster.node.fabric.bandwidth = Bandwidth{1e15};
   cluster.node.fabric.latency = Duration::zero();
   auto& net = std::get<spec::LeafSpineNetwork>(cluster.network);
@@ -186,4 +190,43 @@ TEST_CASE("the memory peak of 1F1B's first stage is its first backward: p forwar
   double top = 0;
   for (const auto& [t, bytes] : curves.front().points) top = std::max(top, bytes);
   CHECK(top == doctest::Approx(static_cast<double>(f.memory_at_peak[0] + f.memory_at_peak[1] + f.memory_at_peak[2])));
+}
+
+TEST_CASE(
+    "activation offloading: TE's window map, the peak less all but one offloaded layer, copies hidden or exposed") {
+  // Transformer Engine's layer_window_map: N groups spread over L layers, the remainder first
+  CHECK(lower::offload_windows(8, 32) == std::vector<int>{3, 7, 11, 15, 19, 23, 27, 31});
+  CHECK(lower::offload_windows(3, 10) == std::vector<int>{3, 6, 9});
+  CHECK(lower::offload_windows(31, 32).front() == 1);  // layer 0's copy is never waited for at once
+  CHECK(lower::offload_windows(31, 32).back() == 31);
+
+  // the toy's 16 layers, one micro-batch in flight (pp = 1): at the peak (the last layer's backward)
+  // every offloaded layer's tensors are on the host but the group copied back first
+  const int n = 4;
+  const std::int64_t batch = 4;  // micro-batches per step
+  const auto run = [&](int offloaded, double host) {
+    const auto job = toy(fmt::format("gpus=1,offload_layers={}", offloaded), batch, false, host);
+    return driver::build_run_report(job, free_communication());
+  };
+  const auto job = toy("gpus=1", batch, false, 1e15);
+  const double per_layer =
+      model::layer_checkpoint(job, job.workload.model, model::gpu_layer_shape(job), false, false).kept;
+  const auto none = run(0, 1e15);
+  const auto fast = run(n, 1e15);
+  CHECK(static_cast<double>(none.live_peak_memory - fast.live_peak_memory) == doctest::Approx((n - 1) * per_layer));
+  // the closed-form estimate takes off the same
+  const auto analytic = [](const spec::Job& j) { return model::estimate_memory(j).peak().bytes.live().as_double(); };
+  CHECK(analytic(toy("gpus=1", batch, false, 1e15)) -
+            analytic(toy(fmt::format("gpus=1,offload_layers={}", n), batch, false, 1e15)) ==
+        doctest::Approx((n - 1) * per_layer));
+  // copies at 1 PB/s hide behind the layers: the step is the same
+  CHECK(fast.simulation->step_time_s == doctest::Approx(none.simulation->step_time_s).epsilon(1e-9));
+  // copies far slower than a layer: each micro-batch copies N layers out, then (after its forward)
+  // back, one at a time; nothing else waits for them
+  const double host = per_layer / (10 * none.simulation->step_time_s);  // a layer's copy: a tenth of a step
+  const auto slow = run(n, host);
+  const double copies = static_cast<double>(batch) * 2 * n * per_layer / host;
+  CHECK(slow.simulation->step_time_s >= copies);
+  CHECK(slow.simulation->step_time_s <= none.simulation->step_time_s + copies);
+  CHECK(slow.live_peak_memory <= none.live_peak_memory);
 }

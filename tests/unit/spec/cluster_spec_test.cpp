@@ -169,3 +169,22 @@ TEST_CASE("a what-if topology keeps figures beyond today's hardware, with a warn
   j["what_if"] = "yes";
   CHECK(error_of(j).find("/what_if") != std::string::npos);
 }
+
+TEST_CASE("a device's host link: a catalogue link's line rate times its efficiency, or a figure, not both") {
+  // devices/links/pcie5.json: 63 GB/s per direction, 0.87 of it in a measured host-to-device copy
+  const auto h100 = load_device_file(test::source_path("devices/h100-sxm5-80gb.json"));
+  CHECK(h100.host_link == "pcie5");
+  REQUIRE(h100.host_bandwidth);
+  CHECK(h100.host_bandwidth->bytes_per_s == doctest::Approx(63e9 * 0.87));
+  auto j = a100_cluster();
+  CHECK_FALSE(read_cluster_spec(j, "t.json").device.host_bandwidth);
+  j["device"]["host_bandwidth"] = "25 GB/s";
+  CHECK(read_cluster_spec(j, "t.json").device.host_bandwidth->bytes_per_s == 25e9);
+  j["device"]["host_link"] = "pcie4";
+  CHECK(error_of(j) ==
+        "t.json: /device/host_bandwidth: give host_link (a catalogue link) or host_bandwidth (a "
+        "figure), not both");
+  j["device"].erase("host_bandwidth");
+  j["device"]["host_link"] = "pcie9";
+  CHECK(doctest::String(error_of(j).c_str()) == doctest::Contains("/device/host_link: unknown link \"pcie9\""));
+}
