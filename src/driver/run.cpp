@@ -54,14 +54,19 @@ void simulate(RunReport& r, const spec::Job& job, const lower::LoweringOptions& 
   step->lowered = lower::lower(job, costs, lowering);
   step->timeline = sim::run(step->lowered.graph);
   r.simulation = summarize(step->lowered, step->timeline);
-  // the caching allocator's reserve on top of each stage's live peak (model::fragmentation_bytes)
+  // the caching allocator's reserve on top of each stage's live peak (model::fragmentation_bytes),
+  // and the loss's cached block from the loss's backward on (model::loss_cached_bytes)
   auto& s = *r.simulation;
   s.live_peak_memory = s.peak_memory;
   s.peak_memory = 0;
+  const auto loss_cached =
+      Bytes::saturating_from_double(model::loss_cached_bytes(job.workload.model, model::gpu_layer_shape(job)));
   for (auto& f : s.per_stage) {
     const Bytes transient{f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)] +
                           f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Buffers)]};
-    f.peak_memory += model::fragmentation_bytes(transient, lowering.memory).count;
+    f.reserve =
+        (model::fragmentation_bytes(transient, lowering.memory) + (f.peak_after_loss ? loss_cached : Bytes{})).count;
+    f.peak_memory += f.reserve;
     s.peak_memory = std::max(s.peak_memory, f.peak_memory);
   }
   r.step = std::move(step);

@@ -190,6 +190,8 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
       if (pool.peak > f.peak_memory) {
         f.peak_memory = pool.peak;
         f.memory_at_peak = pool.at_peak;
+        const auto& loss = lowered.ranks[r].first_loss;
+        f.peak_after_loss = loss && pool.peak_time >= timeline.tasks[loss->index()].start;
       }
     }
     f.idle_s = std::max(0.0, idle);

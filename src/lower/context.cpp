@@ -366,6 +366,14 @@ TaskList Context::transfer(int from, int to, sim::TaskName name, Bytes bytes, bo
   return out;
 }
 
+void Context::loss_ran(int stage, const TaskList& tasks) {
+  const auto& ranks = stage_ranks(stage);
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    auto& first = out_->ranks[ranks[i]].first_loss;
+    if (!first && tasks[i] != kNoTask) first = tasks[i];
+  }
+}
+
 void Context::memory(int stage, const TaskList& tasks, std::int64_t bytes, MemoryKind kind, bool at_end) {
   if (bytes == 0) return;
   const auto& ranks = stage_ranks(stage);

@@ -78,6 +78,8 @@ class Context {
   // transfers in the order of `to`'s ranks.
   TaskList transfer(int from, int to, sim::TaskName name, Bytes bytes, bool forward);
   void memory(int stage, const TaskList& tasks, std::int64_t bytes, MemoryKind kind, bool at_end);
+  // `tasks` ran the loss (SimulatedRank::first_loss keeps each rank's first).
+  void loss_ran(int stage, const TaskList& tasks);
 
  private:
   sim::StreamId stream_of(std::size_t rank_index, StreamKind kind) const;

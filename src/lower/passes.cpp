@@ -730,6 +730,7 @@ TaskList Passes::forward(int stage, int chunk, int microbatch) {
     const bool kept = unit < 0 || group == 1 || (layer - 1) % group == 0;
     const std::int64_t stored = kept ? stored_activations(unit, recomputed) : 0;
     ctx_.memory(stage, last, stored, MemoryKind::Activations, true);
+    if (unit == kHeadUnit) ctx_.loss_ran(stage, last);
     if (offload_.active() && unit >= 0) offload_.forward_done(stage, layer - 1, last, stored, microbatch);
     previous = last;
   }

@@ -76,6 +76,11 @@ double head_activation_bytes(const spec::ModelSpec& m, const LayerShape& s) {
          s.loss_bytes_per_logit * T * vocab_shard;
 }
 
+double loss_cached_bytes(const spec::ModelSpec& m, const LayerShape& s) {
+  const double T = static_cast<double>(s.micro_batch * (s.seq_len / s.cp));
+  return s.loss_cached_bytes_per_logit * T * static_cast<double>((m.vocab + s.tp - 1) / s.tp);
+}
+
 namespace {
 
 double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first_layer) {
@@ -201,6 +206,10 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
                   .buffers = Bytes::saturating_from_double(buffers)},
         .held_buffers = Bytes::saturating_from_double(held)};
     sm.bytes.fragmentation = fragmentation_bytes(sm.bytes.activations + sm.bytes.buffers, assumptions);
+    // the closed form puts the last stage's peak at its loss
+    if (stage + 1 == job.stage_layers.size())
+      sm.bytes.fragmentation = sm.bytes.fragmentation + Bytes::saturating_from_double(loss_cached_bytes(
+                                                            job.workload.model, gpu_layer_shape(job)));
     sm.bytes.buffers = sm.bytes.buffers + runtime;
     estimate.stages.push_back(sm);
     first_layer += job.stage_layers[stage];

@@ -169,7 +169,7 @@ model::MemoryBreakdown stage_breakdown(const RunReport& r, int stage) {
     if (f.stage != stage) continue;
     m.activations = Bytes{f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]};
     m.buffers = Bytes{f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Buffers)]};
-    m.fragmentation = model::fragmentation_bytes(m.activations + m.buffers, r.memory_tuning);
+    m.fragmentation = Bytes{f.reserve};
     m.buffers = m.buffers + r.runtime_memory + estimate.held_buffers;
   }
   return m;

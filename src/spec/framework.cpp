@@ -232,6 +232,28 @@ double loss_bytes_per_logit(LossImpl loss) {
   return 0;
 }
 
+double loss_cached_bytes_per_logit(LossImpl loss) {
+  switch (loss) {
+    case LossImpl::Upcast:
+    case LossImpl::LossParallel:
+      // the bf16 logits (2) are freed after the forward (TorchTitan's train step: `del pred`) and
+      // their block stays cached: PyTorch's allocator serves a request from a free block at least
+      // as large (c10/cuda/CUDACachingAllocator.cpp, get_free_block), and every tensor the
+      // backward allocates at that size is an fp32 one of twice its size, so one more block is
+      // reserved from the device beside it
+      return 2;
+    case LossImpl::VocabParallel:
+      // the backward writes the gradient over the saved softmax; its bf16 cast reuses the logits'
+      // block
+    case LossImpl::Fused:
+    case LossImpl::FusedInplace:
+      // bf16 throughout: the gradient's block is the logits' size
+      return 0;
+  }
+  SIM_ASSERT(false, "unhandled loss implementation");
+  return 0;
+}
+
 const FrameworkPreset& framework_preset(Framework framework) {
   for (const auto& p : kPresets)
     if (p.framework == framework) return p;

@@ -310,7 +310,8 @@ constexpr std::array kFields{
         "memory", "fragmentation", TunableKind::Share, {0, 1},
         "what PyTorch's caching allocator reserves beyond the live tensors at the peak, as a share of the "
         "memory allocated and freed during the step",
-        "fitted: median over TorchTitan's ten reserved-memory peaks (docs/model.md \"Memory\")"),
+        "fitted: no mean bias over TorchTitan's fourteen reserved-memory peaks with the loss's cached block counted "
+        "(docs/model.md \"What a GPU holds beyond the model\")"),
 };
 
 }  // namespace

@@ -26,6 +26,10 @@ struct StageFigures {
   double bubble_fraction = 0;
   std::int64_t peak_memory = 0;
   std::array<std::int64_t, sim::kMemoryKinds> memory_at_peak{};
+  // the peak came at or after the stage's first loss (model::loss_cached_bytes is reserved then)
+  bool peak_after_loss = false;
+  // the caching allocator's reserve beyond the live tensors at the peak (run.cpp adds it)
+  std::int64_t reserve = 0;
 };
 
 struct Simulation {

@@ -4,6 +4,7 @@
 // critical path, pipeline sends and receives between stages, data-parallel gradient reduction in
 // buckets overlapped with the last micro-batch's backward, ZeRO-1/2/3 sharding, recomputation, the
 // optimizer step, and the memory each task allocates and frees.
+#include <optional>
 #include <vector>
 
 #include "trainsim/cost/cost_model.hpp"
@@ -83,6 +84,9 @@ struct SimulatedRank {
   std::array<sim::StreamId, kStreamKinds> streams{};
   sim::PoolId pool;
   model::StageMemory static_memory;  // params, grads, optimizer, runtime buffers
+  // The first task of the loss's forward on a rank holding the output layer: from its backward on,
+  // the caching allocator holds the loss's cached block (model::loss_cached_bytes).
+  std::optional<sim::TaskId> first_loss;
 };
 
 // How a collective of the step was costed: what reports show beside its tasks' times.

@@ -76,6 +76,7 @@ struct LayerShape {
   bool sp = false;
   int activation_bytes = 2;  // bytes per activation element (bf16/fp16: 2)
   double loss_bytes_per_logit = 6;  // the cross-entropy's memory per logit at its peak (spec::LossImpl)
+  double loss_cached_bytes_per_logit = 0;                // and what the allocator keeps reserved after it
   spec::LossTraffic loss_traffic{.fwd = 38, .bwd = 14};  // its kernels' HBM bytes per logit
   // Under SP the column-parallel linears save their all-gathered input (DTensor's, TorchTitan)
   // rather than the sequence shard they gather again in the backward (Megatron-LM).

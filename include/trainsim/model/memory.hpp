@@ -38,6 +38,10 @@ ModelStateBytes model_state_bytes(double params, int zero_stage, std::int64_t sh
 // vocabulary shard: spec::LossImpl). Per micro-batch.
 double embedding_activation_bytes(const spec::ModelSpec& model, const LayerShape& shape);
 double head_activation_bytes(const spec::ModelSpec& model, const LayerShape& shape);
+// What the caching allocator keeps reserved beyond the live tensors on the last stage from the first
+// loss's backward on (shape.loss_cached_bytes_per_logit per logit of one micro-batch's shard: the
+// block of the freed bf16 logits, reused by the next micro-batch's).
+double loss_cached_bytes(const spec::ModelSpec& model, const LayerShape& shape);
 
 // Layer-micro-batches of activations stage `stage` holds at its peak: layers × micro-batches in
 // flight (GPipe: all m; 1F1B and ZB-H1: p − stage; interleaved: Megatron's warm-up + 1 chunks).

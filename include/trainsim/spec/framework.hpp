@@ -48,6 +48,10 @@ enum class LaunchMode { Eager, Compiled, CudaGraphs };
 enum class OptimizerImpl { Fused, Foreach, ForLoop };
 // Bytes per logit element (per rank's vocabulary shard) at the loss's peak.
 double loss_bytes_per_logit(LossImpl loss);
+// Bytes per logit element the caching allocator keeps reserved, not live, from the loss's backward
+// on: a freed block too small for the fp32 tensors the backward allocates (docs/model.md "What a GPU
+// holds beyond the model").
+double loss_cached_bytes_per_logit(LossImpl loss);
 // HBM bytes per logit element the loss's kernels move in the forward and in the backward (the
 // logits bf16), as each implementation's kernels run; `compiled`: F.cross_entropy under
 // torch.compile (TorchTitan's compile of the loss), one reduction and one element-wise kernel.

@@ -81,7 +81,9 @@ TEST_CASE("peak memory against TorchTitan's measured reserved peaks on H100") {
     // within 8% (eager runs 6-8% low: the allocator's reserve under eager kernels is not modelled)
     if (r.fsdp_only) CHECK(std::abs(r.error()) < 0.08);
   }
-  CHECK(sum / static_cast<double>(rows.size()) < 0.07);  // 6.0% over 14 (the four CP rows -6.8..-7.4%)
+  // 4.6% over 14 (6.0% before the loss's cached block was counted: the four CP rows -6.8..-7.4%,
+  // now +1.8..+2.6%)
+  CHECK(sum / static_cast<double>(rows.size()) < 0.05);
 }
 
 TEST_CASE("fragmentation and NCCL buffers: what each adds, by hand") {
@@ -92,15 +94,41 @@ TEST_CASE("fragmentation and NCCL buffers: what each adds, by hand") {
   // tp 8 and dp 2 with pp 2: three rings; ep adds its all-to-all peers
   const auto tp = test::make_job("dgx-h100-superpod", "llama3-8b", "tp=8,pp=2,gpus=32");
   CHECK(model::runtime_memory(tp, t, 24) == gib(1) + mib(3 * 2 * 24 * 12));
-  // the fragmentation share of the transient memory, and none of the model states
+  // the fragmentation share of the transient memory, and none of the model states, beside the
+  // loss's cached block (TorchTitan's fp32 loss at tp 1: 2 bytes × 8,192 tokens × 128,256 logits)
+  const double block = 2.0 * 8192 * 128256;
   t.fragmentation = 0;
   const auto none = model::estimate_memory(job, t, 24).peak().bytes;
   t.fragmentation = 0.1;
   const auto some = model::estimate_memory(job, t, 24).peak().bytes;
-  CHECK(none.fragmentation.count == 0);
+  CHECK(none.fragmentation.as_double() == block);
   const auto transient = some.activations + some.buffers - model::runtime_memory(job, t, 24);
-  CHECK(some.fragmentation.as_double() == doctest::Approx(0.1 * transient.as_double()).epsilon(1e-9));
-  CHECK(some.total() - none.total() == some.fragmentation);
+  CHECK(some.fragmentation.as_double() == doctest::Approx(0.1 * transient.as_double() + block).epsilon(1e-9));
+  CHECK(some.total() - none.total() == some.fragmentation - none.fragmentation);
+}
+
+TEST_CASE("the loss's cached block: the bf16 logits' 2 bytes per logit stay reserved under F.cross_entropy(.float())") {
+  // Llama 3 8B under TorchTitan on 8 H100s, micro-batch 2 of 8,192 tokens, FSDP: the loss upcasts
+  // the bf16 logits; once they are freed their block (2 bytes × 16,384 tokens × 128,256 logits)
+  // cannot hold the backward's fp32 tensors, twice its size, and stays cached beside them
+  spec::MemoryTuning no_share;
+  no_share.fragmentation = 0;
+  const double block = 2.0 * 16384 * 128256;
+  const auto reserve = [&](const std::string& strategy) {
+    const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", strategy);
+    driver::RunOptions o;
+    o.overrides.set("memory", "fragmentation", 0);
+    const auto r = driver::build_run_report(job, o);
+    const auto analytic = model::estimate_memory(job, no_share).peak().bytes.fragmentation.as_double();
+    return std::pair{static_cast<double>(r.peak_memory - r.live_peak_memory), analytic};
+  };
+  const auto [upcast, upcast_analytic] = reserve("framework=torchtitan,gpus=8,mb=2,recompute=full");
+  CHECK(upcast == doctest::Approx(block).epsilon(1e-9));
+  CHECK(upcast_analytic == doctest::Approx(block).epsilon(1e-9));
+  // Megatron's vocab-parallel loss writes the gradient over its fp32 softmax and casts it back into
+  // the logits' block; flash-attn's fused loss stays in bf16: nothing stays cached
+  CHECK(reserve("framework=torchtitan,gpus=8,mb=2,recompute=full,loss=vocab_parallel").first == 0);
+  CHECK(reserve("framework=torchtitan,gpus=8,mb=2,recompute=full,loss=fused").first == 0);
 }
 
 }  // namespace memory_validation_test
