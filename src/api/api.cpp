@@ -10,6 +10,8 @@
 
 #include "trainsim/cost/collective.hpp"
 #include "trainsim/driver/replay.hpp"
+#include "trainsim/model/memory.hpp"
+#include "trainsim/report/format.hpp"
 #include "trainsim/spec/calibration_spec.hpp"
 #include "trainsim/spec/launch_config.hpp"
 #include "trainsim/spec/quantity.hpp"
@@ -268,11 +270,66 @@ std::vector<trace::RankTrace> read_traces(const std::vector<std::string>& paths)
   return out;
 }
 
+namespace {
+
+// The job the traces recorded, simulated, against the allocator's recorded peaks; with the
+// model's reserve at its peak beside the share of it memory.fragmentation gives (to fit the share).
+struct ModelledMemory {
+  trace::MemoryComparison comparison;
+  double transient = 0;    // the peak stage's activations and buffers (the share's base)
+  double loss_cached = 0;  // of its reserve, the loss's cached block
+};
+
+ModelledMemory compare_memory(const std::vector<trace::RankTrace>& traces, const std::string& topology,
+                              const std::string& workload, const std::string& strategy) {
+  if (workload.empty() != strategy.empty())
+    throw SpecError(workload.empty() ? "--workload" : "--strategy", "",
+                    "the job the traces recorded needs both -w WORKLOAD and -s STRATEGY");
+  if (topology.empty()) throw SpecError("--topology", "", "the job the traces recorded needs -t TOPOLOGY too");
+  const auto peaks = trace::recorded_memory_peaks(traces);
+  if (!peaks)
+    throw SpecError(traces.front().path, "",
+                    "no [memory] events: record with torch.profiler.profile(profile_memory=True) to compare the "
+                    "model's peak memory (-w, -s)");
+  const auto result =
+      run({.topology = {.text = topology}, .workload = {.text = workload}, .strategy = {.text = strategy}});
+  const auto& report = result.report;
+  const auto runtime = report.runtime_memory.count;
+  ModelledMemory out{.comparison = {.recorded_allocated = peaks->first,
+                                    .recorded_reserved = peaks->second,
+                                    .model_live = report.live_peak_memory - runtime,
+                                    .model_reserved = report.peak_memory - runtime}};
+  if (report.simulation) {
+    const auto& stages = report.simulation->per_stage;
+    const auto peak = std::max_element(stages.begin(), stages.end(),
+                                       [](const auto& a, const auto& b) { return a.peak_memory < b.peak_memory; });
+    if (peak != stages.end()) {
+      out.transient = static_cast<double>(peak->memory_at_peak[1] + peak->memory_at_peak[2]);
+      out.loss_cached =
+          static_cast<double>(peak->reserve) -
+          model::fragmentation_bytes(Bytes{static_cast<std::int64_t>(out.transient)}, report.memory_tuning).as_double();
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 trace::TraceReport replay(const ReplayRequest& r) {
   driver::ReplayRequest request{.compute_scale = r.compute_scale, .network_scale = r.network_scale};
   if (!r.topology.empty()) request.cluster = spec::load_cluster_spec(r.topology);
   if (!r.calibration.empty()) request.calibration = spec::load_calibration_spec(r.calibration);
-  return driver::replay(read_traces(r.traces), request);
+  const auto traces = read_traces(r.traces);
+  if (r.workload.empty() && r.strategy.empty()) return driver::replay(traces, request);
+  const auto memory = compare_memory(traces, r.topology, r.workload, r.strategy).comparison;
+  // -t names the recorded job's cluster; the collectives are costed on it where the traces hold some
+  const bool collectives = std::any_of(traces.begin(), traces.end(), [](const trace::RankTrace& t) {
+    return std::any_of(t.gpu.begin(), t.gpu.end(), [](const auto& g) { return g.collective.has_value(); });
+  });
+  if (!collectives) request.cluster.reset();
+  auto report = driver::replay(traces, request);
+  report.memory = memory;
+  return report;
 }
 
 trace::ChakraReport replay_chakra(const std::string& dir, const ReplayRequest& r) {
@@ -283,10 +340,31 @@ trace::ChakraReport replay_chakra(const std::string& dir, const ReplayRequest& r
   return driver::replay_chakra(trace::read_chakra_dir(dir), request);
 }
 
-trace::CalibrationReport calibrate(const std::vector<std::string>& traces, const std::string& topology) {
+trace::CalibrationReport calibrate(const std::vector<std::string>& traces, const std::string& topology,
+                                   const std::string& workload, const std::string& strategy) {
   std::optional<spec::ClusterSpec> cluster;
   if (!topology.empty()) cluster = spec::load_cluster_spec(topology);
-  return trace::calibrate(read_traces(traces), cluster);
+  const auto recorded = read_traces(traces);
+  if (workload.empty() && strategy.empty()) return trace::calibrate(recorded, cluster);
+  const auto modelled = compare_memory(recorded, topology, workload, strategy);
+  auto report = trace::calibrate(recorded, cluster, true);
+  report.memory = modelled.comparison;
+  // the allocator's recorded reserve beyond its live peak, less the loss's cached block, as a share
+  // of the memory the step allocates and frees (docs/model.md "What a GPU holds beyond the model")
+  const auto& c = modelled.comparison;
+  const double reserve = static_cast<double>(c.recorded_reserved - c.recorded_allocated) - modelled.loss_cached;
+  if (modelled.transient > 0) {
+    const double share = std::clamp(reserve / modelled.transient, 0.0, 1.0);
+    report.calibration.values.set("memory", "fragmentation", share);
+    report.notes.push_back(fmt::format(
+        "memory.fragmentation {:.3f}: the allocator reserved {} beyond its {} live peak ({} of it the loss's cached "
+        "block), over the {} the model's peak stage allocates and frees",
+        share, report::human_bytes(Bytes{c.recorded_reserved - c.recorded_allocated}),
+        report::human_bytes(Bytes{c.recorded_allocated}),
+        report::human_bytes(Bytes::saturating_from_double(modelled.loss_cached)),
+        report::human_bytes(Bytes::saturating_from_double(modelled.transient))));
+  }
+  return report;
 }
 
 }  // namespace trainsim::api

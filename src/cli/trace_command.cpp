@@ -31,6 +31,8 @@ struct TraceCommandOptions {
   std::string html;
   std::string chakra;
   bool cost_compute = false;
+  std::string workload;  // the job the traces recorded (replay, calibrate): its peak memory compared
+  std::string strategy;
 };
 
 int run_summary(const TraceCommandOptions& o) {
@@ -52,7 +54,11 @@ int run_chakra_replay(const TraceCommandOptions& o) {
 }
 
 int run_replay(const TraceCommandOptions& o) {
-  if (!o.chakra.empty()) return run_chakra_replay(o);
+  if (!o.chakra.empty()) {
+    if (!o.workload.empty() || !o.strategy.empty())
+      throw SpecError("--workload", "", "compares a Kineto trace's recorded memory: give --trace, not --chakra");
+    return run_chakra_replay(o);
+  }
   if (o.cost_compute) throw SpecError("--cost-compute", "", "costs the kernels of Chakra traces: give --chakra DIR");
   if (o.traces.empty()) throw SpecError("command line", "", "replay needs --trace FILE (Kineto) or --chakra DIR");
   const auto format = parse_format(o.format);
@@ -60,7 +66,9 @@ int run_replay(const TraceCommandOptions& o) {
                                    .topology = o.topology,
                                    .calibration = o.calibration,
                                    .compute_scale = o.compute_scale,
-                                   .network_scale = o.network_scale});
+                                   .network_scale = o.network_scale,
+                                   .workload = o.workload,
+                                   .strategy = o.strategy});
   if (!o.html.empty()) html::write_page(o.html, html::replay_page(report));
   print_report(report::render(report, format), report.warnings, format);
   return kOk;
@@ -87,7 +95,7 @@ int run_calibrate(const TraceCommandOptions& o) {
   }
   if (o.traces.empty())
     throw SpecError("command line", "", "give --trace FILE (profiler traces) or --microbenchmarks FILE");
-  const auto result = api::calibrate(o.traces, o.topology);
+  const auto result = api::calibrate(o.traces, o.topology, o.workload, o.strategy);
   const auto text = report::json_text(report::to_json(result, o.traces)) + "\n";
   std::ofstream out(o.output);
   out << text;
@@ -122,6 +130,10 @@ void add_trace_commands(CLI::App& app, Action& action) {
                      "run GPU kernels, copies and sets this many times faster (0.01 to 1e6)");
   replay->add_option("--network-scale", o->network_scale,
                      "run recorded NCCL kernels this many times faster (0.01 to 1e6)");
+  replay->add_option("-w,--workload", o->workload,
+                     "with -t and -s: the workload the traces recorded; the model's peak memory is compared with the "
+                     "caching allocator's recorded one (profile_memory=True)");
+  replay->add_option("-s,--strategy", o->strategy, "with -t and -w: the strategy the traces recorded");
   add_format_option(*replay, o->format);
   replay->add_option("--html", o->html, "write a self-contained HTML page of the report");
   replay->callback([o, &action] { action = [o] { return run_replay(*o); }; });
@@ -136,6 +148,10 @@ void add_trace_commands(CLI::App& app, Action& action) {
   calibrate->add_option("--match", o->match, "with --microbenchmarks: the rows whose gpu contains this text");
   calibrate->add_option("-o,--output", o->output, "calibration JSON to write")->required();
   calibrate->add_option("-t,--topology", o->topology, "the device whose model to fit (with traces: optional)");
+  calibrate->add_option("-w,--workload", o->workload,
+                        "with --trace, -t and -s: the workload the traces recorded; fits memory.fragmentation from "
+                        "the caching allocator's recorded peaks (profile_memory=True)");
+  calibrate->add_option("-s,--strategy", o->strategy, "with --trace, -t and -w: the strategy the traces recorded");
   calibrate->callback([o, &action] { action = [o] { return run_calibrate(*o); }; });
 }
 

@@ -91,11 +91,32 @@ ordered_json to_json(const trace::TraceReport& r) {
                    {"nccl_kernels", r.nccl_kernels},
                    {"collectives", std::move(collectives)},
                    {"steps", std::move(steps)}};
+  if (const auto& m = r.memory)
+    out["memory"] = {{"recorded_peak_allocated_bytes", m->recorded_allocated},
+                     {"recorded_peak_reserved_bytes", m->recorded_reserved},
+                     {"model_live_bytes", m->model_live},
+                     {"model_reserved_bytes", m->model_reserved},
+                     {"allocated_error", m->allocated_error()},
+                     {"reserved_error", m->reserved_error()}};
   if (!r.notes.empty()) out["notes"] = r.notes;
   if (!r.steps.empty() && r.steps.front().critical_path) out["bound"] = bound_line(r);
   if (!r.warnings.empty()) out["warnings"] = r.warnings;
   return out;
 }
+
+namespace {
+
+// The model's peak against the allocator's recorded one (the CUDA context and NCCL aside).
+std::string memory_lines(const trace::MemoryComparison& m) {
+  return fmt::format(
+      "memory, the model against the recorded peak (CUDA context and NCCL aside):\n"
+      "  allocated  model {} (live tensors), recorded {}: {:+.1f}%\n"
+      "  reserved   model {} (with the allocator's reserve), recorded {}: {:+.1f}%\n",
+      human_bytes(Bytes{m.model_live}), human_bytes(Bytes{m.recorded_allocated}), m.allocated_error() * 100,
+      human_bytes(Bytes{m.model_reserved}), human_bytes(Bytes{m.recorded_reserved}), m.reserved_error() * 100);
+}
+
+}  // namespace
 
 std::string to_table(const trace::TraceReport& r) {
   std::string out;
@@ -131,6 +152,7 @@ std::string to_table(const trace::TraceReport& r) {
       out += fmt::format("memory, rank {} step {}: peak allocated {}, reserved {} (the caching allocator's)\n", s.rank,
                          s.step, human_bytes(Bytes{*s.peak_allocated}), human_bytes(Bytes{*s.peak_reserved}));
   if (replayed) out += fmt::format("{}\n", bound_line(r));
+  if (r.memory) out += memory_lines(*r.memory);
   for (const auto& n : r.notes) out += fmt::format("note: {}\n", n);
   return out;
 }
@@ -225,6 +247,11 @@ ordered_json to_json(const trace::CalibrationReport& r, const std::vector<std::s
                     {"fastest_per_size", std::move(fastest)}});
   }
   out["fit"] = {{"collectives", std::move(fits)}, {"gemm_samples", r.gemm_samples}, {"notes", r.notes}};
+  if (const auto& m = r.memory)
+    out["fit"]["memory"] = {{"recorded_peak_allocated_bytes", m->recorded_allocated},
+                            {"recorded_peak_reserved_bytes", m->recorded_reserved},
+                            {"model_live_bytes", m->model_live},
+                            {"model_reserved_bytes", m->model_reserved}};
   return out;
 }
 
@@ -238,6 +265,7 @@ std::string to_table(const trace::CalibrationReport& r) {
                     fmt::format("{}–{}", human_bytes(c.fit.min_bytes), human_bytes(c.fit.max_bytes)),
                     c.envelope_error * 100, c.median_error * 100);
   out += "(median |error| of the fit against each size's fastest kernel, and against every kernel)\n";
+  if (r.memory) out += memory_lines(*r.memory);
   for (const auto& n : r.notes) out += fmt::format("note: {}\n", n);
   return out;
 }

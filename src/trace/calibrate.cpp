@@ -302,7 +302,8 @@ void fit_gemm(const std::vector<GemmSample>& gemms, const spec::DeviceSpec& devi
 
 }  // namespace
 
-CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::optional<spec::ClusterSpec>& cluster) {
+CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::optional<spec::ClusterSpec>& cluster,
+                            bool memory_fit) {
   CalibrationReport report;
   fit_collectives(traces, report);
   // a calibration that fits nothing would write defaults as if they were measured
@@ -312,8 +313,10 @@ CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::opt
                                             "nelems\" and \"Group size\"), and {}",
                                             why));
   };
+  if (memory_fit && report.collectives.empty())
+    report.notes.push_back("no NCCL kernels with sizes: no collective fitted");
   if (!cluster) {
-    if (report.collectives.empty()) throw nothing("no topology to fit GEMMs against (-t)");
+    if (report.collectives.empty() && !memory_fit) throw nothing("no topology to fit GEMMs against (-t)");
     report.notes.push_back("no topology given: the GEMM efficiency is not fitted (pass -t for the device's peak)");
     return report;
   }
@@ -322,7 +325,8 @@ CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::opt
   report.gemm_samples = static_cast<std::int64_t>(gemms.size());
   for (const auto& g : gemms) report.gemm_flops += g.flops;
   if (gemms.empty()) {
-    if (report.collectives.empty()) throw nothing("no matrix product of 1 GFLOP or more with recorded shapes");
+    if (report.collectives.empty() && !memory_fit)
+      throw nothing("no matrix product of 1 GFLOP or more with recorded shapes");
     report.notes.push_back("no matrix product of 1 GFLOP or more with recorded shapes: GEMM efficiency not fitted");
     return report;
   }

@@ -56,6 +56,29 @@ StepFigures recorded_step(const RankTrace& t, std::size_t step, const std::vecto
   return f;
 }
 
+double MemoryComparison::allocated_error() const {
+  return static_cast<double>(model_live) / static_cast<double>(recorded_allocated) - 1;
+}
+
+double MemoryComparison::reserved_error() const {
+  return static_cast<double>(model_reserved) / static_cast<double>(recorded_reserved) - 1;
+}
+
+std::optional<std::pair<std::int64_t, std::int64_t>> recorded_memory_peaks(const std::vector<RankTrace>& traces) {
+  std::optional<std::pair<std::int64_t, std::int64_t>> out;
+  for (const auto& t : traces)
+    for (const auto& m : t.memory) {
+      const bool in_step = t.steps.empty() || std::any_of(t.steps.begin(), t.steps.end(), [&](const auto& s) {
+                             return m.ts_ns >= s.start_ns && m.ts_ns <= s.end_ns();
+                           });
+      if (!in_step) continue;
+      if (!out) out.emplace(0, 0);
+      out->first = std::max(out->first, m.allocated);
+      out->second = std::max(out->second, m.reserved);
+    }
+  return out;
+}
+
 void add_file_and_collectives(const RankTrace& t, TraceReport& r) {
   FileFigures file{.path = t.path,
                    .rank = t.rank,

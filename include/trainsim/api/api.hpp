@@ -123,6 +123,10 @@ struct ReplayRequest {
   double compute_scale = 1;
   double network_scale = 1;
   bool cost_compute = false;  // Chakra: kernels costed on the topology's device
+  // The job the traces recorded (with `topology`): the model's peak memory against the
+  // allocator's recorded one (trace::MemoryComparison). Both or neither.
+  std::string workload;
+  std::string strategy;
 };
 
 trace::TraceReport replay(const ReplayRequest& request);
@@ -130,8 +134,10 @@ trace::TraceReport replay(const ReplayRequest& request);
 // `replay --chakra DIR`: a folder of Chakra execution traces replayed (`traces` unused).
 trace::ChakraReport replay_chakra(const std::string& dir, const ReplayRequest& request);
 
-// `calibrate --trace`: collective and kernel parameters fitted to traces (topology optional).
-trace::CalibrationReport calibrate(const std::vector<std::string>& traces, const std::string& topology);
+// `calibrate --trace`: collective and kernel parameters fitted to traces (topology optional); with
+// the job the traces recorded (workload and strategy, as for replay) also memory.fragmentation.
+trace::CalibrationReport calibrate(const std::vector<std::string>& traces, const std::string& topology,
+                                   const std::string& workload = "", const std::string& strategy = "");
 
 std::vector<trace::RankTrace> read_traces(const std::vector<std::string>& paths);
 

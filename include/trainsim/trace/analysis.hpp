@@ -71,6 +71,23 @@ struct FileFigures {
   std::vector<std::string> warnings;
 };
 
+// The model's peak memory beside the caching allocator's recorded one (`replay` and `calibrate`
+// given the job the traces recorded: -w and -s). Both without the CUDA context and NCCL's buffers,
+// which live outside the allocator; the largest over the traced ranks' steps against the model's
+// largest stage.
+struct MemoryComparison {
+  std::int64_t recorded_allocated = 0;  // torch.cuda.max_memory_allocated: the live tensors
+  std::int64_t recorded_reserved = 0;   // torch.cuda.max_memory_reserved
+  std::int64_t model_live = 0;
+  std::int64_t model_reserved = 0;
+  double allocated_error() const;
+  double reserved_error() const;
+};
+
+// The allocator's recorded peaks over the traces' profiler steps (every sample where a trace has
+// no step); none without `[memory]` events.
+std::optional<std::pair<std::int64_t, std::int64_t>> recorded_memory_peaks(const std::vector<RankTrace>& traces);
+
 struct TraceReport {
   std::vector<FileFigures> files;
   std::int64_t kernels = 0;
@@ -80,6 +97,7 @@ struct TraceReport {
   std::vector<std::string> notes;     // what a replay assumed
   std::vector<std::string> warnings;  // what a replay could not do as asked
   bool what_if = false;               // a replay that changed something: its deviation is a change
+  std::optional<MemoryComparison> memory;
 };
 
 TraceReport summarize(const std::vector<RankTrace>& traces);
@@ -110,10 +128,14 @@ struct CalibrationReport {
   std::int64_t gemm_samples = 0;
   double gemm_flops = 0;
   std::vector<std::string> notes;
+  std::optional<MemoryComparison> memory;  // with the job: memory.fragmentation fitted from it
 };
 
 // `cluster` gives the device whose kernel model the GEMM fit scales; without it only the
 // collectives are fitted.
-CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::optional<spec::ClusterSpec>& cluster);
+// `memory_fit`: the caller fits memory.fragmentation from the traces' memory events, so traces
+// without collectives or products to fit are not an error.
+CalibrationReport calibrate(const std::vector<RankTrace>& traces, const std::optional<spec::ClusterSpec>& cluster,
+                            bool memory_fit = false);
 
 }  // namespace trainsim::trace
