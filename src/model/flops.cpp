@@ -17,6 +17,7 @@ LayerShape gpu_layer_shape(const spec::Job& job) {
                     .activation_bytes = activation_bytes(job.workload.training.dtype),
                     .loss_bytes_per_logit = spec::loss_bytes_per_logit(s.loss),
                     .loss_cached_bytes_per_logit = spec::loss_cached_bytes_per_logit(s.loss),
+                    .loss_fused_linear = s.loss == spec::LossImpl::FusedLinear,
                     .loss_traffic = spec::loss_traffic_per_logit(
                         s.loss, s.compile && spec::framework_preset(s.framework).compile_is_torch_compile),
                     .sp_saves_gathered = s.sp_saves_gathered};

@@ -72,8 +72,16 @@ double head_activation_bytes(const spec::ModelSpec& m, const LayerShape& s) {
   const double vocab_shard = static_cast<double>((m.vocab + s.tp - 1) / s.tp);
   // the final norm's input, and its output as the logits GEMM's input (gathered under DTensor SP)
   const double sp = s.sp ? s.tp : 1;
-  return s.activation_bytes * T * static_cast<double>(m.hidden) * (1 / sp + (s.sp_saves_gathered ? 1 : 1 / sp)) +
-         s.loss_bytes_per_logit * T * vocab_shard;
+  const double h = static_cast<double>(m.hidden);
+  const double inputs = s.activation_bytes * T * h * (1 / sp + (s.sp_saves_gathered ? 1 : 1 / sp));
+  if (!s.loss_fused_linear) return inputs + s.loss_bytes_per_logit * T * vocab_shard;
+  // Liger's fused linear cross entropy: one chunk's logits at a time, and the input's and the
+  // output weight's gradients, computed in the forward and saved for the backward (in the
+  // activations' dtype: FSDP's unsharded bf16 weight)
+  const auto chunk = spec::loss_chunk_tokens(spec::LossImpl::FusedLinear, static_cast<std::int64_t>(T),
+                                             static_cast<std::int64_t>(vocab_shard), m.hidden);
+  return inputs + s.loss_bytes_per_logit * static_cast<double>(chunk) * vocab_shard +
+         s.activation_bytes * (T * h + vocab_shard * h);
 }
 
 double loss_cached_bytes(const spec::ModelSpec& m, const LayerShape& s) {

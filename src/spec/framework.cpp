@@ -196,6 +196,11 @@ LossTraffic loss_traffic_per_logit(LossImpl loss, bool compiled) {
       // Transformer Engine's online softmax pass (2), then the gradient written over the logits
       // (2 + 2); backward: the gradient scaled in place (2 + 2)
       return {6, 4};
+    case LossImpl::FusedLinear:
+      // Liger's cross-entropy kernel on each chunk of logits (liger_kernel/ops/cross_entropy.py):
+      // an online-softmax pass (2), then the gradient written over the chunk (2 + 2); the backward
+      // only scales the saved gradients, and not at all when the loss is the output (1.0)
+      return {6, 0};
   }
   SIM_ASSERT(false, "unhandled loss implementation");
   return {};
@@ -220,6 +225,11 @@ double loss_bytes_per_logit(LossImpl loss) {
       // the bf16 logits, overwritten by their gradient in the forward (Transformer Engine
       // pytorch/triton/cross_entropy.py)
       return 2;
+    case LossImpl::FusedLinear:
+      // a chunk's bf16 logits, overwritten by their gradient (liger_kernel/ops/
+      // fused_linear_cross_entropy.py); per logit of a chunk, not of the micro-batch
+      // (spec::loss_chunk_tokens), beside the saved input and weight gradients (model::memory)
+      return 2;
     case LossImpl::LossParallel:
       // DTensor's loss-parallel backward (torch/distributed/tensor/parallel/loss.py,
       // _nll_loss_and_log_softmax_backward): beside the saved fp32 log-softmax (4) it builds
@@ -230,6 +240,17 @@ double loss_bytes_per_logit(LossImpl loss) {
   }
   SIM_ASSERT(false, "unhandled loss implementation");
   return 0;
+}
+
+std::int64_t loss_chunk_tokens(LossImpl loss, std::int64_t tokens, std::int64_t vocab_shard, std::int64_t hidden) {
+  if (loss != LossImpl::FusedLinear) return tokens;
+  // liger_kernel/ops/fused_linear_cross_entropy.py: inc_factor = cdiv(V, H), chunk_size =
+  // next_power_of_2(cdiv(BT, inc_factor)): a chunk's logits about the size of the hidden states
+  const std::int64_t factor = (vocab_shard + hidden - 1) / hidden;
+  const std::int64_t rows = (tokens + factor - 1) / factor;
+  std::int64_t chunk = 1;
+  while (chunk < rows) chunk *= 2;
+  return std::min(chunk, tokens);
 }
 
 double loss_cached_bytes_per_logit(LossImpl loss) {
@@ -247,6 +268,7 @@ double loss_cached_bytes_per_logit(LossImpl loss) {
       // block
     case LossImpl::Fused:
     case LossImpl::FusedInplace:
+    case LossImpl::FusedLinear:
       // bf16 throughout: the gradient's block is the logits' size
       return 0;
   }

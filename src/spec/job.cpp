@@ -307,6 +307,11 @@ void resolve_framework(Job& job, Rules& rules) {
   if (s.loss == LossImpl::LossParallel && s.tp == 1)
     rules.strategy("/loss", "loss_parallel is DTensor's loss over logits sharded by tensor parallelism and needs "
                             "tp > 1; with tp=1 F.cross_entropy on fp32 logits is loss=upcast");
+  if (s.loss == LossImpl::FusedLinear && s.tp > 1)
+    rules.strategy("/loss",
+                   "fused_linear is Liger's fused linear cross entropy over the whole vocabulary and needs "
+                   "tp=1; under tensor parallelism the logits are vocabulary shards (loss=vocab_parallel or "
+                   "loss_parallel)");
   if (s.tp_overlap && s.tp > 1 && !s.sp && !s.assumed.contains("tp_overlap"))
     job.warnings.push_back(
         "tp_overlap=on needs sp=on (Megatron-Core asserts it; AsyncTP overlaps the sequence-parallel collectives): "

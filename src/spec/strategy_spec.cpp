@@ -59,11 +59,12 @@ constexpr std::array<Choice<Fp8Recipe>, 5> kFp8{{{"off", Fp8Recipe::Off},
                                                  {"rowwise", Fp8Recipe::Rowwise},
                                                  {"blockwise", Fp8Recipe::Blockwise},
                                                  {"on", Fp8Recipe::Tensorwise}}};
-constexpr std::array<Choice<LossImpl>, 5> kLoss{{{"vocab_parallel", LossImpl::VocabParallel},
+constexpr std::array<Choice<LossImpl>, 6> kLoss{{{"vocab_parallel", LossImpl::VocabParallel},
                                                  {"upcast", LossImpl::Upcast},
                                                  {"fused", LossImpl::Fused},
                                                  {"fused_inplace", LossImpl::FusedInplace},
-                                                 {"loss_parallel", LossImpl::LossParallel}}};
+                                                 {"loss_parallel", LossImpl::LossParallel},
+                                                 {"fused_linear", LossImpl::FusedLinear}}};
 constexpr std::array<Choice<Dtype>, 3> kReduceDtypes{
     {{"fp32", Dtype::Fp32}, {"bf16", Dtype::Bf16}, {"fp16", Dtype::Fp16}}};
 

@@ -77,6 +77,9 @@ struct LayerShape {
   int activation_bytes = 2;  // bytes per activation element (bf16/fp16: 2)
   double loss_bytes_per_logit = 6;  // the cross-entropy's memory per logit at its peak (spec::LossImpl)
   double loss_cached_bytes_per_logit = 0;                // and what the allocator keeps reserved after it
+  // Liger's fused linear cross entropy: logits in chunks (spec::loss_chunk_tokens), the input and
+  // weight gradients computed in the forward and saved for the backward
+  bool loss_fused_linear = false;
   spec::LossTraffic loss_traffic{.fwd = 38, .bwd = 14};  // its kernels' HBM bytes per logit
   // Under SP the column-parallel linears save their all-gathered input (DTensor's, TorchTitan)
   // rather than the sequence shard they gather again in the backward (Megatron-LM).

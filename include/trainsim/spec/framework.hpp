@@ -34,7 +34,7 @@ enum class Fp8Scaling { Delayed, Current };
 // The same F.cross_entropy on vocabulary-sharded logits under DTensor's loss_parallel (TorchTitan
 // with TP) runs DTensor's own log-softmax and NLL ops, which hold more fp32 temporaries at once
 // (16 bytes per logit in the backward, `loss_parallel`).
-enum class LossImpl { VocabParallel, Upcast, Fused, FusedInplace, LossParallel };
+enum class LossImpl { VocabParallel, Upcast, Fused, FusedInplace, LossParallel, FusedLinear };
 // How the host hands kernels to the GPU (docs/model.md "Host overhead"): one by one from Python
 // through PyTorch's dispatcher (eager PyTorch, and the fused modules of Megatron-LM, Transformer
 // Engine and Composer, which are Python calls too), from the code torch.compile generated, or as
@@ -52,6 +52,9 @@ double loss_bytes_per_logit(LossImpl loss);
 // on: a freed block too small for the fp32 tensors the backward allocates (docs/model.md "What a GPU
 // holds beyond the model").
 double loss_cached_bytes_per_logit(LossImpl loss);
+// The tokens whose logits the loss holds at once: a micro-batch's, or a chunk of them (Liger's fused
+// linear cross entropy: next_power_of_2(cdiv(tokens, cdiv(vocab, hidden))), at most all).
+std::int64_t loss_chunk_tokens(LossImpl loss, std::int64_t tokens, std::int64_t vocab_shard, std::int64_t hidden);
 // HBM bytes per logit element the loss's kernels move in the forward and in the backward (the
 // logits bf16), as each implementation's kernels run; `compiled`: F.cross_entropy under
 // torch.compile (TorchTitan's compile of the loss), one reduction and one element-wise kernel.

@@ -177,3 +177,25 @@ TEST_CASE("the peak stage of a 1F1B pipeline is the first one for a uniform mode
   CHECK(estimate.peak_stage == 0);
   CHECK(estimate.stages[0].bytes.activations > estimate.stages[7].bytes.activations);
 }
+
+TEST_CASE(
+    "Liger's fused linear cross entropy: one chunk of logits and the saved gradients, not the micro-batch's logits") {
+  // Llama 3 8B, micro-batch 2 of 8,192 tokens (T = 16,384), h = 4,096, V = 128,256: Liger's chunk is
+  // next_power_of_2(cdiv(T, cdiv(V, h))) = next_power_of_2(cdiv(16,384, 32)) = 512 tokens
+  const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8,mb=2,loss=fused_linear");
+  const auto& m = job.workload.model;
+  const auto shape = model::gpu_layer_shape(job);
+  CHECK(spec::loss_chunk_tokens(spec::LossImpl::FusedLinear, 16384, 128256, 4096) == 512);
+  CHECK(spec::loss_chunk_tokens(spec::LossImpl::Fused, 16384, 128256, 4096) == 16384);
+  const double inputs = 2.0 * 16384 * 4096 * 2;    // the final norm's input and output
+  const double chunk = 2.0 * 512 * 128256;         // one chunk's bf16 logits, its gradient in place
+  const double input_grad = 2.0 * 16384 * 4096;    // saved for the backward
+  const double weight_grad = 2.0 * 128256 * 4096;  // the output layer's, bf16
+  CHECK(model::head_activation_bytes(m, shape) == inputs + chunk + input_grad + weight_grad);
+  // flash-attn's fused loss holds the micro-batch's logits and their gradient: 4 bytes per logit
+  const auto fused = test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8,mb=2,loss=fused");
+  CHECK(model::head_activation_bytes(m, model::gpu_layer_shape(fused)) == inputs + 4.0 * 16384 * 128256);
+  // over the whole vocabulary only: under tensor parallelism the logits are shards
+  CHECK_THROWS_WITH_AS(test::make_job("dgx-h100-superpod", "llama3-8b", "tp=2,gpus=8,loss=fused_linear"),
+                       doctest::Contains("/loss: fused_linear is Liger's fused linear cross entropy"), SpecError);
+}
