@@ -304,7 +304,9 @@ ModelledMemory compare_memory(const std::vector<trace::RankTrace>& traces, const
     const auto peak = std::max_element(stages.begin(), stages.end(),
                                        [](const auto& a, const auto& b) { return a.peak_memory < b.peak_memory; });
     if (peak != stages.end()) {
-      out.transient = static_cast<double>(peak->memory_at_peak[1] + peak->memory_at_peak[2]);
+      out.transient =
+          static_cast<double>(peak->memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)] +
+                              peak->memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Buffers)]);
       out.loss_cached =
           static_cast<double>(peak->reserve) -
           model::fragmentation_bytes(Bytes{static_cast<std::int64_t>(out.transient)}, report.memory_tuning).as_double();
