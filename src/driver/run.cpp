@@ -239,6 +239,24 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options) {
   return build_run_report(job, options, costs.get());
 }
 
+namespace {
+
+// Tokens per second, TFLOP/s per GPU and MFU of a step of `step_s` seconds.
+void add_rates(RunReport& r, const spec::Job& job, double step_s) {
+  const double tokens =
+      static_cast<double>(job.workload.training.global_batch) * static_cast<double>(job.workload.training.seq_len);
+  const double gpus = static_cast<double>(job.gpus);
+  const double counted = job.strategy.recompute == spec::Recompute::Full ? r.flops.hardware : r.flops.model;
+  r.tokens_per_s = tokens / step_s;
+  r.tflops_per_gpu = counted / step_s / gpus / 1e12;
+  const auto& peaks = job.cluster.device.peak_flops;
+  r.mfu = r.flops.model / step_s / gpus / r.mfu_peak_flops;
+  if (const auto bf16 = peaks.find(spec::Dtype::Bf16); bf16 != peaks.end())
+    r.mfu_bf16 = r.flops.model / step_s / gpus / bf16->second.flop_per_s;
+}
+
+}  // namespace
+
 RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost::CostModel* costs) {
   SIM_ASSERT(!options.simulate || costs != nullptr, "a simulated report needs a cost model");
   const auto tuned = options.tunables(job.cluster);
@@ -292,16 +310,7 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
                s.step_time_s);
     r.peak_memory = s.peak_memory;
     r.live_peak_memory = s.live_peak_memory;
-    const double tokens =
-        static_cast<double>(job.workload.training.global_batch) * static_cast<double>(job.workload.training.seq_len);
-    const double gpus = static_cast<double>(job.gpus);
-    const double counted = job.strategy.recompute == spec::Recompute::Full ? r.flops.hardware : r.flops.model;
-    r.tokens_per_s = tokens / s.step_time_s;
-    r.tflops_per_gpu = counted / s.step_time_s / gpus / 1e12;
-    const auto& peaks = job.cluster.device.peak_flops;
-    r.mfu = r.flops.model / s.step_time_s / gpus / r.mfu_peak_flops;
-    if (const auto bf16 = peaks.find(spec::Dtype::Bf16); bf16 != peaks.end())
-      r.mfu_bf16 = r.flops.model / s.step_time_s / gpus / bf16->second.flop_per_s;
+    add_rates(r, job, s.step_time_s);
     if (!tuned.kernels_fitted)
       r.warnings.push_back(fmt::format(
           "device \"{}\" has no fitted kernel parameters: the defaults (A100 values) apply and no measurement "
