@@ -307,9 +307,8 @@ ModelledMemory compare_memory(const std::vector<trace::RankTrace>& traces, const
       out.transient =
           static_cast<double>(peak->memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)] +
                               peak->memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Buffers)]);
-      out.loss_cached =
-          static_cast<double>(peak->reserve) -
-          model::fragmentation_bytes(Bytes{static_cast<std::int64_t>(out.transient)}, report.memory_tuning).as_double();
+      if (peak->peak_after_loss)
+        out.loss_cached = model::loss_cached_bytes(result.job->workload.model, model::gpu_layer_shape(*result.job));
     }
   }
   return out;

@@ -22,11 +22,12 @@ ActivationOffload::ActivationOffload(Context& ctx) : ctx_(ctx) {
     windows_ = offload_windows(job.strategy.offload_layers, job.workload.model.layers);
 }
 
-TaskList ActivationOffload::copy(int stage, StreamKind stream, const char* label, int group, int microbatch) {
+TaskList ActivationOffload::copy(int stage, StreamKind stream, int group, int microbatch) {
   const auto& mb = microbatches_.at(microbatch);
   const double bytes = static_cast<double>(mb.bytes.at(static_cast<std::size_t>(group)));
   const auto duration = Duration::from_seconds(bytes / ctx_.job().cluster.device.host_bandwidth->bytes_per_s);
-  return ctx_.kernel(stage, stream, {label, microbatch}, duration, Category::Offload);
+  label_ = (stream == StreamKind::OffloadOut ? "F# offload L" : "B# reload L") + std::to_string(group);
+  return ctx_.kernel(stage, stream, {label_, microbatch}, duration, Category::Offload);
 }
 
 void ActivationOffload::forward_done(int stage, int index, const TaskList& last, std::int64_t bytes, int microbatch) {
@@ -35,7 +36,7 @@ void ActivationOffload::forward_done(int stage, int index, const TaskList& last,
   if (index < groups) mb.bytes.push_back(bytes);
   if (index == 0) {
     ctx_.wait(stage, StreamKind::OffloadOut, last);
-    mb.out.push_back(copy(stage, StreamKind::OffloadOut, "F# offload L0", 0, microbatch));
+    mb.out.push_back(copy(stage, StreamKind::OffloadOut, 0, microbatch));
   }
   if (mb.offloaded >= groups || windows_[static_cast<std::size_t>(mb.offloaded)] != index) return;
   // both streams wait for each other; the group's tensors are freed on the host's word
@@ -45,8 +46,7 @@ void ActivationOffload::forward_done(int stage, int index, const TaskList& last,
   ctx_.memory(stage, synced, -mb.bytes.at(static_cast<std::size_t>(k)), MemoryKind::Activations, true);
   if (k + 1 < groups) {
     ctx_.wait(stage, StreamKind::OffloadOut, synced);
-    label_ = "F# offload L" + std::to_string(k + 1);
-    mb.out.push_back(copy(stage, StreamKind::OffloadOut, label_.c_str(), k + 1, microbatch));
+    mb.out.push_back(copy(stage, StreamKind::OffloadOut, k + 1, microbatch));
   }
   ++mb.offloaded;
 }
@@ -57,8 +57,7 @@ void ActivationOffload::backward_next(int stage, int index, const TaskList& issu
     const int k = mb.offloaded - 1;
     if (!mb.last_in.empty()) ctx_.wait(stage, StreamKind::Compute, mb.last_in);
     if (!issued.empty()) ctx_.wait(stage, StreamKind::OffloadIn, issued);
-    label_ = "B# reload L" + std::to_string(k);
-    mb.last_in = copy(stage, StreamKind::OffloadIn, label_.c_str(), k, microbatch);
+    mb.last_in = copy(stage, StreamKind::OffloadIn, k, microbatch);
     // the buffer it copies into is allocated when the copy is issued
     ctx_.memory(stage, mb.last_in, mb.bytes.at(static_cast<std::size_t>(k)), MemoryKind::Activations, false);
     mb.offloaded = std::max(1, k);

@@ -28,7 +28,8 @@ class ActivationOffload {
   void backward_next(int stage, int index, const TaskList& issued, int microbatch);
 
  private:
-  TaskList copy(int stage, StreamKind stream, const char* label, int group, int microbatch);
+  // Group `group`'s saved tensors copied out (OffloadOut) or back (OffloadIn).
+  TaskList copy(int stage, StreamKind stream, int group, int microbatch);
 
   Context& ctx_;
   std::vector<int> windows_;  // per offload group: the layer whose commit ends its copy out
