@@ -21,16 +21,17 @@ namespace trainsim::driver {
 namespace {
 
 // Model-parallel groups that straddle scale-up domains (tp 16 on 72-GPU NVL72 racks, ep 64 with tp
-// 1): their collectives leave the NVLink domain or mesh for the network. A tp larger than the
-// domain is already said by the job.
+// 1) or TPU slices: their collectives leave the NVLink domain, mesh or torus for the network. A tp
+// larger than a GPU domain is already said by the job.
 void add_domain_crossings(const spec::Job& job, std::vector<std::string>& warnings) {
   const auto& c = job.cluster;
-  if (c.nodes < 2 || std::holds_alternative<spec::TorusNetwork>(c.network)) return;
+  const auto* torus = std::get_if<spec::TorusNetwork>(&c.network);
+  if (c.nodes < 2 || (torus && torus->slices < 2)) return;
   const auto placement = topo::Placement::from_strategy(job.strategy, job.dp);
-  const auto domain = static_cast<std::uint32_t>(c.node.devices);
+  const auto domain = static_cast<std::uint32_t>(torus ? torus->slice_devices() : c.node.devices);
   for (const auto dim : {spec::ParallelDim::Tp, spec::ParallelDim::Cp, spec::ParallelDim::Ep}) {
     const int size = placement.size(dim);
-    if (size < 2 || (dim == spec::ParallelDim::Tp && size > c.node.devices)) continue;
+    if (size < 2 || (!torus && dim == spec::ParallelDim::Tp && size > c.node.devices)) continue;
     int groups = 0;
     int crossing = 0;
     for (int r = 0; r < placement.world_size(); ++r) {
@@ -41,10 +42,10 @@ void add_domain_crossings(const spec::Job& job, std::vector<std::string>& warnin
       if (std::any_of(g.begin(), g.end(), [&](topo::DeviceId d) { return d.value / domain != node; })) ++crossing;
     }
     if (crossing > 0)
-      warnings.push_back(
-          fmt::format("{} of the {} {}={} groups span scale-up domains of {} devices: their "
-                      "collectives cross the network",
-                      crossing, groups, spec::parallel_dim_name(dim), size, c.node.devices));
+      warnings.push_back(fmt::format("{} of the {} {}={} groups span {} of {} devices: their collectives cross the {}",
+                                     crossing, groups, spec::parallel_dim_name(dim), size,
+                                     torus ? "TPU slices" : "scale-up domains", domain,
+                                     torus ? "data-centre network" : "network"));
   }
 }
 

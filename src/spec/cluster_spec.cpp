@@ -201,6 +201,25 @@ LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, const std::string
   return n;
 }
 
+// The hosts' NICs into the data-centre network of a multislice job; a network link kind.
+DcnNetwork read_dcn(Reader r, std::int64_t slice_devices, const std::string& source,
+                    std::vector<std::string>& warnings) {
+  DcnNetwork d;
+  const auto kind = read_link_value(r, LinkScope::Network, source);
+  if (kind) d.link = kind->catalogue;
+  LinkFigures figures{r, kind, "network.dcn", warnings};
+  d.chips_per_host = static_cast<int>(r.integer("chips_per_host", {1, 64}));
+  d.nics_per_host = static_cast<int>(r.integer("nics_per_host", {1, kMaxNicsPerNode}));
+  d.nic_bandwidth = figures.rate("nic_bandwidth", kNicBandwidth);
+  d.latency = figures.latency(kLatencyFigure);
+  d.efficiency = figures.efficiency();
+  if (d.chips_per_host > 0 && slice_devices > 0 && slice_devices % d.chips_per_host != 0)
+    r.error_at("chips_per_host",
+               fmt::format("hosts of {} chips do not divide a slice of {} chips", d.chips_per_host, slice_devices));
+  r.finish();
+  return d;
+}
+
 TorusNetwork read_torus(Reader r, const std::string& source, std::vector<std::string>& warnings) {
   TorusNetwork t;
   const auto kind = read_link_value(r, LinkScope::Torus, source);
@@ -211,12 +230,25 @@ TorusNetwork read_torus(Reader r, const std::string& source, std::vector<std::st
   t.wraparound = r.boolean_or("wraparound", true);
   t.latency = figures.latency(kLatencyFigure);
   t.efficiency = figures.efficiency();
+  t.slices = static_cast<int>(r.integer_or("slices", 1, {1, 4096}));
+  if (auto dcn = r.optional_object("dcn"))
+    t.dcn = read_dcn(*dcn, t.dims.empty() ? 0 : t.slice_devices(), source, warnings);
+  else if (t.slices > 1)
+    r.error_at("dcn", fmt::format("missing; {} slices are joined by the data-centre network: give its NICs, such as "
+                                  "{{\"link\": \"dcn-200\", \"chips_per_host\": 8, \"nics_per_host\": 4}}",
+                                  t.slices));
   r.finish();
   return t;
 }
 
 void check_cross_fields(ClusterSpec& c, Reader& root, Diagnostics& diagnostics) {
   if (!diagnostics.empty()) return;
+  if (const auto* t = std::get_if<TorusNetwork>(&c.network); t && c.num_devices() > kMaxDevices) {
+    diagnostics.add(t->slices > 1 ? "/network/slices" : "/network/dims",
+                    fmt::format("{} slices of {} chips exceed the supported maximum of {} devices", t->slices,
+                                t->slice_devices(), kMaxDevices));
+    return;
+  }
   if (c.num_devices() > kMaxDevices) {
     root.error_at("nodes", fmt::format("{} nodes of {} devices exceed the supported maximum of {} devices", c.nodes,
                                        c.node.devices, kMaxDevices));
@@ -272,8 +304,8 @@ ClusterSpec read_cluster_spec(const nlohmann::json& json, const std::string& sou
     for (const auto* key : {"nodes", "node"})
       if (root.has(key)) root.error_at(key, "not used with a torus network: its dims give the devices");
     c.network = read_torus(network, source, c.warnings);
-    c.nodes = 1;
-    for (const int d : std::get<TorusNetwork>(c.network).dims) c.nodes *= d;
+    const auto& torus = std::get<TorusNetwork>(c.network);
+    c.nodes = torus.dims.empty() ? 1 : torus.slice_devices() * torus.slices;
     c.node = NodeSpec{.devices = 1, .fabric = {}};
   } else {
     c.nodes = kind == NetworkKind::None ? root.integer_or("nodes", 1, {1, 1}) : root.integer("nodes", {1, kMaxDevices});

@@ -69,6 +69,16 @@ std::uint32_t leaf_of_nic(const spec::LeafSpineNetwork& net, const Shape& s, std
 }  // namespace
 
 spec::ClusterSpec reachable_part(const spec::ClusterSpec& cluster, std::int64_t devices) {
+  if (const auto* torus = std::get_if<spec::TorusNetwork>(&cluster.network); torus && devices > 0) {
+    // whole slices: a slice's torus is as in the whole cluster, and the DCN switch joins any number
+    const std::int64_t slice = torus->slice_devices();
+    const auto slices = static_cast<int>(std::min<std::int64_t>(torus->slices, (devices + slice - 1) / slice));
+    if (slices == torus->slices) return cluster;
+    auto part = cluster;
+    std::get<spec::TorusNetwork>(part.network).slices = slices;
+    part.nodes = slice * slices;
+    return part;
+  }
   const auto* net = std::get_if<spec::LeafSpineNetwork>(&cluster.network);
   if (net == nullptr || devices <= 0) return cluster;
   const std::int64_t unit = std::max<std::int64_t>(1, nodes_per_unit(*net, fat_tree_shape(cluster, *net)));

@@ -44,15 +44,24 @@ struct FatTreeIndex {
   void add_route(const Topology& topo, DeviceId src, DeviceId dst, Route& route) const;
 };
 
-// Torus or mesh of chips: one link per chip, dimension and direction.
+// Torus or mesh of chips: one link per chip, dimension and direction; with several slices each
+// slice is its own torus, and their hosts' NICs meet in the data-centre network (one switch).
 struct TorusIndex {
   std::vector<int> dims;
   bool wraparound = true;
+  std::uint32_t slice_devices = 1;
   std::vector<LinkId> links;  // [(device * dims + dim) * 2 + (0: +1, 1: -1)]; kNoLink where absent
   static constexpr LinkId kNoLink{0xffffffffu};
+  // The data-centre network, where the topology has one: a host's NICs as one vertex.
+  std::uint32_t chips_per_host = 0;  // 0: no DCN
+  std::vector<LinkId> host_up;       // per device: chip -> its host's NICs
+  std::vector<LinkId> host_down;     // per device
+  std::vector<LinkId> nic_up;        // per host: NICs -> data-centre fabric
+  std::vector<LinkId> nic_down;      // per host
 
-  std::vector<int> coordinates(DeviceId d) const;
-  DeviceId device_at(const std::vector<int>& coords) const;
+  std::uint32_t slice_of(DeviceId d) const { return d.value / slice_devices; }
+  std::vector<int> coordinates(DeviceId d) const;  // inside its slice
+  DeviceId device_at(std::uint32_t slice, const std::vector<int>& coords) const;
   void add_route(const Topology& topo, DeviceId src, DeviceId dst, Route& route) const;
 };
 

@@ -241,7 +241,9 @@ std::size_t Topology::memory_bytes() const {
                   sizeof(LinkId) +
               (ft->nic_leaf.size() + ft->leaf_pod.size()) * sizeof(std::uint32_t);
   }
-  if (const auto* t = std::get_if<TorusIndex>(&ix.network)) tables += t->links.size() * sizeof(LinkId);
+  if (const auto* t = std::get_if<TorusIndex>(&ix.network))
+    tables += (t->links.size() + t->host_up.size() + t->host_down.size() + t->nic_up.size() + t->nic_down.size()) *
+              sizeof(LinkId);
   return links_.size() * sizeof(Link) + graph + tables;
 }
 

@@ -1,6 +1,8 @@
 // TPU-style tori: chip (x, y, z) links to its ±1 neighbours in every dimension, wrapping around
 // when the torus does. Routes are dimension-ordered along the shorter way; when both ways are
-// equally short the flow splits between them.
+// equally short the flow splits between them. A multislice topology repeats the torus per slice
+// and joins the slices through their hosts' NICs and the data-centre network (DCN): a route
+// between slices goes chip -> host NICs -> DCN fabric -> host NICs -> chip.
 #include <numeric>
 
 #include "topo/index.hpp"
@@ -10,7 +12,7 @@ namespace trainsim::topo {
 
 std::vector<int> TorusIndex::coordinates(DeviceId d) const {
   std::vector<int> c(dims.size());
-  auto rest = d.value;
+  auto rest = d.value % slice_devices;
   for (std::size_t k = 0; k < dims.size(); ++k) {
     c[k] = static_cast<int>(rest % static_cast<std::uint32_t>(dims[k]));
     rest /= static_cast<std::uint32_t>(dims[k]);
@@ -18,18 +20,16 @@ std::vector<int> TorusIndex::coordinates(DeviceId d) const {
   return c;
 }
 
-DeviceId TorusIndex::device_at(const std::vector<int>& coords) const {
+DeviceId TorusIndex::device_at(std::uint32_t slice, const std::vector<int>& coords) const {
   std::uint32_t id = 0;
   for (std::size_t k = dims.size(); k-- > 0;)
     id = id * static_cast<std::uint32_t>(dims[k]) + static_cast<std::uint32_t>(coords[k]);
-  return {id};
+  return {slice * slice_devices + id};
 }
 
-void build_torus(Topology& topo, const spec::ClusterSpec& /*cluster*/, const spec::TorusNetwork& net,
-                 TopologyIndex& index) {
-  TorusIndex t;
-  t.dims = net.dims;
-  t.wraparound = net.wraparound;
+namespace {
+
+void add_torus_links(Topology& topo, const spec::TorusNetwork& net, TorusIndex& t) {
   const auto n = static_cast<std::uint32_t>(topo.num_devices());
   const std::size_t nd = t.dims.size();
   t.links.assign(n * nd * 2, TorusIndex::kNoLink);
@@ -45,15 +45,61 @@ void build_torus(Topology& topo, const spec::ClusterSpec& /*cluster*/, const spe
           next[k] = (next[k] + t.dims[k]) % t.dims[k];
         }
         t.links[(d * nd + k) * 2 + static_cast<std::size_t>(dir)] =
-            topo.add_link(topo.vertex_of(DeviceId{d}), topo.vertex_of(t.device_at(next)), net.link_bandwidth,
-                          net.efficiency, net.latency, LinkClass::Torus);
+            topo.add_link(topo.vertex_of(DeviceId{d}), topo.vertex_of(t.device_at(t.slice_of(DeviceId{d}), next)),
+                          net.link_bandwidth, net.efficiency, net.latency, LinkClass::Torus);
       }
     }
   }
+}
+
+// Every host's NICs (one vertex of their summed rate) to one non-blocking DCN switch; each chip to
+// its host's NICs over a link that is not the bottleneck (the host's whole rate, no latency).
+void add_dcn(Topology& topo, const spec::DcnNetwork& dcn, TorusIndex& t) {
+  const auto n = static_cast<std::uint32_t>(topo.num_devices());
+  t.chips_per_host = static_cast<std::uint32_t>(dcn.chips_per_host);
+  const auto hosts = n / t.chips_per_host;
+  const Bandwidth rate = dcn.nic_bandwidth * dcn.nics_per_host;
+  const Duration half{dcn.latency.ps / 2};
+  const VertexId fabric = topo.add_vertex(VertexKind::Core);
+  std::vector<VertexId> nics(hosts);
+  for (std::uint32_t h = 0; h < hosts; ++h) {
+    nics[h] = topo.add_vertex(VertexKind::Nic);
+    t.nic_up.push_back(topo.add_link(nics[h], fabric, rate, dcn.efficiency, half, LinkClass::Network));
+    t.nic_down.push_back(topo.add_link(fabric, nics[h], rate, dcn.efficiency, half, LinkClass::Network));
+  }
+  for (std::uint32_t d = 0; d < n; ++d) {
+    const VertexId chip = topo.vertex_of(DeviceId{d});
+    const VertexId nic = nics[d / t.chips_per_host];
+    t.host_up.push_back(topo.add_link(chip, nic, rate, 1.0, Duration::zero(), LinkClass::Host));
+    t.host_down.push_back(topo.add_link(nic, chip, rate, 1.0, Duration::zero(), LinkClass::Host));
+  }
+}
+
+}  // namespace
+
+void build_torus(Topology& topo, const spec::ClusterSpec& /*cluster*/, const spec::TorusNetwork& net,
+                 TopologyIndex& index) {
+  TorusIndex t;
+  t.dims = net.dims;
+  t.wraparound = net.wraparound;
+  t.slice_devices = static_cast<std::uint32_t>(net.slice_devices());
+  add_torus_links(topo, net, t);
+  if (net.dcn) add_dcn(topo, *net.dcn, t);
   index.network = std::move(t);
 }
 
 void TorusIndex::add_route(const Topology& topo, DeviceId src, DeviceId dst, Route& route) const {
+  if (slice_of(src) != slice_of(dst)) {
+    SIM_ASSERT(chips_per_host > 0, "a route between slices without a data-centre network");
+    const auto a = src.value / chips_per_host;
+    const auto b = dst.value / chips_per_host;
+    route.hops = {{host_up[src.index()], 1.0}, {nic_up[a], 1.0}, {nic_down[b], 1.0}, {host_down[dst.index()], 1.0}};
+    route.switches = 1;
+    route.crosses_network = true;
+    route.latency = topo.link(nic_up[a]).latency + topo.link(nic_down[b]).latency;
+    return;
+  }
+  const auto slice = slice_of(src);
   auto at = coordinates(src);
   const auto target = coordinates(dst);
   const std::size_t nd = dims.size();
@@ -77,7 +123,7 @@ void TorusIndex::add_route(const Topology& topo, DeviceId src, DeviceId dst, Rou
     for (const auto& [dir, hops, share] : ways) {
       auto pos = at;
       for (int h = 0; h < hops; ++h) {
-        const auto link = links[(device_at(pos).index() * nd + k) * 2 + static_cast<std::size_t>(dir)];
+        const auto link = links[(device_at(slice, pos).index() * nd + k) * 2 + static_cast<std::size_t>(dir)];
         SIM_ASSERT(link != kNoLink, "torus route left the mesh");
         route.hops.push_back({link, share});
         pos[k] = (pos[k] + (dir == 0 ? 1 : -1) + n) % n;

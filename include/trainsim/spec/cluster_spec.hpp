@@ -70,7 +70,22 @@ struct LeafSpineNetwork {
   friend bool operator==(const LeafSpineNetwork&, const LeafSpineNetwork&) = default;
 };
 
-// TPU-style torus (or mesh without wraparound) of chip-to-chip links.
+// The data-centre network (DCN) that joins the slices of a multislice TPU job: each host of
+// `chips_per_host` chips sends through its `nics_per_host` NICs into the data centre's fabric,
+// taken as non-blocking (Google's Jupiter).
+struct DcnNetwork {
+  std::string link;  // its link catalogue entry ("" for figures given in full)
+  int chips_per_host = 1;
+  int nics_per_host = 1;
+  Bandwidth nic_bandwidth;  // per NIC, per direction
+  Duration latency;         // NIC to NIC, software included
+  double efficiency = 1.0;  // usable share of the NIC line rate
+  friend bool operator==(const DcnNetwork&, const DcnNetwork&) = default;
+};
+
+// TPU-style torus (or mesh without wraparound) of chip-to-chip links; `slices` such tori (slices of
+// a pod, or of several pods) joined by the data-centre network. Devices are numbered slice by
+// slice, and in a slice by coordinates, the first dimension fastest.
 struct TorusNetwork {
   std::string link;  // its link catalogue entry ("" for figures given in full)
   std::vector<int> dims;
@@ -78,6 +93,13 @@ struct TorusNetwork {
   bool wraparound = true;
   Duration latency;  // per hop
   double efficiency = 1.0;
+  int slices = 1;
+  std::optional<DcnNetwork> dcn;  // required with several slices
+  std::int64_t slice_devices() const {
+    std::int64_t n = 1;
+    for (const int d : dims) n *= d;
+    return n;
+  }
   friend bool operator==(const TorusNetwork&, const TorusNetwork&) = default;
 };
 

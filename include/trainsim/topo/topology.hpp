@@ -56,7 +56,8 @@ class TopologyIndex;  // structural routing per network kind (fat tree, torus, s
 // The part of `cluster` a job on its first `devices` devices can reach: the nodes it needs, rounded
 // up to whole leaves of a two-tier fat tree or whole pods of a three-tier one, so that every link
 // and switch its traffic may cross is as in the whole cluster (a pod's trunk to the core counts its
-// leaves). Tori and single nodes are returned whole (a smaller torus has other wraparounds). A job's
+// leaves). A torus is returned in whole slices (a smaller torus has other wraparounds), a single
+// node whole. A job's
 // topology is built from this: a 512-GPU job on a 4-million-GPU topology built the whole graph
 // (6.7 GB, 42 s) for links it never uses.
 spec::ClusterSpec reachable_part(const spec::ClusterSpec& cluster, std::int64_t devices);

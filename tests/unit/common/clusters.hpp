@@ -53,4 +53,30 @@ inline spec::ClusterSpec torus_cluster(std::vector<int> dims, bool wraparound) {
   return spec::read_cluster_spec(j, "test");
 }
 
+// `slices` tori of `dims` chips (50 GB/s ICI links at 0.9, 2 us a hop), joined over hosts of 4 chips
+// with two 100 Gb/s NICs each (0.9, 20 us NIC to NIC).
+inline spec::ClusterSpec multislice_cluster(std::vector<int> dims, int slices) {
+  nlohmann::json j = {{"name", "test-multislice"},
+                      {"device",
+                       {{"name", "TPU"},
+                        {"peak_flops", {{"bf16", "275 TFLOP/s"}}},
+                        {"memory", "32 GiB"},
+                        {"memory_bandwidth", "1200 GB/s"},
+                        {"sms", 8}}},
+                      {"network",
+                       {{"kind", "torus"},
+                        {"dims", dims},
+                        {"link_bandwidth", "50 GB/s"},
+                        {"latency", "2 us"},
+                        {"efficiency", 0.9},
+                        {"slices", slices},
+                        {"dcn",
+                         {{"chips_per_host", 4},
+                          {"nics_per_host", 2},
+                          {"nic_bandwidth", "100 Gb/s"},
+                          {"latency", "20 us"},
+                          {"efficiency", 0.9}}}}}};
+  return spec::read_cluster_spec(j, "test");
+}
+
 }  // namespace trainsim::test

@@ -80,6 +80,42 @@ TEST_CASE("a torus all-reduce over two dimensions keeps both dimensions' links b
   for (const auto& l : first) CHECK(l.bytes_per_byte == doctest::Approx(first.front().bytes_per_byte));
 }
 
+TEST_CASE("across slices: reduce-scatter over ICI, the shards all-reduced over the DCN, all-gather over ICI") {
+  // 2 slices of 4 x 4; hosts of 4 chips with 2 x 100 Gb/s at 0.9: 22.5 GB/s a host
+  test::CostFixture f(test::multislice_cluster({4, 4}, 2));
+  const auto* plan = f.model.plan(CollectiveKind::AllReduce, f.model.intern(test::devices(0, 32)), "torus");
+  REQUIRE(plan);
+  REQUIRE(plan->phases.size() == 5);  // two ICI steps, the DCN, two ICI steps
+  const double ici = 2 * (3.0 / 4) * (1 + 1.0 / 4) / (2 * 2 * 50e9 * 0.9);
+  // each chip's 1/16 shard all-reduced by a ring of 2: 2(2-1)/2/16 of the payload out of each chip,
+  // four chips to a host
+  const double dcn = 4 * (1.0 / 16) / 22.5e9;
+  CHECK(plan->phases[2].seconds_per_byte == doctest::Approx(dcn));
+  double total = 0;
+  for (const auto& p : plan->phases) total += p.seconds_per_byte;
+  CHECK(total == doctest::Approx(ici + dcn));
+  // HSDP's replica group (one chip of each slice): the DCN ring alone, a whole payload each way
+  const auto* replicas = f.model.plan(CollectiveKind::AllReduce, f.model.intern(test::devices(3, 2, 16)), "torus");
+  REQUIRE(replicas);
+  REQUIRE(replicas->phases.size() == 1);
+  CHECK(replicas->phases[0].seconds_per_byte == doctest::Approx(1.0 / 22.5e9));
+  // reduce-scatter and all-gather: the halves, the DCN after and before the ICI
+  const auto* rs = f.model.plan(CollectiveKind::ReduceScatter, f.model.intern(test::devices(0, 32)), "torus");
+  const auto* ag = f.model.plan(CollectiveKind::AllGather, f.model.intern(test::devices(0, 32)), "torus");
+  REQUIRE(rs);
+  REQUIRE(ag);
+  CHECK(rs->phases.back().seconds_per_byte == doctest::Approx(dcn / 2));
+  CHECK(ag->phases.front().seconds_per_byte == doctest::Approx(dcn / 2));
+  // the same 32 chips as one 4 x 8 slice all-reduce faster: the DCN is the slower network
+  test::CostFixture one(test::torus_cluster({4, 8}, true));
+  CHECK(one.model.cost(AllReduce{gib(1)}, test::devices(0, 32)).time <
+        f.model.cost(AllReduce{gib(1)}, test::devices(0, 32)).time);
+  // groups that hold different chips of each slice are not laid out as torus rings
+  auto uneven = test::devices(0, 16);
+  uneven.devices.push_back({16});
+  CHECK(f.model.plan(CollectiveKind::AllReduce, f.model.intern(uneven), "torus") == nullptr);
+}
+
 TEST_CASE("a tree's network step costs what NCCL's tuning model gives it") {
   // NCCL src/graph/tuning.cc hwLat[NET][TREE]: 5.0 us (LL), 8.5 (LL128), 14 (Simple) per network
   // step. From 2 nodes to 4 a double binary tree grows one level: two more network steps, up and

@@ -117,6 +117,49 @@ TEST_CASE("a torus takes its devices from dims") {
                                                 "catalogue to take its measured figure)"});
 }
 
+namespace {
+json multislice(int slices) {
+  auto j = json::parse(R"({
+    "name": "slices",
+    "device": {"name": "TPU", "peak_flops": {"bf16": 275e12}, "memory": "32 GiB", "memory_bandwidth": "1200 GB/s",
+               "sms": 8},
+    "network": {"kind": "torus", "dims": [4, 4], "link_bandwidth": "50 GB/s", "latency": "2 us", "efficiency": 0.9,
+                "dcn": {"chips_per_host": 4, "nics_per_host": 2, "nic_bandwidth": "100 Gb/s", "latency": "20 us",
+                        "efficiency": 0.9}}
+  })");
+  j["network"]["slices"] = slices;
+  return j;
+}
+}  // namespace
+
+TEST_CASE("slices of a torus joined by the data-centre network") {
+  const auto c = read_cluster_spec(multislice(3), "t.json");
+  CHECK(c.num_devices() == 48);
+  const auto& t = std::get<TorusNetwork>(c.network);
+  CHECK(t.slices == 3);
+  CHECK(t.slice_devices() == 16);
+  REQUIRE(t.dcn);
+  CHECK(t.dcn->chips_per_host == 4);
+  CHECK(t.dcn->nic_bandwidth.bytes_per_s == doctest::Approx(12.5e9));
+
+  auto j = multislice(2);
+  j["network"].erase("dcn");
+  CHECK(error_of(j) ==
+        "t.json: /network/dcn: missing; 2 slices are joined by the data-centre network: give its NICs, such as "
+        "{\"link\": \"dcn-200\", \"chips_per_host\": 8, \"nics_per_host\": 4}");
+  j = multislice(2);
+  j["network"]["dcn"]["chips_per_host"] = 3;
+  CHECK(error_of(j) == "t.json: /network/dcn/chips_per_host: hosts of 3 chips do not divide a slice of 16 chips");
+  j = multislice(2);
+  j["network"]["dcn"]["link"] = "ici-v5p";
+  CHECK(error_of(j).find("/network/dcn/link") != std::string::npos);
+  j = multislice(17);
+  j["network"]["dims"] = {64, 64, 64};
+  CHECK(error_of(j) ==
+        "t.json: /network/slices: 17 slices of 262144 chips exceed the supported maximum of 4194304 "
+        "devices");
+}
+
 TEST_CASE("every shipped topology reads without error") {
   REQUIRE(test::shipped("topologies").size() >= 6);
   for (const auto& path : test::shipped("topologies")) {

@@ -120,6 +120,40 @@ TEST_CASE("a mesh without wraparound routes the long way round") {
   CHECK(topo.route(DeviceId{3}, DeviceId{0}).latency == microseconds(6));
 }
 
+TEST_CASE("slices of a torus: ICI inside each, the hosts' NICs and the data-centre network between") {
+  const auto topo = Topology::build(test::multislice_cluster({4, 4}, 2));
+  // 2 slices x 16 chips x 4 torus links, 8 hosts' NICs up and down, every chip to its host and back
+  CHECK(topo.num_links() == 2 * 16 * 4 + 8 * 2 + 32 * 2);
+  const auto one = Topology::build(test::torus_cluster({4, 4}, true));
+  // inside a slice as on a torus of its own, shifted by the slice
+  const auto inside = topo.route(DeviceId{16}, DeviceId{21});
+  const auto alone = one.route(DeviceId{0}, DeviceId{5});
+  REQUIRE(inside.hops.size() == alone.hops.size());
+  CHECK(inside.latency == alone.latency);
+  for (std::size_t i = 0; i < inside.hops.size(); ++i) {
+    CHECK(topo.link(inside.hops[i].link).from.value == one.link(alone.hops[i].link).from.value + 16);
+    CHECK(topo.link(inside.hops[i].link).cls == LinkClass::Torus);
+  }
+  // between slices: chip, its host's NICs, the DCN, the other host's NICs, chip
+  const auto across = topo.route(DeviceId{5}, DeviceId{16 + 9});
+  REQUIRE(across.hops.size() == 4);
+  CHECK(topo.link(across.hops[0].link).cls == LinkClass::Host);
+  CHECK(topo.link(across.hops[1].link).bandwidth.bytes_per_s == doctest::Approx(25e9));  // 2 x 100 Gb/s
+  CHECK(across.latency == microseconds(20));
+  CHECK(across.switches == 1);
+  // chips 4-7 share host 1's NICs; chip 25 is on host 6
+  CHECK(topo.route(DeviceId{7}, DeviceId{16}).hops[1].link == across.hops[1].link);
+  CHECK(topo.route(DeviceId{24}, DeviceId{0}).hops[1].link == topo.route(DeviceId{25}, DeviceId{1}).hops[1].link);
+  // a degraded NIC on a chip slows its host's NICs (both directions)
+  auto degraded = Topology::build(test::multislice_cluster({4, 4}, 2));
+  CHECK(degraded.degrade_nic(DeviceId{5}, 0.5) == 2);
+  // a job on 20 chips reaches two slices of four
+  const auto four = test::multislice_cluster({4, 4}, 4);
+  CHECK(reachable_part(four, 20).num_devices() == 32);
+  CHECK(std::get<spec::TorusNetwork>(reachable_part(four, 20).network).slices == 2);
+  CHECK(reachable_part(four, 64) == four);
+}
+
 TEST_CASE("every shipped topology builds, the largest with hundreds of thousands of links") {
   for (const auto& path : test::shipped("topologies")) {
     CAPTURE(path);
