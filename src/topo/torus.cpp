@@ -53,12 +53,15 @@ void add_torus_links(Topology& topo, const spec::TorusNetwork& net, TorusIndex& 
 }
 
 // Every host's NICs (one vertex of their summed rate) to one non-blocking DCN switch; each chip to
-// its host's NICs over a link that is not the bottleneck (the host's whole rate, no latency).
+// its host's NICs at its share of their rate, as Google states DCN bandwidth per chip: in a
+// training step every chip of a host crosses the DCN at once (the data-parallel reduction), and a
+// step simulated folded, one rank for all, sees no other chip's traffic on the NICs.
 void add_dcn(Topology& topo, const spec::DcnNetwork& dcn, TorusIndex& t) {
   const auto n = static_cast<std::uint32_t>(topo.num_devices());
   t.chips_per_host = static_cast<std::uint32_t>(dcn.chips_per_host);
   const auto hosts = n / t.chips_per_host;
   const Bandwidth rate = dcn.nic_bandwidth * dcn.nics_per_host;
+  const Bandwidth share = rate * (1.0 / dcn.chips_per_host);
   const Duration half{dcn.latency.ps / 2};
   const VertexId fabric = topo.add_vertex(VertexKind::Core);
   std::vector<VertexId> nics(hosts);
@@ -70,8 +73,8 @@ void add_dcn(Topology& topo, const spec::DcnNetwork& dcn, TorusIndex& t) {
   for (std::uint32_t d = 0; d < n; ++d) {
     const VertexId chip = topo.vertex_of(DeviceId{d});
     const VertexId nic = nics[d / t.chips_per_host];
-    t.host_up.push_back(topo.add_link(chip, nic, rate, 1.0, Duration::zero(), LinkClass::Host));
-    t.host_down.push_back(topo.add_link(nic, chip, rate, 1.0, Duration::zero(), LinkClass::Host));
+    t.host_up.push_back(topo.add_link(chip, nic, share, dcn.efficiency, Duration::zero(), LinkClass::Host));
+    t.host_down.push_back(topo.add_link(nic, chip, share, dcn.efficiency, Duration::zero(), LinkClass::Host));
   }
 }
 

@@ -87,18 +87,19 @@ TEST_CASE("across slices: reduce-scatter over ICI, the shards all-reduced over t
   REQUIRE(plan);
   REQUIRE(plan->phases.size() == 5);  // two ICI steps, the DCN, two ICI steps
   const double ici = 2 * (3.0 / 4) * (1 + 1.0 / 4) / (2 * 2 * 50e9 * 0.9);
-  // each chip's 1/16 shard all-reduced by a ring of 2: 2(2-1)/2/16 of the payload out of each chip,
-  // four chips to a host
+  // each chip's 1/16 shard all-reduced by a ring of 2: 2(2-1)/2/16 of the payload out of each chip
+  // at its quarter of its host's NICs (four chips to a host)
   const double dcn = 4 * (1.0 / 16) / 22.5e9;
   CHECK(plan->phases[2].seconds_per_byte == doctest::Approx(dcn));
   double total = 0;
   for (const auto& p : plan->phases) total += p.seconds_per_byte;
   CHECK(total == doctest::Approx(ici + dcn));
-  // HSDP's replica group (one chip of each slice): the DCN ring alone, a whole payload each way
+  // HSDP's replica group (one chip of each slice): the DCN ring alone, a whole payload each way at
+  // the chip's share of its host's NICs
   const auto* replicas = f.model.plan(CollectiveKind::AllReduce, f.model.intern(test::devices(3, 2, 16)), "torus");
   REQUIRE(replicas);
   REQUIRE(replicas->phases.size() == 1);
-  CHECK(replicas->phases[0].seconds_per_byte == doctest::Approx(1.0 / 22.5e9));
+  CHECK(replicas->phases[0].seconds_per_byte == doctest::Approx(4 / 22.5e9));
   // reduce-scatter and all-gather: the halves, the DCN after and before the ICI
   const auto* rs = f.model.plan(CollectiveKind::ReduceScatter, f.model.intern(test::devices(0, 32)), "torus");
   const auto* ag = f.model.plan(CollectiveKind::AllGather, f.model.intern(test::devices(0, 32)), "torus");

@@ -138,6 +138,7 @@ TEST_CASE("slices of a torus: ICI inside each, the hosts' NICs and the data-cent
   const auto across = topo.route(DeviceId{5}, DeviceId{16 + 9});
   REQUIRE(across.hops.size() == 4);
   CHECK(topo.link(across.hops[0].link).cls == LinkClass::Host);
+  CHECK(topo.link(across.hops[0].link).bandwidth.bytes_per_s == doctest::Approx(25e9 / 4));  // the chip's share
   CHECK(topo.link(across.hops[1].link).bandwidth.bytes_per_s == doctest::Approx(25e9));  // 2 x 100 Gb/s
   CHECK(across.latency == microseconds(20));
   CHECK(across.switches == 1);
