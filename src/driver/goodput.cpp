@@ -146,7 +146,7 @@ GoodputReport build_goodput_report(const spec::Job& job, const spec::Reliability
       static_cast<double>(job.workload.training.global_batch) * static_cast<double>(job.workload.training.seq_len);
   // a node failure takes out one host (an NVL72 compute tray of 4 GPUs, a server of 8), not the
   // whole scale-up domain
-  r.nodes = (job.gpus + job.cluster.node.host_devices - 1) / job.cluster.node.host_devices;
+  r.nodes = (job.gpus + job.cluster.host_devices() - 1) / job.cluster.host_devices();
 
   // failures of the job's GPUs and nodes
   for (const auto& c : reliability.causes) {

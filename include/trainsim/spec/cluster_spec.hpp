@@ -114,6 +114,12 @@ struct ClusterSpec {
   std::vector<std::string> warnings;  // defaults assumed for figures the file left out
 
   std::int64_t num_devices() const { return nodes * node.devices; }
+  // Devices per host, the unit a host failure takes out: a tray of a scale-up domain, or on a torus
+  // the chips of one host where the topology gives its DCN (else each chip alone).
+  int host_devices() const {
+    if (const auto* t = std::get_if<TorusNetwork>(&network); t && t->dcn) return t->dcn->chips_per_host;
+    return node.host_devices;
+  }
   friend bool operator==(const ClusterSpec&, const ClusterSpec&) = default;
 };
 

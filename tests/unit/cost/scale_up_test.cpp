@@ -121,7 +121,7 @@ TEST_CASE("bad scale-up domains and links are errors naming the file and the JSO
   scope["network"]["link"] = "nvlink4";
   CAPTURE(error_of(scope));
   CHECK(error_of(scope).find("t.json: /network/link: \"nvlink4\" is a fabric link, not a network link; network "
-                             "links: ib-hdr, ib-ndr") == 0);
+                             "links: dcn-100, dcn-200, ib-hdr, ib-ndr") == 0);
 
   auto links = mesh();
   links["node"]["fabric"]["links"] = 4;

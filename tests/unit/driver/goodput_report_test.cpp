@@ -109,6 +109,13 @@ TEST_CASE("on an NVL72 rack a node failure takes out one compute tray of 4 GPUs,
   CHECK(r.nodes == 128 / 4);
 }
 
+TEST_CASE("on TPU slices a node failure takes out one host's chips (4 per training VM on v6e)") {
+  const auto spec = spec::load_reliability_spec(spec::default_reliability_path());
+  const auto job = test::make_job("tpu-v6e-multislice", "llama3-8b", "tp=1,zero=3,mb=1,recompute=full,gpus=512");
+  const auto r = driver::build_goodput_report(job, spec, {.days = 1.0, .samples = 20});
+  CHECK(r.nodes == 512 / 4);
+}
+
 namespace goodput_report_test {
 
 TEST_CASE("goodput refuses what it could not finish: a restart far beyond the MTBF, or 1e18 tokens") {
