@@ -2,9 +2,14 @@
 // in turn, each on bidirectional rings (half the data each way), then all-gather in reverse order.
 // Over k dimensions the payload goes in k parts, each taking the dimensions in its own rotated
 // order, so every step keeps all k dimensions' links busy. On a cube of side n: reduce-scatter
-// ≈ (n−1)/n · (1 + 1/n + ...) · S / (2kB) + latencies. The group must span whole dimensions (or
-// one coordinate of the others). Across the slices of a multislice topology the group must hold the
-// same chips of every slice it spans; the slices join over the data-centre network.
+// ≈ (n−1)/n · (1 + 1/n + ...) · S / (2kB) + latencies. The group must be a box of the torus: in
+// every dimension either all of it or a run of consecutive coordinates. Along a whole dimension
+// with wraparound links the ring closes on them; along a run (or a mesh without wraparound) the
+// ring's closing hop goes back along the line, so each link carries both rings' traffic one way
+// and the run gets one direction's bandwidth. Across the slices of a multislice topology the group
+// must hold the same chips of every slice it spans; the slices join over the data-centre network.
+#include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -15,11 +20,14 @@
 namespace trainsim::cost {
 namespace {
 
-// The group's layout: `local` chips of each of `slices` slices, the same positions in every slice.
+// The group's layout: a box of `extent[k]` consecutive coordinates from `lo[k]` in every dimension,
+// the same chips in each of the slices it spans.
 struct TorusShape {
   std::vector<int> dims;
   std::uint32_t slice_devices = 1;
-  std::vector<int> active;               // dimensions the group spans fully inside a slice
+  std::vector<int> lo;
+  std::vector<int> extent;
+  std::vector<int> active;               // dimensions with more than one coordinate
   std::vector<std::uint32_t> slice_ids;  // the slices it spans, ascending
   std::vector<std::uint32_t> positions;  // its chips' indices inside a slice, ascending
 };
@@ -40,8 +48,31 @@ std::uint32_t local_id(const std::vector<int>& c, const std::vector<int>& dims) 
   return id;
 }
 
-// The dimensions `group` spans in each slice; nullopt unless it is, in every slice it touches, the
-// same product of whole dimensions (or, across slices, the same single chip).
+// The box `positions` fill, if they fill one: per dimension the lowest and highest coordinate, and
+// as many chips as the box holds (positions are distinct).
+bool fill_box(TorusShape& s) {
+  const std::size_t nd = s.dims.size();
+  std::vector<int> hi(nd, -1);
+  s.lo.assign(nd, std::numeric_limits<int>::max());
+  for (const auto p : s.positions) {
+    const auto c = coords(p, s.dims);
+    for (std::size_t k = 0; k < nd; ++k) {
+      s.lo[k] = std::min(s.lo[k], c[k]);
+      hi[k] = std::max(hi[k], c[k]);
+    }
+  }
+  std::size_t volume = 1;
+  s.extent.assign(nd, 1);
+  for (std::size_t k = 0; k < nd; ++k) {
+    s.extent[k] = hi[k] - s.lo[k] + 1;
+    volume *= static_cast<std::size_t>(s.extent[k]);
+    if (s.extent[k] > 1) s.active.push_back(static_cast<int>(k));
+  }
+  return volume == s.positions.size();
+}
+
+// The box `group` fills in each slice; nullopt unless it is one box, the same in every slice it
+// touches.
 std::optional<TorusShape> torus_shape(const Group& group, const spec::TorusNetwork& net) {
   TorusShape s{.dims = net.dims, .slice_devices = static_cast<std::uint32_t>(net.slice_devices())};
   std::vector<std::vector<std::uint32_t>> by_slice;
@@ -56,39 +87,29 @@ std::optional<TorusShape> torus_shape(const Group& group, const spec::TorusNetwo
   for (const auto& positions : by_slice)
     if (positions != by_slice.front()) return std::nullopt;
   s.positions = by_slice.front();
-  const auto first = coords(s.positions.front(), s.dims);
-  std::size_t expected = 1;
-  for (std::size_t k = 0; k < s.dims.size(); ++k) {
-    bool varies = false;
-    for (const auto p : s.positions) varies = varies || coords(p, s.dims)[k] != first[k];
-    if (varies) {
-      s.active.push_back(static_cast<int>(k));
-      expected *= static_cast<std::size_t>(s.dims[k]);
-    }
-  }
-  if (expected != s.positions.size()) return std::nullopt;
+  if (!fill_box(s)) return std::nullopt;
   if (s.active.empty() && s.slice_ids.size() < 2) return std::nullopt;
   if (s.slice_ids.size() > 1 && !net.dcn) return std::nullopt;
   return s;
 }
 
-// Every ring of the group along dimension `dim` in every slice it spans (one per set of the other
-// coordinates), both directions carrying `per_hop` bytes per payload byte; returns the slowest
-// hop's latency.
+// Every ring of the box along dimension `dim` in every slice it spans (one per set of the other
+// coordinates), both ways, each carrying `per_hop` bytes per payload byte on every hop (a closing
+// hop back along a run crosses the run's links); returns the slowest hop's latency.
 Duration add_dimension_rings(LoadAccumulator& acc, const TorusShape& shape, int dim, double per_hop) {
   const auto k = static_cast<std::size_t>(dim);
-  const int n = shape.dims[k];
+  const int m = shape.extent[k];
   Duration hop = Duration::zero();
   for (const auto slice : shape.slice_ids) {
     const auto base = slice * shape.slice_devices;
     for (const auto p : shape.positions) {
       auto c = coords(p, shape.dims);
-      if (c[k] != 0) continue;  // one line per set of other coordinates
-      for (int i = 0; i < n; ++i) {
+      if (c[k] != shape.lo[k]) continue;  // one line per set of other coordinates
+      for (int i = 0; i < m; ++i) {
         auto here = c;
         auto next = c;
-        here[k] = i;
-        next[k] = (i + 1) % n;
+        here[k] = shape.lo[k] + i;
+        next[k] = shape.lo[k] + (i + 1) % m;
         const topo::DeviceId a{base + local_id(here, shape.dims)};
         const topo::DeviceId b{base + local_id(next, shape.dims)};
         hop = std::max(hop, acc.add_flow(a, b, per_hop));
@@ -114,7 +135,7 @@ std::vector<Phase> slice_reduce_scatter(const TorusShape& shape, const topo::Top
     Duration latency = Duration::zero();
     for (std::size_t j = 0; j < k; ++j) {
       const int dim = shape.active[(j + step) % k];
-      const int n = shape.dims[static_cast<std::size_t>(dim)];
+      const int n = shape.extent[static_cast<std::size_t>(dim)];
       const Duration hop = add_dimension_rings(acc, shape, dim, (n - 1.0) / n * share[j] / 2);
       latency = std::max(latency, hop * (n - 1));
       phase.bus_bytes_per_byte += (n - 1.0) / n * share[j];
@@ -168,7 +189,7 @@ class TorusAlgorithm final : public CollectiveAlgorithm {
     const auto* net = std::get_if<spec::TorusNetwork>(&topo.spec().network);
     const bool rs = kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllReduce;
     const bool ag = kind == CollectiveKind::AllGather || kind == CollectiveKind::AllReduce;
-    if (!net || !net->wraparound || (!rs && !ag)) return std::nullopt;
+    if (!net || (!rs && !ag)) return std::nullopt;
     const auto shape = torus_shape(group, *net);
     if (!shape) return std::nullopt;
 

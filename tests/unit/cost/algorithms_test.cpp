@@ -80,6 +80,32 @@ TEST_CASE("a torus all-reduce over two dimensions keeps both dimensions' links b
   for (const auto& l : first) CHECK(l.bytes_per_byte == doctest::Approx(first.front().bytes_per_byte));
 }
 
+TEST_CASE("a box of the torus: a run of a dimension closes its ring back along the line") {
+  // 16 chips of an 8 x 8 torus: all of x, y in {0, 1}. Half the payload along x then y, half along
+  // y then x. Step 1: x rings (7/8 of a half, both ways: 7/32 per link direction) and the y run of 2,
+  // whose two rings share its one link each way (1/2 of a half: 1/4); step 2: the x part, now 1/16,
+  // along y (1/32), the y part, now 1/4, along x (7/64). Reduce-scatter: 1/4 + 7/64 of S / B.
+  test::CostFixture f(test::torus_cluster({8, 8}, true));
+  const auto* plan = f.model.plan(CollectiveKind::AllReduce, f.model.intern(test::devices(0, 16)), "torus");
+  REQUIRE(plan);
+  REQUIRE(plan->phases.size() == 4);
+  double seconds_per_byte = 0;
+  for (const auto& p : plan->phases) seconds_per_byte += p.seconds_per_byte;
+  CHECK(seconds_per_byte == doctest::Approx(2 * (0.25 + 7.0 / 64) / (50e9 * 0.9)));
+  CHECK(f.model.cost(AllReduce{gib(1)}, test::devices(0, 16)).algorithm == "torus");
+  // a run along a mesh without wraparound: the same line rings
+  test::CostFixture mesh(test::torus_cluster({4}, false));
+  const auto* line = mesh.model.plan(CollectiveKind::AllReduce, mesh.model.intern(test::devices(0, 4)), "torus");
+  REQUIRE(line);
+  // 4 chips on a line: each link direction carries the forward ring's hop and the backward ring's
+  // closing hop, 3/4 of a half each: one direction's bandwidth for (n-1)/n of the payload
+  CHECK(line->phases[0].seconds_per_byte == doctest::Approx(0.75 / (50e9 * 0.9)));
+  // not a box: chips 0, 1 and 9 of the 8 x 8 torus
+  auto corner = test::devices(0, 2);
+  corner.devices.push_back({9});
+  CHECK(f.model.plan(CollectiveKind::AllReduce, f.model.intern(corner), "torus") == nullptr);
+}
+
 TEST_CASE("across slices: reduce-scatter over ICI, the shards all-reduced over the DCN, all-gather over ICI") {
   // 2 slices of 4 x 4; hosts of 4 chips with 2 x 100 Gb/s at 0.9: 22.5 GB/s a host
   test::CostFixture f(test::multislice_cluster({4, 4}, 2));

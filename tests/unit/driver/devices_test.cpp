@@ -26,6 +26,7 @@ constexpr CatalogueDevice kDevices[] = {
     {"dgx-h100-superpod", "H100 80GB HBM3 SXM|NVIDIA H100 SXM|H100 80GB SXM5"},
     {"h200-node", "H200"},
     {"dgx-b200", "B200 (AWS|NVIDIA B200 SXM"},
+    {"tpu-v6e-pod", "TPU v6e"},
 };
 
 struct Errors {
