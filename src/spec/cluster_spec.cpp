@@ -1,9 +1,11 @@
 #include "trainsim/spec/cluster_spec.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "trainsim/spec/link_catalogue.hpp"
 #include "trainsim/spec/reader.hpp"
@@ -220,6 +222,71 @@ DcnNetwork read_dcn(Reader r, std::int64_t slice_devices, const std::string& sou
   return d;
 }
 
+std::string shape_text(const std::vector<int>& dims) {
+  return fmt::format("{}", fmt::join(dims, "x"));
+}
+
+// The slices the link kind's pod can form (spec::LinkKind::max_slice, cube_side, full_axis): an
+// error at /network/dims for a shape it cannot, and which dimensions wrap around.
+std::vector<bool> slice_wraparound(Reader& r, const LinkKind& kind, const std::vector<int>& dims) {
+  std::vector<bool> wraps(dims.size(), true);
+  if (!kind.max_slice.empty()) {
+    auto want = dims;
+    auto have = kind.max_slice;
+    std::sort(want.rbegin(), want.rend());
+    std::sort(have.rbegin(), have.rend());
+    have.resize(std::max(have.size(), want.size()), 1);
+    for (std::size_t k = 0; k < want.size(); ++k)
+      if (want[k] > have[k]) {
+        r.error_at("dims", fmt::format("on {}, a pod forms slices of at most {}: {} cannot be formed", kind.catalogue,
+                                       shape_text(kind.max_slice), shape_text(dims)));
+        break;
+      }
+  }
+  if (kind.cube_side > 0) {
+    const int c = kind.cube_side;
+    const bool whole = std::all_of(dims.begin(), dims.end(), [c](int d) { return d % c == 0; });
+    std::int64_t chips = 1;
+    for (const int d : dims) chips *= d;
+    if (!whole && chips > std::int64_t{c} * c * c)
+      r.error_at("dims", fmt::format("on {}, a slice larger than one {}x{}x{} cube is whole cubes: {} is not",
+                                     kind.catalogue, c, c, c, shape_text(dims)));
+    wraps.assign(dims.size(), whole && dims.size() == 3);
+  } else if (kind.full_axis > 0) {
+    for (std::size_t k = 0; k < dims.size(); ++k) wraps[k] = dims[k] == kind.full_axis;
+  }
+  return wraps;
+}
+
+// `wraparound`: one boolean for every dimension or one per dimension; by default (and at most) what
+// the link kind's pod can do.
+std::vector<bool> read_wraparound(Reader& r, const std::optional<LinkKind>& kind, const std::vector<int>& dims) {
+  const auto possible = kind ? slice_wraparound(r, *kind, dims) : std::vector<bool>(dims.size(), true);
+  const auto* value = r.value("wraparound");
+  if (value == nullptr) return possible;
+  std::vector<bool> wraps;
+  if (value->is_boolean()) {
+    wraps.assign(dims.size(), value->get<bool>());
+  } else if (value->is_array() && value->size() == dims.size() &&
+             std::all_of(value->begin(), value->end(), [](const auto& v) { return v.is_boolean(); })) {
+    for (const auto& v : *value) wraps.push_back(v.get<bool>());
+  } else {
+    r.error_at("wraparound", fmt::format("expected true, false or one boolean per dimension ({}), got {}", dims.size(),
+                                         describe(*value)));
+    return possible;
+  }
+  for (std::size_t k = 0; k < dims.size(); ++k)
+    if (wraps[k] && !possible[k]) {
+      r.error_at("wraparound",
+                 fmt::format("on {}, a {} slice has no wraparound links along dimension {} ({} chips){}",
+                             kind->catalogue, shape_text(dims), k, dims[k],
+                             kind->full_axis > 0 ? fmt::format(": only a full axis of {} wraps", kind->full_axis)
+                                                 : std::string(": only slices of whole cubes wrap")));
+      break;
+    }
+  return wraps;
+}
+
 TorusNetwork read_torus(Reader r, const std::string& source, std::vector<std::string>& warnings) {
   TorusNetwork t;
   const auto kind = read_link_value(r, LinkScope::Torus, source);
@@ -227,7 +294,7 @@ TorusNetwork read_torus(Reader r, const std::string& source, std::vector<std::st
   LinkFigures figures{r, kind, "network", warnings};
   for (const auto d : r.integer_list("dims", {1, 4096}, 1, 3)) t.dims.push_back(static_cast<int>(d));
   t.link_bandwidth = figures.rate("link_bandwidth", kTorusLink);
-  t.wraparound = r.boolean_or("wraparound", true);
+  t.wraparound = read_wraparound(r, kind, t.dims);
   t.latency = figures.latency(kLatencyFigure);
   t.efficiency = figures.efficiency();
   t.slices = static_cast<int>(r.integer_or("slices", 1, {1, 4096}));

@@ -51,6 +51,14 @@ LinkKind load_link_file(const std::string& path) {
   k.latency = r.duration("latency", kLinkLatencyRange);
   if (k.scope == LinkScope::Network) k.switch_latency = r.duration("switch_latency", kLinkLatencyRange);
   k.efficiency = r.number("efficiency", kLinkEfficiencyRange);
+  if (k.scope == LinkScope::Torus) {
+    if (r.has("max_slice"))
+      for (const auto d : r.integer_list("max_slice", {1, 4096}, 1, 3)) k.max_slice.push_back(static_cast<int>(d));
+    k.cube_side = static_cast<int>(r.integer_or("cube_side", 0, {0, 64}));
+    k.full_axis = static_cast<int>(r.integer_or("full_axis", 0, {0, 4096}));
+    if (k.cube_side > 0 && k.full_axis > 0)
+      r.error_at("full_axis", "a pod's slices wrap around either as whole cubes or along full axes, not both");
+  }
   r.finish();
   diagnostics.throw_if_any(path);
   return k;

@@ -48,7 +48,7 @@ struct FatTreeIndex {
 // slice is its own torus, and their hosts' NICs meet in the data-centre network (one switch).
 struct TorusIndex {
   std::vector<int> dims;
-  bool wraparound = true;
+  std::vector<bool> wraparound;  // per dimension
   std::uint32_t slice_devices = 1;
   std::vector<LinkId> links;  // [(device * dims + dim) * 2 + (0: +1, 1: -1)]; kNoLink where absent
   static constexpr LinkId kNoLink{0xffffffffu};

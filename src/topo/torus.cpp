@@ -41,7 +41,7 @@ void add_torus_links(Topology& topo, const spec::TorusNetwork& net, TorusIndex& 
         auto next = c;
         next[k] += dir == 0 ? 1 : -1;
         if (next[k] < 0 || next[k] >= t.dims[k]) {
-          if (!t.wraparound) continue;
+          if (!t.wraparound[k]) continue;
           next[k] = (next[k] + t.dims[k]) % t.dims[k];
         }
         t.links[(d * nd + k) * 2 + static_cast<std::size_t>(dir)] =
@@ -113,7 +113,7 @@ void TorusIndex::add_route(const Topology& topo, DeviceId src, DeviceId dst, Rou
     if (forward == 0) continue;
     // (direction, hops, share of the flow)
     std::vector<std::tuple<int, int, double>> ways;
-    if (!wraparound) {
+    if (!wraparound[k]) {
       ways.emplace_back(target[k] > at[k] ? 0 : 1, std::abs(target[k] - at[k]), 1.0);
     } else if (2 * forward < n) {
       ways.emplace_back(0, forward, 1.0);

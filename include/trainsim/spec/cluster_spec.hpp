@@ -90,8 +90,8 @@ struct TorusNetwork {
   std::string link;  // its link catalogue entry ("" for figures given in full)
   std::vector<int> dims;
   Bandwidth link_bandwidth;  // per link, per direction
-  bool wraparound = true;
-  Duration latency;  // per hop
+  std::vector<bool> wraparound;  // per dimension: links from the last chip back to the first
+  Duration latency;              // per hop
   double efficiency = 1.0;
   int slices = 1;
   std::optional<DcnNetwork> dcn;  // required with several slices

@@ -25,6 +25,13 @@ struct LinkKind {
   Duration latency;                       // fabric: one step; network: NIC to NIC; torus: one hop
   std::optional<Duration> switch_latency; // network: each further switch crossed
   double efficiency = 1.0;                // usable share of the line rate with the collective library
+  // torus: the slices a pod of this link can form. The largest slice (dimensions in any order);
+  // slices of more than one cube are whole cubes of this side, each dimension wrapping around
+  // (TPU v4, v5p: the optical switches close every ring); or only a dimension of this full extent
+  // wraps around (v5e, v6e: a 16 x 16 pod's own wraparound links). 0 where the catalogue says nothing.
+  std::vector<int> max_slice;
+  int cube_side = 0;
+  int full_axis = 0;
   friend bool operator==(const LinkKind&, const LinkKind&) = default;
 };
 

@@ -112,7 +112,7 @@ TEST_CASE("a torus takes its devices from dims") {
   })"),
                                    "pod.json");
   CHECK(c.num_devices() == 128);
-  CHECK(std::get<TorusNetwork>(c.network).wraparound);
+  CHECK(std::get<TorusNetwork>(c.network).wraparound == std::vector<bool>{true, true, true});
   CHECK(c.warnings == std::vector<std::string>{"network.efficiency not given: assumed 0.8 (name a link kind of the "
                                                 "catalogue to take its measured figure)"});
 }
@@ -158,6 +158,41 @@ TEST_CASE("slices of a torus joined by the data-centre network") {
   CHECK(error_of(j) ==
         "t.json: /network/slices: 17 slices of 262144 chips exceed the supported maximum of 4194304 "
         "devices");
+}
+
+TEST_CASE("the slices a TPU pod can form, and which of their dimensions wrap around") {
+  const auto slice = [](const std::string& link, json dims, json wraparound = nullptr) {
+    json j = {{"name", "s"}, {"device", "tpu-v5p"}, {"network", {{"kind", "torus"}, {"link", link}, {"dims", dims}}}};
+    if (!wraparound.is_null()) j["network"]["wraparound"] = wraparound;
+    return j;
+  };
+  const auto wraps = [](const json& j) {
+    return std::get<TorusNetwork>(read_cluster_spec(j, test::topology("tpu-v5p-pod")).network).wraparound;
+  };
+  // v5p: whole 4x4x4 cubes close every ring through the optical switches; part-cube slices are meshes
+  CHECK(wraps(slice("ici-v5p", {4, 4, 8})) == std::vector<bool>{true, true, true});
+  CHECK(wraps(slice("ici-v5p", {2, 4, 4})) == std::vector<bool>{false, false, false});
+  CHECK(wraps(slice("ici-v5p", {16, 24, 16})) == std::vector<bool>{true, true, true});
+  const auto error = [](const json& j) {
+    try {
+      read_cluster_spec(j, "t.json");
+    } catch (const SpecError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error(slice("ici-v5p", {6, 8, 8})) ==
+        "t.json: /network/dims: on ici-v5p, a slice larger than one 4x4x4 cube is whole cubes: 6x8x8 is not");
+  CHECK(error(slice("ici-v5p", {16, 16, 32})) ==
+        "t.json: /network/dims: on ici-v5p, a pod forms slices of at most 16x16x24: 16x16x32 cannot be formed");
+  CHECK(error(slice("ici-v5p", {2, 4, 4}, true))
+            .find("/network/wraparound: on ici-v5p, a 2x4x4 slice has no "
+                  "wraparound links along dimension 0") != std::string::npos);
+  // v6e: only an axis of the pod's full 16 wraps; per dimension as the file says, within that
+  CHECK(wraps(slice("ici-v6e", {8, 16})) == std::vector<bool>{false, true});
+  CHECK(wraps(slice("ici-v6e", {8, 16}, json::array({false, false}))) == std::vector<bool>{false, false});
+  CHECK(error(slice("ici-v6e", {8, 16}, json::array({true}))).find("one boolean per dimension (2)") !=
+        std::string::npos);
 }
 
 TEST_CASE("every shipped topology reads without error") {

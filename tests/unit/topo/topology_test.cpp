@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "common/clusters.hpp"
 #include "common/paths.hpp"
 #include "trainsim/topo/topology.hpp"
@@ -153,6 +155,17 @@ TEST_CASE("slices of a torus: ICI inside each, the hosts' NICs and the data-cent
   CHECK(reachable_part(four, 20).num_devices() == 32);
   CHECK(std::get<spec::TorusNetwork>(reachable_part(four, 20).network).slices == 2);
   CHECK(reachable_part(four, 64) == four);
+}
+
+TEST_CASE("a torus wraps around only along the dimensions that have the links") {
+  // 8 x 16 v6e slice: a mesh along the 8, a ring along the 16
+  auto j = nlohmann::json{{"name", "v6e-8x16"},
+                          {"device", "tpu-v6e"},
+                          {"network", {{"kind", "torus"}, {"link", "ici-v6e"}, {"dims", {8, 16}}}}};
+  const auto topo = Topology::build(spec::read_cluster_spec(j, test::topology("tpu-v6e-pod")));
+  CHECK(topo.num_links() == 16 * 7 * 2 + 8 * 16 * 2);
+  CHECK(topo.route(DeviceId{0}, DeviceId{7}).hops.size() == 7);       // no way round along x
+  CHECK(topo.route(DeviceId{0}, DeviceId{8 * 15}).hops.size() == 1);  // y wraps
 }
 
 TEST_CASE("every shipped topology builds, the largest with hundreds of thousands of links") {
