@@ -99,6 +99,40 @@ void check_progress(GoodputReport& r, const spec::ReliabilitySpec& reliability, 
                     r.closed_ettr * 100, r.model.restart_s, r.model.interval_s, mtbf));
 }
 
+// The rack's spare-tray policy: the job's domains, each with its spare trays idle beside the job.
+void set_spare_trays(GoodputReport& r, const spec::Job& job, const spec::ReliabilitySpec& reliability) {
+  const int k = reliability.spare_trays_per_domain;
+  if (k == 0) return;
+  const auto& c = job.cluster;
+  const int host = c.host_devices();
+  if (std::holds_alternative<spec::TorusNetwork>(c.network) || c.node.devices <= host)
+    throw SpecError(reliability.source, "/spare_trays_per_domain",
+                    fmt::format("topology {} has no scale-up domain of several hosts ({} devices per domain, {} per "
+                                "host): spare trays keep a domain whole, use spare_nodes",
+                                c.name, c.node.devices, host));
+  const int used = c.node.devices - k * host;
+  if (used <= 0)
+    throw SpecError(reliability.source, "/spare_trays_per_domain",
+                    fmt::format("{} spare trays of {} devices leave nothing of a {}-device domain for the job", k, host,
+                                c.node.devices));
+  r.model.spare_trays_per_domain = k;
+  r.model.spare_domains = reliability.spare_domains;
+  r.model.domains = (job.gpus + used - 1) / used;
+  r.domain_devices_used = used;
+}
+
+std::string spares_in_words(const GoodputReport& r, const spec::ReliabilitySpec& reliability) {
+  if (reliability.repair_s <= 0) return "failed nodes are replaced at once (no repair time given)";
+  if (r.model.spare_trays_per_domain == 0)
+    return fmt::format("{} spare nodes; a failed node is back after {:.1f} h", reliability.spare_nodes,
+                       reliability.repair_s / 3600);
+  return fmt::format(
+      "{} spare trays in each of the job's {} scale-up domains ({} of {} devices each run the job), "
+      "{} spare domains; a failed tray is back after {:.1f} h",
+      r.model.spare_trays_per_domain, r.model.domains, r.domain_devices_used, r.job->cluster.node.devices,
+      r.model.spare_domains, reliability.repair_s / 3600);
+}
+
 // Every figure in force, in words.
 std::vector<std::string> assumptions(const GoodputReport& r, const spec::ReliabilitySpec& reliability,
                                      const GoodputRequest& request) {
@@ -117,9 +151,7 @@ std::vector<std::string> assumptions(const GoodputReport& r, const spec::Reliabi
                       "{:.1f} s",
                       r.model.restart_s, reliability.restart.detection_s, reliability.restart.rescheduling_s,
                       reliability.restart.initialization_s, r.checkpoint_load_s),
-          reliability.repair_s > 0 ? fmt::format("{} spare nodes; a failed node is back after {:.1f} h",
-                                                 reliability.spare_nodes, reliability.repair_s / 3600)
-                                   : std::string("failed nodes are replaced at once (no repair time given)"),
+          spares_in_words(r, reliability),
           fmt::format("{} Monte Carlo samples from seed {}", request.samples, request.seed)};
 }
 
@@ -176,6 +208,7 @@ GoodputReport build_goodput_report(const spec::Job& job, const spec::Reliability
                       reliability.restart.initialization_s + r.checkpoint_load_s;
   r.model.spare_nodes = reliability.spare_nodes;
   r.model.repair_s = reliability.repair_s;
+  set_spare_trays(r, job, reliability);
   const double mtbf = r.model.mtbf_s();
   if (const auto interval = request.interval_s ? request.interval_s : k.interval_s) {
     r.model.interval_s = *interval;

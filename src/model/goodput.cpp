@@ -30,15 +30,119 @@ double GoodputModel::rate_per_s() const {
   return r;
 }
 
+namespace {
+
+// Where the failed hosts of a run are, and what replaces them.
+class SparePool {
+ public:
+  explicit SparePool(const GoodputModel& model)
+      : model_(model),
+        spares_(model.spare_nodes),
+        trays_(static_cast<std::size_t>(model.spare_trays_per_domain > 0 ? model.domains : 0),
+               model.spare_trays_per_domain),
+        generation_(trays_.size(), 0),
+        spare_domains_(model.spare_domains) {}
+
+  // A host fails at `t`: returns when the job has a replacement (t, or later when it must wait).
+  double replace(double t, Random& random) {
+    return model_.spare_trays_per_domain > 0 ? replace_tray(t, random) : replace_node(t);
+  }
+
+ private:
+  // the pool of spare_nodes: a spare takes the failed node's place, or the job waits for the first
+  // node back (perhaps the failed one itself)
+  double replace_node(double t) {
+    nodes_back_.push(t + model_.repair_s);
+    while (!nodes_back_.empty() && nodes_back_.top() <= t) {
+      nodes_back_.pop();
+      ++spares_;
+    }
+    if (spares_ == 0) {
+      t = nodes_back_.top();
+      nodes_back_.pop();
+      ++spares_;
+    }
+    --spares_;
+    return t;
+  }
+
+  struct Back {
+    double at;
+    std::int64_t domain;  // -1: a whole domain back into the pool of spare domains
+    std::int64_t generation;
+    bool operator>(const Back& o) const { return at > o.at; }
+  };
+
+  void returns_until(double t) {
+    while (!back_.empty() && back_.top().at <= t) {
+      const auto b = back_.top();
+      back_.pop();
+      if (b.domain < 0)
+        ++spare_domains_;
+      else if (b.generation == generation_[static_cast<std::size_t>(b.domain)])
+        ++trays_[static_cast<std::size_t>(b.domain)];
+    }
+  }
+
+  double replace_tray(double t, Random& random) {
+    const auto d = model_.domains > 1
+                       ? static_cast<std::int64_t>(random.below(static_cast<std::uint64_t>(model_.domains)))
+                       : std::int64_t{0};
+    const auto i = static_cast<std::size_t>(d);
+    back_.push({t + model_.repair_s, d, generation_[i]});  // the failed tray, back to its domain
+    returns_until(t);
+    if (trays_[i] > 0) {  // the domain's own spare tray
+      --trays_[i];
+      return t;
+    }
+    if (spare_domains_ > 0) {  // the job moves to a whole spare domain; this one goes to repair
+      --spare_domains_;
+      ++generation_[i];
+      trays_[i] = model_.spare_trays_per_domain;
+      back_.push({t + model_.repair_s, -1, 0});
+      return t;
+    }
+    // wait for the first tray of this domain back (or a spare domain, whichever is first)
+    while (!back_.empty()) {
+      const auto b = back_.top();
+      back_.pop();
+      t = std::max(t, b.at);
+      if (b.domain < 0) {  // a whole domain: move to it
+        ++generation_[i];
+        trays_[i] = model_.spare_trays_per_domain;
+        back_.push({t + model_.repair_s, -1, 0});
+        return t;
+      }
+      if (b.generation == generation_[static_cast<std::size_t>(b.domain)]) {
+        ++trays_[static_cast<std::size_t>(b.domain)];
+        if (b.domain == d) {
+          --trays_[i];
+          return t;
+        }
+      }
+    }
+    SIM_ASSERT(false, "a domain without spare trays and nothing under repair");
+    return t;
+  }
+
+  const GoodputModel& model_;
+  std::int64_t spares_;
+  std::priority_queue<double, std::vector<double>, std::greater<>> nodes_back_;
+  std::vector<int> trays_;                // free spare trays per domain of the job
+  std::vector<std::int64_t> generation_;  // bumped when the job leaves a domain for a spare one
+  std::int64_t spare_domains_;
+  std::priority_queue<Back, std::vector<Back>, std::greater<>> back_;
+};
+
+}  // namespace
+
 RunOutcome simulate_run(const GoodputModel& model, double work_s, double horizon_s, std::uint64_t seed) {
   const double rate = model.rate_per_s();
   SIM_ASSERT(rate > 0 && model.interval_s > 0, "a goodput model needs failures and a checkpoint interval");
   Random random(seed);
   RunOutcome out;
   out.by_class.assign(model.classes.size(), 0);
-  // nodes under repair, by the time they return to the spare pool
-  std::priority_queue<double, std::vector<double>, std::greater<>> repairs;
-  std::int64_t spares = model.spare_nodes;
+  SparePool pool(model);
   double t = 0;
   const auto fail = [&] {
     // which cause, in proportion to its rate
@@ -51,21 +155,9 @@ RunOutcome simulate_run(const GoodputModel& model, double work_s, double horizon
   };
   const auto restart = [&](std::size_t cause) {
     if (model.classes[cause].replaces_node && model.repair_s > 0) {
-      // the failed node goes to repair; a spare takes its place, or the job waits for the first
-      // node back (perhaps the failed one itself)
-      repairs.push(t + model.repair_s);
-      while (!repairs.empty() && repairs.top() <= t) {
-        repairs.pop();
-        ++spares;
-      }
-      if (spares == 0) {
-        const double back = repairs.top();
-        repairs.pop();
-        out.waiting_s += back - t;
-        t = back;
-        ++spares;
-      }
-      --spares;
+      const double ready = pool.replace(t, random);
+      out.waiting_s += ready - t;
+      t = ready;
     }
     // the restart itself may be interrupted, and starts over (until the horizon)
     while (t < horizon_s) {

@@ -99,6 +99,14 @@ ReliabilitySpec read_reliability_spec(const nlohmann::json& json, const std::str
   }
   s.spare_nodes = root.integer_or("spare_nodes", 0, {0, 1 << 20});
   s.repair_s = root.optional_quantity("repair", QuantityKind::Duration, {0, 1e8, false}).value_or(0);
+  s.spare_trays_per_domain = static_cast<int>(root.integer_or("spare_trays_per_domain", 0, {0, 64}));
+  s.spare_domains = root.integer_or("spare_domains", 0, {0, 1 << 20});
+  if (s.spare_trays_per_domain > 0 && s.spare_nodes > 0)
+    root.error_at("spare_nodes",
+                  "not with spare_trays_per_domain: a tray of another domain cannot join the job's "
+                  "scale-up domain; give whole spare domains (spare_domains)");
+  if (s.spare_domains > 0 && s.spare_trays_per_domain == 0)
+    root.error_at("spare_domains", "only with spare_trays_per_domain (without it spare_nodes are the pool)");
   root.finish();
   diagnostics.throw_if_any(source);
   return s;

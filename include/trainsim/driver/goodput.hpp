@@ -40,6 +40,7 @@ struct GoodputReport {
   Bytes device_memory;
   double tokens_per_step = 0;
   std::int64_t nodes = 0;
+  int domain_devices_used = 0;  // with spare trays: the devices of each scale-up domain the job runs on
   model::GoodputModel model;
   bool interval_optimal = false;  // τ from Daly's formula
   double checkpoint_bytes = 0;    // distinct state saved: weights and optimizer state

@@ -33,6 +33,13 @@ struct GoodputModel {
   double restart_s = 0;     // R: detection, rescheduling, initialization, loading the checkpoint
   std::int64_t spare_nodes = 0;
   double repair_s = 0;      // a failed node's time out of the pool (0: replaced at once)
+  // The spare-tray policy (spec::ReliabilitySpec::spare_trays_per_domain): a failed host is
+  // replaced from its own domain's spare trays (the domain drawn uniformly among the job's), then
+  // by a whole spare domain, else the job waits for that domain's first tray back. 0: the pool of
+  // spare_nodes instead.
+  int spare_trays_per_domain = 0;
+  std::int64_t domains = 1;
+  std::int64_t spare_domains = 0;
   double rate_per_s() const;
   double mtbf_s() const { return 1 / rate_per_s(); }
 };

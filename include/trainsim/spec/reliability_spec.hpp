@@ -48,6 +48,12 @@ struct ReliabilitySpec {
   RestartSpec restart;
   std::int64_t spare_nodes = 0;
   double repair_s = 0;  // a failed node's time out of the pool
+  // The rack's spare-tray policy (NVL72): each scale-up domain the job runs on keeps this many of
+  // its hosts (trays) idle as spares, and a failed tray is replaced by one of its own domain's (a
+  // tray of another domain cannot join its NVLink fabric). With none left there, the job moves to
+  // one of `spare_domains` whole spare domains, or waits for the domain's first tray back. 0: off.
+  int spare_trays_per_domain = 0;
+  std::int64_t spare_domains = 0;
 };
 
 ReliabilitySpec read_reliability_spec(const nlohmann::json& json, const std::string& source);

@@ -109,6 +109,20 @@ TEST_CASE("on an NVL72 rack a node failure takes out one compute tray of 4 GPUs,
   CHECK(r.nodes == 128 / 4);
 }
 
+TEST_CASE("the rack's spare-tray policy: 2 trays idle in each NVL72 rack, 64 GPUs of 72 run the job") {
+  auto spec = spec::load_reliability_spec(spec::default_reliability_path());
+  spec.spare_nodes = 0;
+  spec.spare_trays_per_domain = 2;
+  const auto job = test::make_job("gb200-nvl72", "llama3-70b", "tp=8,pp=2,zero=1,gpus=128");
+  const auto r = driver::build_goodput_report(job, spec, {.days = 1.0, .samples = 20});
+  CHECK(r.model.domains == 2);
+  CHECK(r.domain_devices_used == 64);
+  // no domain of several hosts on a DGX H100 cluster: an error naming the key
+  const auto h100 = test::make_job("dgx-h100-superpod", "llama3-70b", "tp=8,pp=2,zero=1,gpus=128");
+  CHECK_THROWS_WITH_AS(driver::build_goodput_report(h100, spec, {.days = 1.0, .samples = 20}),
+                       doctest::Contains("/spare_trays_per_domain"), SpecError);
+}
+
 TEST_CASE("on TPU slices a node failure takes out one host's chips (4 per training VM on v6e)") {
   const auto spec = spec::load_reliability_spec(spec::default_reliability_path());
   const auto job = test::make_job("tpu-v6e-multislice", "llama3-8b", "tp=1,zero=3,mb=1,recompute=full,gpus=512");

@@ -87,4 +87,33 @@ TEST_CASE("spare nodes: without them the job waits for repairs; with enough, nev
   CHECK(day.work_s < 86400);
 }
 
+TEST_CASE("spare trays: one domain's trays are a pool of its own; more domains or spare domains wait less") {
+  auto m = simple(3600, 600, 10, 300);
+  m.repair_s = 24 * 3600;
+  // one domain with 2 spare trays is the pool of 2 spare nodes, draw for draw
+  m.spare_nodes = 2;
+  const auto pool = model::simulate_run(m, 10 * 86400.0, 1e300, 5);
+  m.spare_nodes = 0;
+  m.spare_trays_per_domain = 2;
+  m.domains = 1;
+  const auto trays = model::simulate_run(m, 10 * 86400.0, 1e300, 5);
+  CHECK(trays.wall_s == pool.wall_s);
+  CHECK(trays.waiting_s == pool.waiting_s);
+  CHECK(trays.waiting_s > 0);
+  // the same failures spread over 8 domains of 2 spare trays each (16 spares) wait less, and a
+  // pool of whole spare domains less again
+  double one = 0, eight = 0, spare_domains = 0;
+  for (std::uint64_t seed = 0; seed < 20; ++seed) {
+    m.domains = 1;
+    m.spare_domains = 0;
+    one += model::simulate_run(m, 10 * 86400.0, 1e300, seed).waiting_s;
+    m.domains = 8;
+    eight += model::simulate_run(m, 10 * 86400.0, 1e300, seed).waiting_s;
+    m.spare_domains = 4;
+    spare_domains += model::simulate_run(m, 10 * 86400.0, 1e300, seed).waiting_s;
+  }
+  CHECK(eight < one);
+  CHECK(spare_domains < eight);
+}
+
 }  // namespace goodput_test
