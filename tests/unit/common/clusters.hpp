@@ -35,14 +35,18 @@ inline spec::ClusterSpec fat_tree_cluster(int nodes, int leaf_radix, bool rail_o
   return spec::read_cluster_spec(j, "test");
 }
 
+// A 275 TFLOP/s TPU-like chip.
+inline nlohmann::json tpu_device() {
+  return {{"name", "TPU"},
+          {"peak_flops", {{"bf16", "275 TFLOP/s"}}},
+          {"memory", "32 GiB"},
+          {"memory_bandwidth", "1200 GB/s"},
+          {"sms", 8}};
+}
+
 inline spec::ClusterSpec torus_cluster(std::vector<int> dims, bool wraparound) {
   nlohmann::json j = {{"name", "test-torus"},
-                      {"device",
-                       {{"name", "TPU"},
-                        {"peak_flops", {{"bf16", "275 TFLOP/s"}}},
-                        {"memory", "32 GiB"},
-                        {"memory_bandwidth", "1200 GB/s"},
-                        {"sms", 8}}},
+                      {"device", tpu_device()},
                       {"network",
                        {{"kind", "torus"},
                         {"dims", dims},
@@ -57,12 +61,7 @@ inline spec::ClusterSpec torus_cluster(std::vector<int> dims, bool wraparound) {
 // with two 100 Gb/s NICs each (0.9, 20 us NIC to NIC).
 inline spec::ClusterSpec multislice_cluster(std::vector<int> dims, int slices) {
   nlohmann::json j = {{"name", "test-multislice"},
-                      {"device",
-                       {{"name", "TPU"},
-                        {"peak_flops", {{"bf16", "275 TFLOP/s"}}},
-                        {"memory", "32 GiB"},
-                        {"memory_bandwidth", "1200 GB/s"},
-                        {"sms", 8}}},
+                      {"device", tpu_device()},
                       {"network",
                        {{"kind", "torus"},
                         {"dims", dims},
