@@ -73,6 +73,8 @@ class SparePool {
     bool operator>(const Back& o) const { return at > o.at; }
   };
 
+  // Trays and domains back from repair by `t` rejoin their pools (a tray of a domain the job has
+  // since left goes back with that domain, not to the job).
   void returns_until(double t) {
     while (!back_.empty() && back_.top().at <= t) {
       const auto b = back_.top();
@@ -84,45 +86,29 @@ class SparePool {
     }
   }
 
+  // A host of one of the job's domains (drawn uniformly) fails: its own domain's spare tray, else a
+  // whole spare domain (the left one goes to repair), else the job waits for whichever is back first.
   double replace_tray(double t, Random& random) {
     const auto d = model_.domains > 1
                        ? static_cast<std::int64_t>(random.below(static_cast<std::uint64_t>(model_.domains)))
                        : std::int64_t{0};
     const auto i = static_cast<std::size_t>(d);
     back_.push({t + model_.repair_s, d, generation_[i]});  // the failed tray, back to its domain
-    returns_until(t);
-    if (trays_[i] > 0) {  // the domain's own spare tray
-      --trays_[i];
-      return t;
-    }
-    if (spare_domains_ > 0) {  // the job moves to a whole spare domain; this one goes to repair
-      --spare_domains_;
-      ++generation_[i];
-      trays_[i] = model_.spare_trays_per_domain;
-      back_.push({t + model_.repair_s, -1, 0});
-      return t;
-    }
-    // wait for the first tray of this domain back (or a spare domain, whichever is first)
-    while (!back_.empty()) {
-      const auto b = back_.top();
-      back_.pop();
-      t = std::max(t, b.at);
-      if (b.domain < 0) {  // a whole domain: move to it
+    for (returns_until(t);; returns_until(t)) {
+      if (trays_[i] > 0) {
+        --trays_[i];
+        return t;
+      }
+      if (spare_domains_ > 0) {
+        --spare_domains_;
         ++generation_[i];
         trays_[i] = model_.spare_trays_per_domain;
         back_.push({t + model_.repair_s, -1, 0});
         return t;
       }
-      if (b.generation == generation_[static_cast<std::size_t>(b.domain)]) {
-        ++trays_[static_cast<std::size_t>(b.domain)];
-        if (b.domain == d) {
-          --trays_[i];
-          return t;
-        }
-      }
+      SIM_ASSERT(!back_.empty(), "a domain without spare trays and nothing under repair");
+      t = std::max(t, back_.top().at);
     }
-    SIM_ASSERT(false, "a domain without spare trays and nothing under repair");
-    return t;
   }
 
   const GoodputModel& model_;
