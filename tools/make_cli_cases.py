@@ -115,6 +115,9 @@ case('absurd-node-count', f'run -t @t.json -w {W} -s tp=8', 2,
 case('switch-radix-beyond-any-switch', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /network/leaf_radix: 4096 is out of range; expected an integer in [2, 1024]',
      {'t.json': topo(network__leaf_radix=4096, network__tiers=3)})
+case('planes-not-dividing-nics', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /network/planes: 3 planes do not divide the node\'s 8 NICs',
+     {'t.json': topo(network__planes=3)})
 case('unknown-key-typo', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /network/nics_per_nod: unknown key "nics_per_nod" (did you mean "nics_per_node"?)\nerror: @t.json: /network/nics_per_node: missing; expected an integer in [1, 4608]',
      {'t.json': topo(network__nics_per_nod=8, network__nics_per_node=DELETE)})

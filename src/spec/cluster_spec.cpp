@@ -161,6 +161,11 @@ LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, const std::string
   n.spine_radix = static_cast<int>(r.integer_or("spine_radix", n.leaf_radix, {2, kMaxSwitchRadix}));
   n.oversubscription = r.number_or("oversubscription", 1.0, {1.0, 64.0});
   n.rail_optimized = r.boolean_or("rail_optimized", false);
+  n.planes = static_cast<int>(r.integer_or("planes", 1, {1, kMaxNicsPerNode}));
+  if (n.nics_per_node % n.planes != 0) {
+    r.error_at("planes", fmt::format("{} planes do not divide the node's {} NICs", n.planes, n.nics_per_node));
+    n.planes = 1;
+  }
   n.latency = figures.latency(kLatencyFigure);
   if (r.has("switch_latency")) {
     n.switch_latency = Duration::from_seconds(r.quantity("switch_latency", QuantityKind::Duration, kLatency));
@@ -172,7 +177,8 @@ LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, const std::string
   }
   n.efficiency = figures.efficiency();
   n.in_network_reduction = r.boolean_or("in_network_reduction", false);
-  const double endpoints = static_cast<double>(nodes) * n.nics_per_node;
+  // each plane is a fat tree of its own, of the nodes' NICs on it
+  const double endpoints = static_cast<double>(nodes) * (n.nics_per_node / n.planes);
   // a radix refused above stands at its range's minimum: no capacity error follows from it
   const auto* radix = r.value("leaf_radix");
   const bool radix_read = radix != nullptr && radix->is_number() && radix->get<double>() == n.leaf_radix;
@@ -184,13 +190,13 @@ LeafSpineNetwork read_leaf_spine(Reader r, std::int64_t nodes, const std::string
     const double capacity = fat_tree_capacity(n.leaf_radix, n.tiers, n.oversubscription);
     if (capacity < endpoints)
       r.error_at("tiers",
-                 fmt::format("{} tiers of radix-{} switches connect at most {:.0f} NICs; the cluster has {:.0f}",
-                             n.tiers, n.leaf_radix, capacity, endpoints));
+                 fmt::format("{} tiers of radix-{} switches connect at most {:.0f} NICs; the cluster has {:.0f}{}",
+                             n.tiers, n.leaf_radix, capacity, endpoints, n.planes > 1 ? " per plane" : ""));
   } else {
     n.tiers = fat_tree_capacity(n.leaf_radix, 2, n.oversubscription) >= endpoints ? 2 : 3;
     if (fat_tree_capacity(n.leaf_radix, 3, n.oversubscription) < endpoints)
-      r.error_at("leaf_radix",
-                 fmt::format("three tiers of radix-{} switches cannot connect {:.0f} NICs", n.leaf_radix, endpoints));
+      r.error_at("leaf_radix", fmt::format("three tiers of radix-{} switches cannot connect {:.0f} NICs{}",
+                                           n.leaf_radix, endpoints, n.planes > 1 ? " per plane" : ""));
   }
   if (auto pods = r.optional_object("pods")) {
     PodSpec p;
@@ -336,6 +342,9 @@ void check_cross_fields(ClusterSpec& c, Reader& root, Diagnostics& diagnostics) 
       diagnostics.add("/network/pods/devices",
                       fmt::format("{} must be a multiple of node.devices ({}) and at most the cluster's {} devices",
                                   ls->pods->devices, d, c.num_devices()));
+    if (ls->planes > 1 && d > 1 && c.node.fabric.kind == FabricKind::None)
+      diagnostics.add("/network/planes",
+                      "traffic between planes is forwarded inside the node, which needs a node.fabric");
   }
 }
 

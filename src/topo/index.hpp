@@ -25,13 +25,14 @@ struct FatTreeIndex {
   int nics_per_node = 0;
   int nics_per_device = 1;  // > 1 when a device drives several NICs
   int devices_per_nic = 1;  // > 1 when devices share a NIC
+  int planes = 1;           // NIC r of a node is on plane r mod planes
   int spines_per_pod = 0;
   std::vector<LinkId> host_up;    // per (device, its k-th NIC): device -> NIC
   std::vector<LinkId> host_down;  // per (device, its k-th NIC): NIC -> device
   std::vector<LinkId> nic_up;     // per NIC: NIC -> leaf
   std::vector<LinkId> nic_down;   // per NIC: leaf -> NIC
   std::vector<std::uint32_t> nic_leaf;
-  std::vector<std::uint32_t> leaf_pod;
+  std::vector<std::uint32_t> leaf_pod;  // pods are numbered plane by plane
   std::vector<LinkId> leaf_spine_up;    // [leaf * spines_per_pod + j]
   std::vector<LinkId> leaf_spine_down;  // [leaf * spines_per_pod + j]
   std::vector<LinkId> spine_core_up;    // [pod * spines_per_pod + j]
@@ -41,6 +42,7 @@ struct FatTreeIndex {
 
   // The NICs device `d` sends through: [first, first + count).
   std::uint32_t first_nic(DeviceId d) const;
+  std::uint32_t plane_of(std::uint32_t nic) const;
   void add_route(const Topology& topo, DeviceId src, DeviceId dst, Route& route) const;
 };
 

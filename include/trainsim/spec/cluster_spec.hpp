@@ -62,6 +62,10 @@ struct LeafSpineNetwork {
   int tiers = 2;
   double oversubscription = 1.0;  // leaf downlink:uplink ratio
   bool rail_optimized = true;
+  // independent fat trees, NIC r of a node on plane r mod planes (DeepSeek's multi-plane fat tree;
+  // a rail-only network: as many planes as NICs per node); traffic between planes is forwarded
+  // inside the source node to the device whose NIC is on the destination's plane (NCCL's PXN)
+  int planes = 1;
   Duration latency;                   // NIC to NIC through one leaf, software included
   Duration switch_latency;            // each further switch crossed
   double efficiency = 1.0;            // usable share of the NIC line rate

@@ -212,3 +212,41 @@ TEST_CASE("RCCL's small-message floor on 8 MI300X: 1 KiB and 64 KiB all-reduces 
   }
   CHECK(n == 2);
 }
+
+TEST_CASE("a multi-plane network moves what a multi-rail fat tree does (DeepSeek's MPFT against MRFT)") {
+  // Zhao et al. 2025 section 5.1.2: all-to-all on 32-128 GPUs and DeepSeek-V3's training run about
+  // as fast on eight planes as on one multi-rail fat tree (tests/reference/multi_plane.json). The
+  // rings are rail-aligned and stay on their plane; all-to-all's cross-rail traffic takes NVLink to
+  // the NIC on the destination's plane instead of a spine.
+  const auto reference = json::parse(std::ifstream(test::reference("multi_plane.json")));
+  const double tolerance = reference.at("mpft_vs_mrft").at("tolerance").get<double>();
+  auto planes = json::parse(std::ifstream(test::source_path("topologies/deepseek-h800-mpft.json")));
+  planes["nodes"] = 16;
+  auto rails = planes;
+  rails["network"].erase("planes");
+  rails["network"]["rail_optimized"] = true;
+  test::CostFixture mpft(spec::read_cluster_spec(planes, "mpft")), mrft(spec::read_cluster_spec(rails, "mrft"));
+  for (const std::uint32_t gpus : {32u, 64u, 128u}) {
+    for (const auto kind : {cost::CollectiveKind::AllToAll, cost::CollectiveKind::AllReduce}) {
+      for (const std::int64_t bytes : {std::int64_t{16} << 20, std::int64_t{1} << 30}) {
+        CAPTURE(gpus);
+        CAPTURE(bytes);
+        const auto g = test::devices(0, gpus);
+        const double a = mpft.busbw_GBps(kind, g, Bytes{bytes});
+        const double b = mrft.busbw_GBps(kind, g, Bytes{bytes});
+        CHECK(a == doctest::Approx(b).epsilon(tolerance));
+      }
+    }
+  }
+  // the forwarding is real: all-to-all loads NVLink on the planes, not on the rails
+  const auto g = test::devices(0, 32);
+  const auto loads = [&](test::CostFixture& f) {
+    double fabric = 0;
+    const auto plan = f.model.cost(cost::AllToAll{Bytes{1LL << 30}}, g);
+    for (const auto& phase : plan.plan->phases)
+      for (const auto& l : phase.loads)
+        if (f.topo.link(l.link).cls == topo::LinkClass::Fabric) fabric += l.bytes_per_byte;
+    return fabric;
+  };
+  CHECK(loads(mpft) > loads(mrft));
+}

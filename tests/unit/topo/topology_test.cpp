@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -200,4 +201,50 @@ TEST_CASE("a job's reachable part: whole leaves or pods around its nodes, links 
   CHECK(ra.hops.size() == rb.hops.size());
   CHECK(ra.latency == rb.latency);
   CHECK(ra.switches == rb.switches);
+}
+
+TEST_CASE("a multi-plane fat tree is a two-tier fat tree per plane (DeepSeek's MPFT)") {
+  // Zhao et al., Insights into DeepSeek-V3 (ISCA 2025) Table 3: eight planes of 64-port 400G
+  // switches join 16,384 GPUs in two tiers with 768 switches (per plane 64 leaves and 32 spines);
+  // one plane of the same switches needs three tiers (tests/reference/multi_plane.json)
+  const auto reference = nlohmann::json::parse(std::ifstream(test::reference("multi_plane.json")));
+  const auto& mpft = reference.at("mpft");
+  auto j = nlohmann::json::parse(std::ifstream(test::source_path("topologies/deepseek-h800-mpft.json")));
+  j["nodes"] = mpft.at("endpoints").template get<int>() / 8;
+  const auto cluster = spec::read_cluster_spec(j, "mpft");
+  CHECK(std::get<spec::LeafSpineNetwork>(cluster.network).tiers == mpft.at("tiers").template get<int>());
+  const auto topo = Topology::build(cluster);
+  std::size_t switches = 0;
+  for (std::size_t v = 0; v < topo.num_vertices(); ++v) {
+    const auto kind = topo.vertex_kind(VertexId{static_cast<std::uint32_t>(v)});
+    switches += kind == VertexKind::Leaf || kind == VertexKind::Spine || kind == VertexKind::Core;
+  }
+  CHECK(switches == mpft.at("switches").template get<std::size_t>());
+  j["network"].erase("planes");
+  CHECK(std::get<spec::LeafSpineNetwork>(spec::read_cluster_spec(j, "one plane").network).tiers == 3);
+}
+
+TEST_CASE("routes inside a plane equal shortest paths; between planes the source node forwards") {
+  SUBCASE("two planes, each GPU with a NIC on each (an 800G port as two 400G planes)") {
+    const auto two = test::fat_tree_cluster(6, 16, true, 2, {{"nics_per_node", 16}, {"planes", 2}});
+    check_same_routes(Topology::build(two), {{0, 1}, {0, 8}, {0, 11}, {3, 45}, {47, 2}, {9, 9 + 16}});
+  }
+  SUBCASE("rail-only: a plane per NIC") {
+    const auto topo = Topology::build(test::fat_tree_cluster(4, 40, true, 2, {{"planes", 8}}));
+    const auto same_rail = topo.route(DeviceId{3}, DeviceId{8 + 3});
+    CHECK(same_rail.switches == 1);
+    CHECK(same_rail.latency == microseconds(5));
+    // GPU 3 hands the data over NVLink to GPU 4 of its node, whose NIC is on the destination's plane
+    const auto cross_rail = topo.route(DeviceId{3}, DeviceId{8 + 4});
+    CHECK(cross_rail.switches == 2);  // the NVSwitch and the rail's leaf: no spine joins planes
+    CHECK(cross_rail.latency == microseconds(5) + nanoseconds(200));
+    const auto forward = topo.route(DeviceId{3}, DeviceId{4});
+    auto hops = by_link(cross_rail);
+    for (const auto& hop : forward.hops) CHECK(hops.at(hop.link.value) == 1.0);
+    for (const auto& [link, share] : hops) {
+      CHECK(share == 1.0);
+      CHECK(topo.vertex_kind(topo.link(LinkId{link}).to) != VertexKind::Spine);
+    }
+    CHECK(topo.link(cross_rail.hops[2].link).from == topo.vertex_of(DeviceId{4}));  // GPU 4's NIC sends
+  }
 }
