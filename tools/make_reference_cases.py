@@ -530,6 +530,78 @@ def maxtext_multislice():
                        "(docs/validation.md \"TPU multislice\")"))
 
 
+# NVIDIA's Megatron-Bridge performance tables (reference/collected/machines/training.json): dense
+# Llama 3 on DGX-H100, DGX-B200 and GB200/GB300 NVL72 with FP8 GEMMs, the newest container that
+# published each (system, model, precision, layout). Rows trainsim cannot express are left out:
+# NVFP4 (no FP4 GEMMs), Megatron-FSDP with CPU offloading (Grace's NVLink-C2C is not a host link in
+# the catalogue), and 405B layouts whose outer pipeline chunks hold the embedding or the loss alone.
+# The recipes: sequence parallelism with TP (WorkloadBaseConfig), bf16 gradient reduction
+# (set_llama3_common_configs, set_llama31_common_configs: grad_reduce_in_fp32 = False), and for
+# Llama 3.1 405B the embedding and the loss each counted as a layer of the pipeline split
+# (account_for_*_in_pipeline_split: 128 slots, one fewer layer on each outer stage).
+BRIDGE_TOPOLOGY = {"DGX-H100": H100, "DGX-B200": "topologies/dgx-b200.json",
+                   "DGX-GB200": "topologies/gb200-nvl72.json", "DGX-GB300": "topologies/gb300-nvl72.json"}
+BRIDGE_MODEL = {"LLAMA3_8B": "llama3-8b", "LLAMA3_70B": "llama3-70b", "LLAMA3.1_405B": "llama3-405b"}
+BRIDGE_FP8 = {"FP8": "tensorwise", "FP8-CS": "tensorwise", "MXFP8": "blockwise"}
+BRIDGE_CONTAINERS = ["NeMo 26.04", "NeMo 26.02", "NeMo 25.11"]  # newest first
+BLACKWELL_GAP = ("Blackwell kernels are not validated on training: attention is H100's (no Blackwell attention "
+                 "microbenchmark), and the FP8 GEMM microbenchmarks put HGX B300 below GB200 where these tables "
+                 "measure GB300 19-23% faster on the same work (docs/validation.md \"Megatron-Bridge on Blackwell\")")
+
+
+def bridge_strategy(row):
+    model = BRIDGE_MODEL[row["model"]]
+    tp, pp, cp, vp = row["tp"], row["pp"], row["cp"], row["vp"] or 1
+    s = (f"framework=nemo,tp={tp},pp={pp},cp={cp},gpus={row['gpus']},mb={row['mbs']},"
+         f"fp8={BRIDGE_FP8[row['precision']]},grad_reduce_dtype=bf16")
+    if tp > 1:
+        s += ",sp=on"
+    if vp > 1:
+        s += f",schedule=interleaved,vpp={vp}"
+    if model == "llama3-405b":
+        outer = 128 // pp - 1
+        if outer < vp:
+            return None  # an outer chunk would hold the embedding or the loss alone
+        s += f",first_stage_layers={outer},last_stage_layers={outer}"
+    return s
+
+
+def megatron_bridge():
+    ref = load("collected/machines/training.json")
+    seen = set()
+    for container in BRIDGE_CONTAINERS:
+        for row in ref["rows"]:
+            if row.get("container") != container or row["model"] not in BRIDGE_MODEL:
+                continue
+            if row["system"] not in BRIDGE_TOPOLOGY or row["precision"] not in BRIDGE_FP8 or row["fsdp"]:
+                continue
+            strategy = bridge_strategy(row)
+            key = (row["system"], row["model"], BRIDGE_FP8[row["precision"]], strategy, row["gbs"])
+            if strategy is None or key in seen:
+                continue
+            seen.add(key)
+            model = BRIDGE_MODEL[row["model"]]
+            workload = load_workload(model)
+            workload["training"] = {"seq_len": row["seq_len"], "global_batch": row["gbs"], "dtype": "fp8",
+                                    "optimizer": "adamw"}
+            step = row["gbs"] * row["seq_len"] / (row["gpus"] * row["tokens_per_sec_per_gpu"])
+            system = row["system"].lower().replace("dgx-", "")
+            case = f"bridge-{container.split()[1]}-{system}-{model}-{row['precision'].lower()}-{row['gpus']}gpus"
+            run_case(case, "Megatron-Bridge performance tables (FP8)",
+                     f"{row['model']} on {row['gpus']} {row['system']}, {row['precision']}, {container}: "
+                     f"{row['tokens_per_sec_per_gpu']} tokens/s per GPU (step {step:.3f} s derived; "
+                     f"{row['source']}; reference/collected/machines/training.json)",
+                     workload, strategy, "/step_time_s", round(step, 4), topology=BRIDGE_TOPOLOGY[row["system"]],
+                     known_gap=row["system"] != "DGX-H100", note=None if row["system"] == "DGX-H100" else BLACKWELL_GAP)
+
+
+def load_workload(name):
+    with open(os.path.join(ROOT, "workloads", name + ".json")) as f:
+        w = json.load(f)
+    w.pop("sources", None)
+    return w
+
+
 if __name__ == "__main__":
     megatron2020()
     megatron2021()
@@ -545,3 +617,4 @@ if __name__ == "__main__":
     at_scale()
     llmfoundry()
     maxtext_multislice()
+    megatron_bridge()
