@@ -128,10 +128,10 @@ case('torus-with-nodes', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /node: not used with a torus network: its dims give the devices\nerror: @t.json: /nodes: not used with a torus network: its dims give the devices',
      {'t.json': topo(network={"kind": "torus", "dims": [4, 4], "link_bandwidth": "50 GB/s", "latency": "2 us"})})
 case('link-kind-unknown', f'run -t @t.json -w {W} -s tp=8', 2,
-     'error: @t.json: /node/fabric/link: unknown link "nvlink9"; the link catalogue holds: ib-hdr, ib-ndr, ib-xdr, ici-v4, ici-v5p, ici-v6e, ici-v7, nvlink3, nvlink4, nvlink5, pcie4, pcie5, roce-200, roce-400, roce-800, xgmi-mi300 (did you mean "nvlink3"?)',
+     'error: @t.json: /node/fabric/link: unknown link "nvlink9"; the link catalogue holds: dcn-100, dcn-200, ib-hdr, ib-ndr, ib-xdr, ici-v4, ici-v5p, ici-v6e, ici-v7, nvlink3, nvlink4, nvlink5, pcie4, pcie5, roce-200, roce-400, roce-800, xgmi-mi300 (did you mean "nvlink3"?)',
      {'t.json': topo(node__fabric={"kind": "nvswitch", "link": "nvlink9"})})
 case('link-kind-wrong-scope', f'run -t @t.json -w {W} -s tp=8', 2,
-     'error: @t.json: /network/link: "nvlink4" is a fabric link, not a network link; network links: ib-hdr, ib-ndr, ib-xdr, roce-200, roce-400, roce-800',
+     'error: @t.json: /network/link: "nvlink4" is a fabric link, not a network link; network links: dcn-100, dcn-200, ib-hdr, ib-ndr, ib-xdr, roce-200, roce-400, roce-800',
      {'t.json': topo(network__link="nvlink4")})
 case('domain-larger-than-its-switches', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /node/fabric/switches: 8 devices of 18 links need 144 switch ports; 2 switches of 64 ports have 128',
@@ -261,7 +261,7 @@ case('strategy-key-in-capitals', f'{RUN} TP=8,gpus=8', 2,
 case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: attention, compile, cp, '
      'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, framework, fsdp_version, gpus, grad_reduce_dtype, '
-     'last_stage_layers, launch, limit_all_gathers, loss, mb, optimizer_impl, order, overlap_grad_reduce, '
+     'last_stage_layers, launch, limit_all_gathers, loss, mb, offload_layers, optimizer_impl, order, overlap_grad_reduce, '
      'overlap_param_gather, pp, recompute, recompute_layers, '
      'recompute_method, recompute_modules, recompute_period, repeat_kv, reshard_after_forward, schedule, sources, sp, sp_saves_gathered, tp, tp_overlap, '
      'vpp, zero, zero_group')
@@ -309,7 +309,7 @@ case('timeline-without-simulation', f'{RUN} tp=8,gpus=8 --analytic --timeline @t
      '--analytic skips the simulation (drop one of them)', {'.keep': ''})
 case('loss-unknown', f'{RUN} tp=8,gpus=8,loss=chunky', 2,
      'error: strategy "tp=8,gpus=8,loss=chunky": /loss: "chunky" is not valid; expected one of: vocab_parallel, '
-     'upcast, fused, fused_inplace, loss_parallel')
+     'upcast, fused, fused_inplace, loss_parallel, fused_linear')
 case('loss-parallel-without-tp', f'{RUN} gpus=8,loss=loss_parallel', 2,
      'error: strategy "gpus=8,loss=loss_parallel": /loss: loss_parallel is DTensor\'s loss over logits sharded by '
      'tensor parallelism and needs tp > 1; with tp=1 F.cross_entropy on fp32 logits is loss=upcast')
@@ -670,3 +670,46 @@ case('calibration-empty-fit-range', f'collective -t {T} --op all_reduce --bytes 
      'error: @c.json: /collectives/fits/0/max_bytes: 5 is below min_bytes (10): the fitted range is empty',
      {'c.json': {"collectives": {"fits": [{"op": "all_reduce", "group_size": 2, "latency": 1e-5,
                                            "bandwidth": 1e10, "min_bytes": 10, "max_bytes": 5}]}}})
+
+# TPU slices and the data-centre network (issue 28), from the shipped v6e topologies
+V6E = json.load(open(f'{root}/topologies/tpu-v6e-pod.json'))
+V6E_MULTI = json.load(open(f'{root}/topologies/tpu-v6e-multislice.json'))
+L8 = 'workloads/llama3-8b.json'
+def torus(base, **network):
+    t = json.loads(json.dumps(base))
+    for k, v in network.items():
+        if v is DELETE: del t['network'][k]
+        else: t['network'][k] = v
+    return t
+case('dcn-hosts-not-dividing-slice', f'run -t @t.json -w {L8} -s tp=1', 2,
+     'error: @t.json: /network/dcn/chips_per_host: hosts of 8 chips do not divide a slice of 36 chips',
+     {'t.json': torus(V6E_MULTI, dims=[6, 6], wraparound=DELETE,
+                      dcn={'link': 'dcn-200', 'chips_per_host': 8, 'nics_per_host': 2})})
+case('slice-shape-pod-cannot-form', f'run -t @t.json -w {L8} -s tp=1', 2,
+     'error: @t.json: /network/dims: on ici-v6e, a pod forms slices of at most 16x16: 32x8 cannot be formed',
+     {'t.json': torus(V6E, dims=[32, 8], wraparound=DELETE)})
+case('slices-without-dcn', f'run -t @t.json -w {L8} -s tp=1', 2,
+     'error: @t.json: /network/dcn: missing; 4 slices are joined by the data-centre network: give its NICs, such as '
+     '{"link": "dcn-200", "chips_per_host": 8, "nics_per_host": 4}',
+     {'t.json': torus(V6E_MULTI, dcn=DELETE, wraparound=True)})
+case('wraparound-not-on-full-axis', f'run -t @t.json -w {L8} -s tp=1', 2,
+     'error: @t.json: /network/wraparound: on ici-v6e, a 8x16 slice has no wraparound links along dimension 0 '
+     '(8 chips): only a full axis of 16 wraps',
+     {'t.json': torus(V6E, dims=[8, 16], wraparound=True)})
+
+# activation offloading (Megatron-Core's CPU offloading)
+H100T = 'topologies/dgx-h100-superpod.json'
+case('megatron-offload-layers-without-offloading',
+     f'run -t {H100T} -w {L8} -s megatron:--cpu-offloading-num-layers=4', 2,
+     'error: -s megatron:"--cpu-offloading-num-layers=4": --cpu-offloading-num-layers needs --cpu-offloading')
+case('offload-every-layer', f'run -t {H100T} -w {L8} -s gpus=8,offload_layers=32', 2,
+     'error: strategy "gpus=8,offload_layers=32": /offload_layers: 32 is not fewer than the model\'s 32 layers '
+     '(at most 31)')
+case('offload-with-pipeline', f'run -t {H100T} -w {L8} -s pp=2,gpus=16,offload_layers=4,recompute=full', 2,
+     'error: strategy "pp=2,gpus=16,offload_layers=4,recompute=full": /offload_layers: offload_layers needs pp=1 '
+     '(Megatron-Core refuses CPU offloading with pipeline parallelism)\n'
+     'error: strategy "pp=2,gpus=16,offload_layers=4,recompute=full": /offload_layers: offload_layers needs '
+     'recompute=none, not full (Megatron-Core refuses CPU offloading with activation recomputation)')
+case('offload-without-host-link', f'run -t topologies/gb200-nvl72.json -w {L8} -s gpus=8,offload_layers=4', 2,
+     'error: strategy "gpus=8,offload_layers=4": /offload_layers: device "GB200-B200-186GB" states no host link to '
+     'copy to (give the topology\'s device host_link, a catalogue link such as "pcie5", or host_bandwidth)')
