@@ -73,9 +73,31 @@ struct PipelineSplit {
 // Data parallelism and memory: ZeRO stage, micro-batch, recomputation.
 struct DataChoice {
   int zero = 0;
+  std::optional<std::int64_t> zero_group;  // HSDP: ZeRO-3 sharded inside a group, replicated across
   std::int64_t mb = 1;
   Recompute recompute = Recompute::None;
 };
+
+// The devices that one fast domain joins: a node's NVLink (or mesh) domain, or one TPU slice of a
+// multislice job; 0 where the whole cluster is one domain (a single torus).
+std::int64_t domain_devices(const spec::ClusterSpec& cluster) {
+  if (const auto* t = std::get_if<spec::TorusNetwork>(&cluster.network)) return t->slices > 1 ? t->slice_devices() : 0;
+  return cluster.node.devices;
+}
+
+// The ZeRO-3 shard groups tried besides the whole dp·cp group: the dp·cp ranks inside one domain
+// (ranks are placed tp innermost), which is how hybrid sharding is run (PyTorch FSDP's HYBRID_SHARD
+// within a node, MaxText's ici_fsdp inside a slice with dcn_data across).
+std::vector<std::optional<std::int64_t>> shard_groups(std::int64_t domain, const LayerSplit& l, std::int64_t dp,
+                                                      int zero, const Pins& p) {
+  std::vector<std::optional<std::int64_t>> out{std::nullopt};
+  if (p.has("zero_group")) return {p.fixed.zero_group};
+  const std::int64_t ranks = dp * l.cp;
+  if (zero < 3 || domain <= 0 || domain % l.tp != 0) return out;
+  const std::int64_t group = domain / l.tp;
+  if (group >= 2 && group < ranks && ranks % group == 0) out.emplace_back(group);
+  return out;
+}
 
 std::vector<LayerSplit> layer_splits(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& w, const Pins& p) {
   const auto& m = w.model;
@@ -154,8 +176,8 @@ std::vector<PipelineSplit> pipeline_splits(const spec::WorkloadSpec& w, std::int
   return out;
 }
 
-std::vector<DataChoice> data_choices(const spec::WorkloadSpec& w, std::int64_t dp, const PipelineSplit& pipe,
-                                     const Pins& p) {
+std::vector<DataChoice> data_choices(const spec::WorkloadSpec& w, std::int64_t dp, const LayerSplit& l,
+                                     const PipelineSplit& pipe, std::int64_t domain, const Pins& p) {
   const auto& f = p.fixed;
   const auto batch = w.training.global_batch;
   // every micro-batch that divides a data-parallel rank's share of the batch, not only powers of
@@ -180,7 +202,8 @@ std::vector<DataChoice> data_choices(const spec::WorkloadSpec& w, std::int64_t d
       if (pipe.schedule == Schedule::Interleaved && !p.has("schedule") && !p.has("vpp") &&
           (batch / (dp * mb)) % pipe.pp != 0)
         continue;
-      for (const auto recompute : recomputes) out.push_back({zero, mb, recompute});
+      for (const auto& group : shard_groups(domain, l, dp, zero, p))
+        for (const auto recompute : recomputes) out.push_back({zero, group, mb, recompute});
     }
   return out;
 }
@@ -205,6 +228,7 @@ spec::StrategySpec compose(spec::StrategySpec s, const LayerSplit& l, const Pipe
   s.first_stage_layers = pipe.first_stage_layers;
   s.last_stage_layers = pipe.last_stage_layers;
   s.zero = d.zero;
+  s.zero_group = d.zero_group;
   s.mb = d.mb;
   s.recompute = d.recompute;
   s.dp.reset();
@@ -222,6 +246,7 @@ std::vector<Candidate> enumerate_space(const spec::ClusterSpec& cluster, const s
   if (gpus.empty()) gpus.push_back(pins.fixed.gpus.value_or(cluster.num_devices()));
 
   const auto splits = layer_splits(cluster, workload, pins);
+  const std::int64_t domain = domain_devices(cluster);
   std::vector<Candidate> out;
   for (const auto g : gpus) {
     for (const auto& l : splits) {
@@ -231,7 +256,7 @@ std::vector<Candidate> enumerate_space(const spec::ClusterSpec& cluster, const s
         const std::int64_t dp = g / (model_parallel * pipe.pp);
         if (pins.has("dp") && pins.fixed.dp != dp) continue;
         // pinned keys the dimensions do not cover (attention, order) come with the fixed strategy
-        for (const auto& d : data_choices(workload, dp, pipe, pins))
+        for (const auto& d : data_choices(workload, dp, l, pipe, domain, pins))
           out.push_back({compose(pins.fixed, l, pipe, d, g, pins), g});
       }
     }

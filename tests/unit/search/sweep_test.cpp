@@ -402,3 +402,34 @@ TEST_CASE("the memory screen prunes by the live tensors, not by the allocator's 
   CHECK(on_smaller.fits);
   CHECK(on_smaller.memory_at_risk);
 }
+
+TEST_CASE("ZeRO-3 is also tried sharded inside a scale-up domain and replicated across (HSDP)") {
+  // 4 nodes of 8: with tp 2 a node holds 4 of the 16 dp ranks, the shard group hybrid sharding uses
+  const auto cluster = test::fat_tree_cluster(4, 8, true, 2);
+  const auto workload = test::tiny_gpt(8, 64);
+  auto options = options_for({32});
+  options.fixed = spec::parse_inline_strategy("tp=2,pp=1,cp=1,mb=1,recompute=none", "--fix");
+  std::set<std::pair<int, std::int64_t>> seen;  // (zero, shard group; 0 for the whole dp group)
+  for (const auto& c : search::enumerate_space(cluster, workload, options))
+    seen.insert({c.strategy.zero, c.strategy.zero_group.value_or(0)});
+  CHECK(seen.contains({3, 0}));
+  CHECK(seen.contains({3, 4}));
+  for (const auto& [zero, group] : seen) CHECK((group == 0 || zero == 3));  // ZeRO-1/2 are not split
+  // a group as large as the job is no hybrid: with tp 8 a node holds one dp rank, nothing to group
+  options.fixed = spec::parse_inline_strategy("tp=8,pp=1,cp=1,mb=1,recompute=none", "--fix");
+  for (const auto& c : search::enumerate_space(cluster, workload, options)) CHECK(!c.strategy.zero_group);
+  // a pinned group is kept as pinned
+  options.fixed = spec::parse_inline_strategy("tp=2,pp=1,cp=1,mb=1,recompute=none,zero=3,zero_group=8", "--fix");
+  for (const auto& c : search::enumerate_space(cluster, workload, options)) CHECK(c.strategy.zero_group == 8);
+}
+
+TEST_CASE("a multislice TPU job tries ZeRO-3 inside a slice and data parallelism across slices") {
+  const auto cluster = test::multislice_cluster({4, 4}, 2);
+  const auto workload = test::tiny_gpt(8, 64);
+  auto options = options_for({32});
+  options.fixed = spec::parse_inline_strategy("tp=1,pp=1,cp=1,mb=1,recompute=none,zero=3", "--fix");
+  std::set<std::int64_t> groups;
+  for (const auto& c : search::enumerate_space(cluster, workload, options))
+    groups.insert(c.strategy.zero_group.value_or(0));
+  CHECK(groups == std::set<std::int64_t>{0, 16});  // the whole job, or one slice's 16 chips
+}
