@@ -261,7 +261,7 @@ case('strategy-key-in-capitals', f'{RUN} TP=8,gpus=8', 2,
 case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: attention, compile, cp, '
      'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, framework, fsdp_version, gpus, grad_reduce_dtype, '
-     'last_stage_layers, launch, limit_all_gathers, loss, mb, offload_layers, optimizer_impl, order, overlap_grad_reduce, '
+     'last_stage_layers, launch, limit_all_gathers, loss, mb, offload_layers, optimizer_impl, order, overlap_grad_reduce, overlap_moe_comm, '
      'overlap_param_gather, pp, recompute, recompute_layers, '
      'recompute_method, recompute_modules, recompute_period, repeat_kv, reshard_after_forward, schedule, sources, sp, sp_saves_gathered, tp, tp_overlap, '
      'vpp, zero, zero_group')

@@ -98,9 +98,8 @@ struct RankIntervals {
     comm.clear();
     for (auto& v : per_category) v.clear();
     for (auto& v : exposable) v.clear();
-    for (int k = 0; k < lower::kStreamKinds; ++k) {
-      const auto kind = static_cast<lower::StreamKind>(k);
-      for (const auto t : g.stream_tasks(rank.streams[static_cast<std::size_t>(k)])) {
+    lower::for_each_stream(rank, [&](lower::StreamKind kind, sim::StreamId stream) {
+      for (const auto t : g.stream_tasks(stream)) {
         const auto& span = timeline.tasks[t.index()];
         const Interval i{span.start.ps, span.end.ps};
         const auto category = g.category(t);
@@ -117,7 +116,7 @@ struct RankIntervals {
           exposable[category].push_back(i);
         }
       }
-    }
+    });
   }
 };
 

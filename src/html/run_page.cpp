@@ -80,16 +80,28 @@ std::string time_section(const driver::RunReport& r) {
          "<p class=\"note\">Mean over the simulated ranks; the parts add up to the step.</p>";
 }
 
+// Spans sorted and joined where they overlap.
+std::vector<std::pair<double, double>> merged_spans(std::vector<std::pair<double, double>> spans) {
+  std::sort(spans.begin(), spans.end());
+  std::vector<std::pair<double, double>> out;
+  for (const auto& s : spans) {
+    if (!out.empty() && s.first <= out.back().second)
+      out.back().second = std::max(out.back().second, s.second);
+    else
+      out.push_back(s);
+  }
+  return out;
+}
+
 std::string gantt_section(const driver::RunReport& r) {
   const auto& lowered = r.step->lowered;
   const auto& g = lowered.graph;
   const auto& tl = r.step->timeline;
   std::vector<Row> rows;
   for (const auto& rank : lowered.ranks) {
-    for (int k = 0; k < lower::kStreamKinds; ++k) {
-      const auto stream = rank.streams[static_cast<std::size_t>(k)];
+    lower::for_each_stream(rank, [&](lower::StreamKind, sim::StreamId stream) {
       const auto& tasks = g.stream_tasks(stream);
-      if (tasks.empty()) continue;
+      if (tasks.empty()) return;
       Row row{fmt::format("rank {} (stage {}) {}", rank.rank, rank.stage, g.stream(stream).name), {}};
       for (const auto t : tasks) {
         const auto& span = tl.tasks[t.index()];
@@ -98,7 +110,7 @@ std::string gantt_section(const driver::RunReport& r) {
                                          seconds_text(span.start.seconds()))});
       }
       rows.push_back(std::move(row));
-    }
+    });
   }
   return gantt("gantt", rows, tl.makespan.seconds(), kGanttLimit) +
          "<p class=\"legend\"><span>forward, backward, weight gradient, recompute, optimizer and TP, CP, EP, DP, PP "
@@ -143,12 +155,16 @@ std::string collectives_section(const driver::RunReport& r) {
   std::map<std::string, Use, std::less<>> uses;
   const double n = static_cast<double>(lowered.ranks.size());
   for (const auto& rank : lowered.ranks) {
-    std::vector<std::pair<double, double>> busy;
-    for (const auto t : g.stream_tasks(rank.streams[0]))
-      busy.emplace_back(tl.tasks[t.index()].start.seconds(), tl.tasks[t.index()].end.seconds());
-    for (int k = 1; k < lower::kStreamKinds; ++k)
-      if (lower::is_comm_stream(static_cast<lower::StreamKind>(k)))
-        for (const auto t : g.stream_tasks(rank.streams[static_cast<std::size_t>(k)])) {
+    std::vector<std::pair<double, double>> busy;  // the compute streams' spans, merged
+    lower::for_each_stream(rank, [&](lower::StreamKind kind, sim::StreamId stream) {
+      if (kind == lower::StreamKind::Compute)
+        for (const auto t : g.stream_tasks(stream))
+          busy.emplace_back(tl.tasks[t.index()].start.seconds(), tl.tasks[t.index()].end.seconds());
+    });
+    if (!rank.second.empty()) busy = merged_spans(std::move(busy));
+    lower::for_each_stream(rank, [&](lower::StreamKind kind, sim::StreamId stream) {
+      if (lower::is_comm_stream(kind))
+        for (const auto t : g.stream_tasks(stream)) {
           const double a = tl.tasks[t.index()].start.seconds(), b = tl.tasks[t.index()].end.seconds();
           double covered = 0;
           auto it = std::lower_bound(busy.begin(), busy.end(), std::pair{a, a},
@@ -160,6 +176,7 @@ std::string collectives_section(const driver::RunReport& r) {
           u.time += (b - a) / n;
           u.exposed += std::max(0.0, b - a - covered) / n;
         }
+    });
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : lowered.collectives) {

@@ -78,12 +78,18 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
     sr.rank = r;
     sr.stands_for = stands_for;
     sr.stage = placement_.coordinate(r, ParallelDim::Pp);
+    const bool lanes = job.strategy.overlap_moe_comm;
     for (int k = 0; k < kStreamKinds; ++k) {
       const auto kind = static_cast<StreamKind>(k);
-      sr.streams[static_cast<std::size_t>(k)] =
-          out.graph.add_stream({std::string(stream_kind_name(kind)), static_cast<std::uint32_t>(r),
-                                static_cast<std::uint16_t>(k), kind < StreamKind::Host});
+      sr.streams[static_cast<std::size_t>(k)] = out.graph.add_stream(
+          {std::string(stream_kind_name(kind)), static_cast<std::uint32_t>(r), static_cast<std::uint16_t>(k),
+           kind < StreamKind::Host, lanes && kind == StreamKind::Compute});
     }
+    if (lanes)
+      for (const auto kind : kLanedKinds)
+        sr.second.push_back(
+            out.graph.add_stream({fmt::format("{} 2", stream_kind_name(kind)), static_cast<std::uint32_t>(r),
+                                  static_cast<std::uint16_t>(kind), true, kind == StreamKind::Compute}));
     const auto& stage_memory = memory.stages.at(static_cast<std::size_t>(sr.stage));
     sr.static_memory = stage_memory;
     const auto& b = stage_memory.bytes;
@@ -97,11 +103,19 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
     out.ranks.push_back(sr);
   }
   pending_.resize(out.ranks.size());
+  last_compute_.assign(out.ranks.size(), {kNoTask, kNoTask});
   out.fold = placement_.world_size() / static_cast<std::int64_t>(out.ranks.size());
 }
 
+std::size_t Context::slot(StreamKind kind) const {
+  const int laned = lane_ == 1 ? laned_index(kind) : -1;
+  return laned < 0 ? static_cast<std::size_t>(kind) : static_cast<std::size_t>(kStreamKinds + laned);
+}
+
 sim::StreamId Context::stream_of(std::size_t rank_index, StreamKind kind) const {
-  return out_->ranks[rank_index].streams[static_cast<std::size_t>(kind)];
+  const auto& r = out_->ranks[rank_index];
+  const int laned = lane_ == 1 ? laned_index(kind) : -1;
+  return laned < 0 ? r.streams[static_cast<std::size_t>(kind)] : r.second.at(static_cast<std::size_t>(laned));
 }
 
 std::size_t Context::index_of_rank(int rank) const {
@@ -114,11 +128,17 @@ void Context::wait(int stage, StreamKind stream, const TaskList& tasks) {
   const auto& ranks = stage_ranks(stage);
   SIM_ASSERT(tasks.size() == ranks.size(), "task list of {} for a stage of {} ranks", tasks.size(), ranks.size());
   for (std::size_t i = 0; i < ranks.size(); ++i)
-    if (tasks[i] != kNoTask) pending_[ranks[i]][static_cast<std::size_t>(stream)].push_back(tasks[i]);
+    if (tasks[i] != kNoTask) pending_[ranks[i]][slot(stream)].push_back(tasks[i]);
+}
+
+TaskList Context::last_compute(int stage, int lane) const {
+  TaskList out;
+  for (const auto i : stage_ranks(stage)) out.push_back(last_compute_[i][static_cast<std::size_t>(lane)]);
+  return out;
 }
 
 void Context::take_pending(std::size_t rank_index, StreamKind kind, std::vector<sim::TaskId>& into) {
-  auto& pending = pending_[rank_index][static_cast<std::size_t>(kind)];
+  auto& pending = pending_[rank_index][slot(kind)];
   std::sort(pending.begin(), pending.end());
   into.insert(into.end(), pending.begin(), std::unique(pending.begin(), pending.end()));
   pending.clear();  // keeps its capacity for the stream's next waits
@@ -153,6 +173,7 @@ TaskList Context::kernel(int stage, StreamKind stream, sim::TaskName name, Durat
     out.push_back(
         graph().add_task(name, stream_of(i, stream), sim::ComputeWork{d}, deps_, static_cast<std::uint16_t>(category)));
     note(out.back(), work);
+    if (stream == StreamKind::Compute) last_compute_[i][static_cast<std::size_t>(lane_)] = out.back();
   }
   return out;
 }

@@ -47,6 +47,12 @@ class Context {
   const std::vector<std::size_t>& stage_ranks(int stage) const { return stage_ranks_[static_cast<std::size_t>(stage)]; }
   const SimulatedRank& rank(std::size_t index) const { return out_->ranks[index]; }
 
+  // The lane the next tasks go to (0, or 1: the second micro-batch of a combined-1F1B pair, on the
+  // ranks' second compute and layer-collective streams).
+  void set_lane(int lane) { lane_ = lane; }
+  int lane() const { return lane_; }
+  // The last compute task issued on `lane` of every rank of `stage` (kNoTask where none).
+  TaskList last_compute(int stage, int lane) const;
   // Dependencies for the next task on `stream` of every rank of `stage` (kNoTask entries ignored).
   void wait(int stage, StreamKind stream, const TaskList& tasks);
 
@@ -118,7 +124,11 @@ class Context {
   model::LayerShape shape_;
   std::vector<std::vector<std::size_t>> stage_ranks_;
   std::map<int, std::size_t> rank_index_;
-  std::vector<std::array<std::vector<sim::TaskId>, kStreamKinds>> pending_;
+  // per rank: the waits of each stream, the second lane's after the first's
+  std::vector<std::array<std::vector<sim::TaskId>, kStreamKinds + kLaned>> pending_;
+  int lane_ = 0;
+  std::size_t slot(StreamKind kind) const;
+  std::vector<std::array<sim::TaskId, 2>> last_compute_;  // per rank and lane
   std::map<const cost::CollectivePlan*, sim::LoadId> loads_;
   std::unordered_set<ChoiceKey, ChoiceKeyHash> choices_;
   // A stage's groups along some dims: the group's size, its simulated members (positions in

@@ -41,6 +41,7 @@ class Driver {
     const double act = model::hidden_state_bytes(ctx.job().workload.model, shape);
     boundary_ = Bytes::from_double(act / shape.tp);
     gather_after_recv_ = shape.tp > 1 && !shape.sp;
+    combined_ = s.overlap_moe_comm;
     full_activation_ = Bytes::from_double(act);
   }
 
@@ -57,14 +58,24 @@ class Driver {
         auto& i = next[static_cast<std::size_t>(s)];
         const auto& schedule = schedules_[static_cast<std::size_t>(s)];
         if (i >= schedule.size() || !ready(s, schedule[i])) continue;
-        last[static_cast<std::size_t>(s)] = emit(s, schedule[i]);
-        ++i;
+        if (!combined_) {
+          last[static_cast<std::size_t>(s)] = emit(s, schedule[i]);
+          ++i;
+        } else if (i + 1 < schedule.size() && pairs(schedule[i], schedule[i + 1]) && ready(s, schedule[i + 1])) {
+          last[static_cast<std::size_t>(s)] = emit_pair(s, schedule[i], schedule[i + 1]);
+          i += 2;
+        } else {
+          last[static_cast<std::size_t>(s)] = emit_alone(s, schedule[i]);
+          ++i;
+        }
         progress = true;
       }
     }
     for (int s = 0; s < pp; ++s)
       SIM_ASSERT(next[static_cast<std::size_t>(s)] == schedules_[static_cast<std::size_t>(s)].size(),
                  "pipeline schedule of stage {} cannot proceed", s);
+    if (combined_)  // what ends the step (the optimizer) follows both lanes
+      for (int s = 0; s < pp; ++s) ctx_.wait(s, StreamKind::Compute, ctx_.last_compute(s, 1));
     dp_.end_of_step(last);
   }
 
@@ -82,6 +93,33 @@ class Driver {
       return !nxt || backward_out_.contains({nxt->stage, nxt->chunk, a.microbatch});
     }
     return backward_out_.contains({stage, a.chunk, a.microbatch});
+  }
+
+  // Combined 1F1B pairs a forward and a backward pass that do not feed each other.
+  static bool pairs(const Action& a, const Action& b) {
+    const bool forward_backward = (a.kind == PassKind::Forward && b.kind == PassKind::Backward) ||
+                                  (a.kind == PassKind::Backward && b.kind == PassKind::Forward);
+    return forward_backward && (a.microbatch != b.microbatch || a.chunk != b.chunk);
+  }
+
+  // A pass of its own: on the first lane, after whatever the second lane ran last.
+  TaskList emit_alone(int stage, const Action& a) {
+    ctx_.wait(stage, StreamKind::Compute, ctx_.last_compute(stage, 1));
+    return emit(stage, a);
+  }
+
+  // Two passes that run together, one on each lane (their compute streams share the device), both
+  // after everything either lane ran before.
+  TaskList emit_pair(int stage, const Action& a, const Action& b) {
+    const auto before_first = ctx_.last_compute(stage, 0);
+    const auto before_second = ctx_.last_compute(stage, 1);
+    ctx_.wait(stage, StreamKind::Compute, before_second);
+    emit(stage, a);
+    ctx_.set_lane(1);
+    ctx_.wait(stage, StreamKind::Compute, before_first);
+    auto out = emit(stage, b);
+    ctx_.set_lane(0);
+    return out;
   }
 
   void receive(int from, int to, const TaskList& produced, bool forward, int microbatch) {
@@ -124,6 +162,7 @@ class Driver {
   Bytes boundary_;
   Bytes full_activation_;
   bool gather_after_recv_ = false;
+  bool combined_ = false;  // combined 1F1B: pairs of passes on two lanes
   std::map<Key, TaskList> forward_out_;
   std::map<Key, TaskList> backward_out_;
 };

@@ -80,9 +80,9 @@ class Writer {
       : job_(job), lowered_(lowered), graph_(lowered.graph), timeline_(timeline) {
     owners_.resize(graph_.num_streams());
     for (std::size_t r = 0; r < lowered.ranks.size(); ++r)
-      for (int k = 0; k < lower::kStreamKinds; ++k)
-        owners_[lowered.ranks[r].streams[static_cast<std::size_t>(k)].index()] = {static_cast<int>(r),
-                                                                                  static_cast<StreamKind>(k)};
+      lower::for_each_stream(lowered.ranks[r], [&](StreamKind kind, sim::StreamId stream) {
+        owners_[stream.index()] = {static_cast<int>(r), kind};
+      });
     tasks_of_.resize(lowered.ranks.size());
     for (std::uint32_t t = 0; t < graph_.num_tasks(); ++t)
       for (const auto s : graph_.streams(sim::TaskId{t}))

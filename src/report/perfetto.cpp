@@ -40,19 +40,21 @@ void write_perfetto(const lower::Lowered& lowered, const sim::Timeline& timeline
                      rank.rank, rank.rank, rank.stage));
     emit(fmt::format(R"j({{"name":"process_sort_index","ph":"M","pid":{},"args":{{"sort_index":{}}}}})j", rank.rank,
                      rank.rank));
-    for (int k = 0; k < lower::kStreamKinds; ++k) {
-      const auto stream = rank.streams[static_cast<std::size_t>(k)];
+    int k = 0;  // the thread: the stream's position (the second lane's after the first's kinds)
+    lower::for_each_stream(rank, [&](lower::StreamKind kind, sim::StreamId stream) {
+      const bool second = k >= lower::kStreamKinds;
+      const int tid = k++;
       const auto& tasks = g.stream_tasks(stream);
-      if (tasks.empty()) continue;
-      emit(fmt::format(R"j({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})j", rank.rank, k,
-                       lower::stream_kind_name(static_cast<lower::StreamKind>(k))));
+      if (tasks.empty()) return;
+      emit(fmt::format(R"j({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})j", rank.rank,
+                       tid, second ? g.stream(stream).name : std::string(lower::stream_kind_name(kind))));
       for (const auto t : tasks) {
         const auto& span = timeline.tasks[t.index()];
         emit(fmt::format(R"j({{"name":"{}","cat":"{}","ph":"X","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f}}})j",
                          escaped(g.name(t)), lower::category_name(static_cast<lower::Category>(g.category(t))),
-                         rank.rank, k, span.start.ps * 1e-6, (span.end - span.start).ps * 1e-6));
+                         rank.rank, tid, span.start.ps * 1e-6, (span.end - span.start).ps * 1e-6));
       }
-    }
+    });
   }
   out << "\n]}\n";
   if (!out) throw IoError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));

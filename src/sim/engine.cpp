@@ -103,9 +103,12 @@ class Engine {
       processes = std::max(processes, g.stream(StreamId{static_cast<std::uint32_t>(s)}).process + 1);
     for (std::uint32_t t = 0; t < n && !contention_; ++t)
       if (g.is_transfer(TaskId{t})) contention_ = std::get<CommWork>(g.work(TaskId{t})).compute_share > 0;
+    for (std::size_t s = 0; s < g.num_streams() && !contention_; ++s)
+      contention_ = g.stream(StreamId{static_cast<std::uint32_t>(s)}).shares_compute;
     if (contention_) {
       held_share_.assign(processes, 0.0);
       holders_.assign(processes, 0);
+      sharing_.assign(processes, 0);
       computing_.resize(processes);
     }
     position_.assign(g.num_streams(), 0);
@@ -252,9 +255,14 @@ class Engine {
     auto& f = take_slot(task);
     f.remaining_ps = static_cast<double>(duration.ps);
     f.updated = now_;
-    f.rate = compute_rate(process);
     f.active = false;
     computing_[process].push_back(task);
+    if (shares_compute(task)) {
+      ++sharing_[process];
+      rerate(process);  // this one included
+      return;
+    }
+    f.rate = compute_rate(process);
     schedule_finish(task);
   }
 
@@ -275,7 +283,27 @@ class Engine {
   std::uint32_t process_of(std::uint32_t task) const { return g_.stream(g_.streams(TaskId{task}).front()).process; }
   bool on_device(std::uint32_t task) const { return g_.stream(g_.streams(TaskId{task}).front()).device; }
 
+  bool shares_compute(std::uint32_t task) const { return g_.stream(g_.streams(TaskId{task}).front()).shares_compute; }
+
   double compute_rate(std::uint32_t process) const { return std::max(kMinComputeRate, 1.0 - held_share_[process]); }
+
+  // A running compute task's rate: what communication leaves of the compute units, split evenly
+  // among the tasks of the process's sharing streams when it is on one.
+  double rate_of(std::uint32_t task, std::uint32_t process) const {
+    const double rate = compute_rate(process);
+    return shares_compute(task) ? rate / std::max(1, sharing_[process]) : rate;
+  }
+
+  // The process's running compute tasks at their new rates, their finishes moved.
+  void rerate(std::uint32_t process) {
+    for (const auto c : computing_[process]) {
+      auto& f = flow(c);
+      advance(f);
+      f.rate = rate_of(c, process);
+      ++f.version;
+      schedule_finish(c);
+    }
+  }
 
   // A communication task takes (share > 0) or gives back (< 0) compute units on each participant.
   void hold(TaskId t, double share) {
@@ -287,13 +315,7 @@ class Engine {
       holders_[p] += share > 0 ? 1 : -1;
       // exactly zero once nothing holds any: no residue of rounding
       held_share_[p] = holders_[p] == 0 ? 0.0 : held_share_[p] + share;
-      for (const auto c : computing_[p]) {
-        auto& f = flow(c);
-        advance(f);
-        f.rate = compute_rate(p);
-        ++f.version;
-        schedule_finish(c);
-      }
+      rerate(p);
     }
   }
 
@@ -306,8 +328,13 @@ class Engine {
     if (contention_) {
       if (!transfer) {
         if (on_device(task)) {
-          auto& mine = computing_[process_of(task)];
+          const auto process = process_of(task);
+          auto& mine = computing_[process];
           mine.erase(std::find(mine.begin(), mine.end(), task));
+          if (shares_compute(task)) {
+            --sharing_[process];
+            rerate(process);
+          }
         }
       } else if (const auto share = std::get<CommWork>(g_.work(id)).compute_share; share > 0) {
         hold(id, -share);
@@ -487,6 +514,7 @@ class Engine {
   bool contention_ = false;
   std::vector<double> held_share_;                     // per process
   std::vector<int> holders_;                           // per process: communication tasks holding units
+  std::vector<int> sharing_;                           // per process: running tasks of sharing streams
   std::vector<std::vector<std::uint32_t>> computing_;  // per process: running compute tasks
 };
 

@@ -58,6 +58,26 @@ void check_degrees(Job& job, Rules& rules) {
                                        s.tp, c.node.devices));
 }
 
+// Megatron-Core's combined 1F1B asks for expert parallelism, leaves the shared experts to the
+// schedule, and with a pipeline needs virtual stages (its pairs are chunks of an interleaved
+// schedule); docs/model.md "Mixture of experts".
+void check_moe_comm_overlap(const Job& job, Rules& rules) {
+  const auto& s = job.strategy;
+  if (!s.overlap_moe_comm) return;
+  if (!job.workload.model.moe || s.ep < 2)
+    rules.strategy("/overlap_moe_comm",
+                   "overlap_moe_comm needs a mixture of experts with ep > 1 (it overlaps the "
+                   "expert-parallel all-to-alls)");
+  if (s.ep_overlap)
+    rules.strategy("/overlap_moe_comm",
+                   "overlap_moe_comm and ep_overlap cannot both be on (Megatron-Core refuses "
+                   "--moe-shared-expert-overlap with --overlap-moe-expert-parallel-comm)");
+  if (s.pp > 1 && (s.schedule != Schedule::Interleaved || s.vpp < 2))
+    rules.strategy("/overlap_moe_comm", fmt::format("overlap_moe_comm with pp={} needs schedule=interleaved with "
+                                                    "vpp > 1 (Megatron-Core pairs chunks of the interleaved schedule)",
+                                                    s.pp));
+}
+
 void check_model_split(Job& job, Rules& rules) {
   const auto& s = job.strategy;
   const auto& m = job.workload.model;
@@ -78,6 +98,7 @@ void check_model_split(Job& job, Rules& rules) {
   if (s.cp_comm != CpComm::AllGather && s.cp == 1) job.warnings.push_back("cp_comm has no effect with cp=1");
   if (s.ep_overlap && (!m.moe || m.moe->shared_experts == 0))
     job.warnings.push_back("ep_overlap=on has no effect without shared experts to overlap the dispatch with");
+  check_moe_comm_overlap(job, rules);
   const auto& t = job.workload.training;
   if (s.cp > 1 && t.seq_len % (2 * s.cp) != 0)
     rules.strategy("/cp", fmt::format("seq_len {} is not divisible by 2·cp = {} (causal load-balanced chunks)",

@@ -395,6 +395,7 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
   if (a.flag("--overlap-param-gather")) s["overlap_param_gather"] = "on";
   if (a.flag("--tp-comm-overlap")) s["tp_overlap"] = "on";
   if (a.flag("--moe-shared-expert-overlap")) s["ep_overlap"] = "on";
+  if (a.flag("--overlap-moe-expert-parallel-comm")) s["overlap_moe_comm"] = "on";
   if (a.flag("--grad-reduce-in-bf16")) s["grad_reduce_dtype"] = "bf16";
   read_recompute_args(a, s);
   read_offload_args(a, s);

@@ -296,6 +296,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.ep != 1) out += fmt::format(",ep={}", s.ep);
   if (s.etp) out += fmt::format(",etp={}", *s.etp);
   if (s.ep_overlap) out += ",ep_overlap=on";
+  if (s.overlap_moe_comm) out += ",overlap_moe_comm=on";
   out += fmt::format(",pp={}", s.pp);
   if (s.vpp != 1) out += fmt::format(",vpp={}", s.vpp);
   if (s.dp) out += fmt::format(",dp={}", *s.dp);
@@ -356,6 +357,7 @@ StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& s
   s.ep = static_cast<int>(r.integer_or("ep", 1, kDegree));
   if (const auto etp = r.optional_integer("etp", kDegree)) s.etp = static_cast<int>(*etp);
   s.ep_overlap = read_switch(r, "ep_overlap", false);
+  s.overlap_moe_comm = read_switch(r, "overlap_moe_comm", false);
   s.dp = r.optional_integer("dp", {1, std::int64_t{1} << 22});
   s.mb = r.integer_or("mb", 1, {1, 1 << 30});
   s.schedule = r.choice_or<Schedule>("schedule", Schedule::OneFOneB, kSchedules);

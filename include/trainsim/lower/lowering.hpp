@@ -36,6 +36,18 @@ inline bool is_comm_stream(StreamKind kind) {
   return kind != StreamKind::Compute && kind != StreamKind::Host;
 }
 std::string_view stream_kind_name(StreamKind kind);
+// The streams a rank has twice when two micro-batches' passes run together (combined 1F1B): the
+// compute stream and the layers' collectives; the rest (data-parallel, pipeline, host, offload)
+// are shared by both.
+inline constexpr StreamKind kLanedKinds[] = {StreamKind::Compute, StreamKind::TpComm, StreamKind::CpComm,
+                                             StreamKind::EpComm};
+inline constexpr int kLaned = 4;
+// The position of `kind` in kLanedKinds, or -1.
+inline int laned_index(StreamKind kind) {
+  for (int i = 0; i < kLaned; ++i)
+    if (kLanedKinds[i] == kind) return i;
+  return -1;
+}
 
 // Task categories, for breakdowns.
 enum class Category : std::uint16_t {
@@ -82,12 +94,21 @@ struct SimulatedRank {
   int stage = 0;
   std::int64_t stands_for = 1;  // ranks of the job that run as this one does (itself included)
   std::array<sim::StreamId, kStreamKinds> streams{};
+  // The second lane's streams, of kLanedKinds in order (combined 1F1B); empty otherwise.
+  std::vector<sim::StreamId> second;
   sim::PoolId pool;
   model::StageMemory static_memory;  // params, grads, optimizer, runtime buffers
   // The first task of the loss's forward on a rank holding the output layer: from its backward on,
   // the caching allocator holds the loss's cached block (model::loss_cached_bytes).
   std::optional<sim::TaskId> first_loss;
 };
+
+// Calls f(kind, stream) for each of the rank's streams, the second lane's after the first's.
+template <class F>
+void for_each_stream(const SimulatedRank& rank, F&& f) {
+  for (int k = 0; k < kStreamKinds; ++k) f(static_cast<StreamKind>(k), rank.streams[static_cast<std::size_t>(k)]);
+  for (std::size_t j = 0; j < rank.second.size(); ++j) f(kLanedKinds[j], rank.second[j]);
+}
 
 // How a collective of the step was costed: what reports show beside its tasks' times.
 struct CollectiveChoice {

@@ -64,6 +64,9 @@ struct StreamInfo {
   // Its compute tasks run on the device's compute units, which communication kernels of the same
   // process share (false: a host thread, which they do not slow).
   bool device = true;
+  // One of a rank's compute streams that run at once (two micro-batches' passes overlapped): its
+  // running compute tasks split the compute units evenly with the others' (processor sharing).
+  bool shares_compute = false;
 };
 
 struct PoolInfo {

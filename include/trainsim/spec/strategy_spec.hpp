@@ -66,6 +66,10 @@ struct StrategySpec {
   // The shared experts compute while the routed tokens are dispatched (Megatron-LM's
   // --moe-shared-expert-overlap) instead of after the combine.
   bool ep_overlap = false;
+  // Combined 1F1B (Megatron-Core's --overlap-moe-expert-parallel-comm): a forward and a backward
+  // pass of adjacent micro-batches run together, each one's dispatch and combine all-to-alls beside
+  // the other's compute.
+  bool overlap_moe_comm = false;
   std::optional<std::int64_t> dp;  // derived from the device count when absent
   int zero = 0;
   // ZeRO shards over groups of this many of the dp·cp ranks and replicates across the groups (HSDP,

@@ -172,6 +172,9 @@ TEST_CASE("launch configurations: bad input names the argument; what is not unde
   CHECK(spec::read_megatron_args("--cpu-offloading --cpu-offloading-num-layers 6", "m").strategy.at("offload_layers") ==
         6);
   CHECK_FALSE(spec::read_megatron_args("--cpu-offloading", "m").strategy.contains("offload_layers"));
+  // the two MoE overlaps: shared experts beside the dispatch, and combined 1F1B
+  CHECK(spec::read_megatron_args("--moe-shared-expert-overlap", "m").strategy.at("ep_overlap") == "on");
+  CHECK(spec::read_megatron_args("--overlap-moe-expert-parallel-comm", "m").strategy.at("overlap_moe_comm") == "on");
   CHECK_THROWS_WITH_AS(spec::read_megatron_args("--cpu-offloading-num-layers 6", "m"),
                        "m: --cpu-offloading-num-layers needs --cpu-offloading", SpecError);
   const auto odd = spec::read_megatron_args("--tensor-model-parallel-size 2 --use-cpu-initialization --moe-grouped-gemm "

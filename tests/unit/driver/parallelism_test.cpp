@@ -10,6 +10,7 @@
 #include "trainsim/model/kernel_model.hpp"
 #include "trainsim/model/layer_ops.hpp"
 #include "trainsim/topo/topology.hpp"
+#include "trainsim/util/error.hpp"
 
 using namespace trainsim;
 
@@ -52,6 +53,52 @@ TEST_CASE("the shared experts can hide the dispatch") {
   CHECK(test::comm_bytes(overlapped, lower::Category::EpComm) == test::comm_bytes(plain, lower::Category::EpComm));
   CHECK(overlapped.simulation->breakdown.exposed_comm_s < plain.simulation->breakdown.exposed_comm_s);
   CHECK(overlapped.simulation->step_time_s < plain.simulation->step_time_s);
+}
+
+TEST_CASE("combined 1F1B hides one micro-batch's all-to-alls behind another's compute, and creates no work") {
+  // EP 8 across two nodes: the all-to-alls cross the network and are a large part of the step;
+  // 16 micro-batches per step, so that most passes have a partner
+  auto w = test::tiny_moe();
+  w.training.global_batch = 256;
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  for (const char* layout : {"ep=8,gpus=16", "ep=8,pp=2,vpp=2,schedule=interleaved,gpus=16"}) {
+    CAPTURE(std::string(layout));
+    const auto plain = simulate_job(job_on(cluster, w, layout));
+    const auto combined = simulate_job(job_on(cluster, w, std::string(layout) + ",overlap_moe_comm=on"));
+    const auto& a = *plain.simulation;
+    const auto& b = *combined.simulation;
+    // the same traffic and the same compute, the latter split between two streams that share the
+    // device (its busy time is the union of both, within the rounding of shared rates)
+    CHECK(test::comm_bytes(combined, lower::Category::EpComm) == test::comm_bytes(plain, lower::Category::EpComm));
+    CHECK(b.breakdown.compute_s == doctest::Approx(a.breakdown.compute_s).epsilon(0.02));
+    // less of the all-to-all on the critical path, a shorter step
+    CHECK(b.breakdown.exposed_comm_s < 0.8 * a.breakdown.exposed_comm_s);
+    CHECK(b.step_time_s < a.step_time_s);
+    // and never shorter than the compute the step holds, nor than the expert-parallel stream's work
+    CHECK(b.step_time_s >= b.breakdown.compute_s);
+    CHECK(b.step_time_s >= test::busy_seconds(combined, "ep"));
+  }
+}
+
+TEST_CASE("combined 1F1B is refused where Megatron-Core refuses it") {
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto refused = [&](spec::WorkloadSpec w, const std::string& strategy) {
+    try {
+      job_on(cluster, std::move(w), strategy);
+    } catch (const SpecError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refused(test::tiny_gpt(4, 32), "gpus=16,overlap_moe_comm=on").find("needs a mixture of experts") !=
+        std::string::npos);
+  auto shared = test::tiny_moe();
+  shared.model.moe->shared_experts = 1;
+  CHECK(refused(shared, "ep=8,gpus=16,ep_overlap=on,overlap_moe_comm=on").find("cannot both be on") !=
+        std::string::npos);
+  CHECK(refused(test::tiny_moe(), "ep=8,pp=2,gpus=16,overlap_moe_comm=on").find("needs schedule=interleaved") !=
+        std::string::npos);
+  CHECK(refused(test::tiny_moe(), "ep=8,gpus=16,overlap_moe_comm=on") == "accepted");
 }
 
 TEST_CASE("ring attention moves the all-gather's bytes and hides them when a block outlasts a step") {

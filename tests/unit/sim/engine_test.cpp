@@ -241,3 +241,31 @@ TEST_CASE("compute slows while a collective of its process holds compute units, 
   CHECK(t.tasks[work.index()].end.ps == us(11).ps + 500'000);
   CHECK(t.tasks[elsewhere.index()].end == us(10));  // another process's compute is unaffected
 }
+
+TEST_CASE("compute streams that share the device split its units evenly while both run") {
+  // 4 us and 10 us of compute on two sharing streams of one process, from 0: both at half rate
+  // until the short one ends at 8 us (4 us of work done on each), then the long one alone at full
+  // rate for its last 6 us: 14 us, the sum of the work (nothing is lost or created)
+  TaskGraph g;
+  const auto a = g.add_stream({.name = "compute", .process = 0, .shares_compute = true});
+  const auto b = g.add_stream({.name = "compute-b", .process = 0, .shares_compute = true});
+  const auto host = g.add_stream({.name = "host", .process = 0, .device = false});
+  const auto plain = g.add_stream({.name = "copy", .process = 0});
+  const auto shorter = g.add_task("short", a, compute(4));
+  const auto longer = g.add_task("long", b, compute(10));
+  const auto cpu = g.add_task("cpu", host, compute(5));
+  const auto copy = g.add_task("copy", plain, compute(3));
+  const auto t = run(g);
+  CHECK(t.tasks[shorter.index()].end == us(8));
+  CHECK(t.tasks[longer.index()].end == us(14));
+  CHECK(t.tasks[cpu.index()].end == us(5));   // the host thread does not share the device's units
+  CHECK(t.tasks[copy.index()].end == us(3));  // nor does a stream that is not a sharing one
+  // one at a time they run at full rate
+  TaskGraph serial;
+  const auto s = serial.add_stream({.name = "compute", .process = 0, .shares_compute = true});
+  const auto first = serial.add_task("first", s, compute(4));
+  const auto second = serial.add_task("second", s, compute(10));
+  const auto u = run(serial);
+  CHECK(u.tasks[first.index()].end == us(4));
+  CHECK(u.tasks[second.index()].end == us(14));
+}
