@@ -208,6 +208,14 @@ std::vector<DataChoice> data_choices(const spec::WorkloadSpec& w, std::int64_t d
   return out;
 }
 
+// Combined 1F1B where Megatron-Core runs it: expert parallelism without the shared-expert overlap,
+// and with a pipeline, the interleaved schedule.
+std::vector<bool> combined_1f1b(const LayerSplit& l, const PipelineSplit& pipe, const Pins& p) {
+  const bool can = l.ep > 1 && !l.ep_overlap && (pipe.pp == 1 || pipe.schedule == Schedule::Interleaved);
+  return p.values("overlap_moe_comm", p.fixed.overlap_moe_comm,
+                  can ? std::vector<bool>{false, true} : std::vector<bool>{false});
+}
+
 spec::StrategySpec compose(spec::StrategySpec s, const LayerSplit& l, const PipelineSplit& pipe, const DataChoice& d,
                            std::int64_t gpus, const Pins& p) {
   s.tp = l.tp;
@@ -257,7 +265,11 @@ std::vector<Candidate> enumerate_space(const spec::ClusterSpec& cluster, const s
         if (pins.has("dp") && pins.fixed.dp != dp) continue;
         // pinned keys the dimensions do not cover (attention, order) come with the fixed strategy
         for (const auto& d : data_choices(workload, dp, l, pipe, domain, pins))
-          out.push_back({compose(pins.fixed, l, pipe, d, g, pins), g});
+          for (const bool combined : combined_1f1b(l, pipe, pins)) {
+            auto s = compose(pins.fixed, l, pipe, d, g, pins);
+            s.overlap_moe_comm = combined;
+            out.push_back({std::move(s), g});
+          }
       }
     }
   }
