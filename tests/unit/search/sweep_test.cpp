@@ -433,3 +433,26 @@ TEST_CASE("a multislice TPU job tries ZeRO-3 inside a slice and data parallelism
     groups.insert(c.strategy.zero_group.value_or(0));
   CHECK(groups == std::set<std::int64_t>{0, 16});  // the whole job, or one slice's 16 chips
 }
+
+TEST_CASE("combined 1F1B is tried for MoE layouts where Megatron-Core runs it, and only there") {
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto workload = test::tiny_moe();
+  auto options = options_for({16});
+  options.fixed = spec::parse_inline_strategy("tp=1,cp=1,mb=1,recompute=none,zero=1", "--fix");
+  bool with_pp1 = false, with_interleaved = false;
+  for (const auto& c : search::enumerate_space(cluster, workload, options)) {
+    const auto& s = c.strategy;
+    CAPTURE(spec::strategy_text(s));
+    if (!s.overlap_moe_comm) continue;
+    CHECK(s.ep > 1);
+    CHECK_FALSE(s.ep_overlap);
+    CHECK((s.pp == 1 || s.schedule == spec::Schedule::Interleaved));
+    with_pp1 = with_pp1 || s.pp == 1;
+    with_interleaved = with_interleaved || s.schedule == spec::Schedule::Interleaved;
+  }
+  CHECK(with_pp1);
+  CHECK(with_interleaved);
+  // a dense model never gets it
+  for (const auto& c : search::enumerate_space(cluster, test::tiny_gpt(8, 64), options))
+    CHECK_FALSE(c.strategy.overlap_moe_comm);
+}
