@@ -713,3 +713,9 @@ case('offload-with-pipeline', f'run -t {H100T} -w {L8} -s pp=2,gpus=16,offload_l
 case('offload-without-host-link', f'run -t topologies/gb200-nvl72.json -w {L8} -s gpus=8,offload_layers=4', 2,
      'error: strategy "gpus=8,offload_layers=4": /offload_layers: device "GB200-B200-186GB" states no host link to '
      'copy to (give the topology\'s device host_link, a catalogue link such as "pcie5", or host_bandwidth)')
+
+# combined 1F1B where Megatron-Core refuses it
+case('moe-comm-overlap-with-full-recompute',
+     f'run -t {H100T} -w workloads/qwen3-30b-a3b.json -s ep=8,gpus=8,overlap_moe_comm=on,recompute=full', 2,
+     'error: strategy "ep=8,gpus=8,overlap_moe_comm=on,recompute=full": /overlap_moe_comm: overlap_moe_comm needs '
+     'recompute other than full and no recompute_layers (Megatron-Core refuses whole-layer recomputation with it)')

@@ -533,8 +533,8 @@ def maxtext_multislice():
 # NVIDIA's Megatron-Bridge performance tables (reference/collected/machines/training.json): dense
 # Llama 3 on DGX-H100, DGX-B200 and GB200/GB300 NVL72 with FP8 GEMMs, the newest container that
 # published each (system, model, precision, layout). Rows trainsim cannot express are left out:
-# NVFP4 (no FP4 GEMMs), Megatron-FSDP with CPU offloading (Grace's NVLink-C2C is not a host link in
-# the catalogue), and 405B layouts whose outer pipeline chunks hold the embedding or the loss alone.
+# NVFP4 (no FP4 GEMMs), every Megatron-FSDP row (most offload activations to Grace over NVLink-C2C,
+# which is not a host link in the catalogue), and 405B layouts whose outer pipeline chunks hold the embedding or the loss alone.
 # The recipes: sequence parallelism with TP (WorkloadBaseConfig), bf16 gradient reduction
 # (set_llama3_common_configs, set_llama31_common_configs: grad_reduce_in_fp32 = False), and for
 # Llama 3.1 405B the embedding and the loss each counted as a layer of the pipeline split

@@ -69,21 +69,25 @@ std::vector<double> rank_weights(const std::vector<lower::SimulatedRank>& ranks)
 std::int64_t host_bound_ps(const sim::TaskGraph& g, const sim::Timeline& timeline, const lower::SimulatedRank& rank) {
   const auto host = rank.streams[static_cast<std::size_t>(lower::StreamKind::Host)];
   std::int64_t total = 0;
-  std::int64_t previous = 0;
-  for (const auto t : g.stream_tasks(rank.streams[static_cast<std::size_t>(lower::StreamKind::Compute)])) {
-    std::int64_t launched = -1;
-    std::int64_t ready = previous;
-    g.for_each_dependency(t, [&](sim::TaskId d) {
-      const auto end = timeline.tasks[d.index()].end.ps;
-      if (g.streams(d).front() == host)
-        launched = std::max(launched, end);
-      else
-        ready = std::max(ready, end);
-    });
-    const auto& span = timeline.tasks[t.index()];
-    if (launched > ready) total += std::min(launched, span.start.ps) - ready;
-    previous = span.end.ps;
-  }
+  // each compute stream (both lanes of combined 1F1B) in its own order
+  lower::for_each_stream(rank, [&](lower::StreamKind kind, sim::StreamId stream) {
+    if (kind != lower::StreamKind::Compute) return;
+    std::int64_t previous = 0;
+    for (const auto t : g.stream_tasks(stream)) {
+      std::int64_t launched = -1;
+      std::int64_t ready = previous;
+      g.for_each_dependency(t, [&](sim::TaskId d) {
+        const auto end = timeline.tasks[d.index()].end.ps;
+        if (g.streams(d).front() == host)
+          launched = std::max(launched, end);
+        else
+          ready = std::max(ready, end);
+      });
+      const auto& span = timeline.tasks[t.index()];
+      if (launched > ready) total += std::min(launched, span.start.ps) - ready;
+      previous = span.end.ps;
+    }
+  });
   return total;
 }
 

@@ -114,12 +114,12 @@ class Driver {
     const auto before_first = ctx_.last_compute(stage, 0);
     const auto before_second = ctx_.last_compute(stage, 1);
     ctx_.wait(stage, StreamKind::Compute, before_second);
-    emit(stage, a);
+    auto first = emit(stage, a);
     ctx_.set_lane(1);
     ctx_.wait(stage, StreamKind::Compute, before_first);
-    auto out = emit(stage, b);
+    auto second = emit(stage, b);
     ctx_.set_lane(0);
-    return out;
+    return a.kind == PassKind::Backward ? first : second;  // what the step's end waits for
   }
 
   void receive(int from, int to, const TaskList& produced, bool forward, int microbatch) {

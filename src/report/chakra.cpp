@@ -72,7 +72,14 @@ std::uint64_t micros(Duration d) {
 struct StreamOwner {
   int rank_index = -1;
   StreamKind kind = StreamKind::Compute;
+  int tid = 0;  // the stream's position on its rank: its kind, the second lane's after every kind
 };
+
+std::vector<std::pair<StreamKind, sim::StreamId>> streams_of(const lower::SimulatedRank& rank) {
+  std::vector<std::pair<StreamKind, sim::StreamId>> out;
+  lower::for_each_stream(rank, [&](StreamKind kind, sim::StreamId stream) { out.emplace_back(kind, stream); });
+  return out;
+}
 
 class Writer {
  public:
@@ -80,9 +87,8 @@ class Writer {
       : job_(job), lowered_(lowered), graph_(lowered.graph), timeline_(timeline) {
     owners_.resize(graph_.num_streams());
     for (std::size_t r = 0; r < lowered.ranks.size(); ++r)
-      lower::for_each_stream(lowered.ranks[r], [&](StreamKind kind, sim::StreamId stream) {
-        owners_[stream.index()] = {static_cast<int>(r), kind};
-      });
+      for (int position = 0; const auto& [kind, stream] : streams_of(lowered.ranks[r]))
+        owners_[stream.index()] = {static_cast<int>(r), kind, position++};
     tasks_of_.resize(lowered.ranks.size());
     for (std::uint32_t t = 0; t < graph_.num_tasks(); ++t)
       for (const auto s : graph_.streams(sim::TaskId{t}))
@@ -161,7 +167,7 @@ class Writer {
       attr(node, "comm_size", bytes);
       out.comm_bytes += bytes;
     }
-    attr(node, "tid", static_cast<std::int64_t>(owner.kind));
+    attr(node, "tid", static_cast<std::int64_t>(owner.tid));
     attr(node, "trainsim_duration_ps", own.ps);
     graph_.for_each_dependency(t, [&](sim::TaskId d) {
       if (on_rank(d, rank_index)) {

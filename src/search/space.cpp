@@ -208,10 +208,11 @@ std::vector<DataChoice> data_choices(const spec::WorkloadSpec& w, std::int64_t d
   return out;
 }
 
-// Combined 1F1B where Megatron-Core runs it: expert parallelism without the shared-expert overlap,
-// and with a pipeline, the interleaved schedule.
-std::vector<bool> combined_1f1b(const LayerSplit& l, const PipelineSplit& pipe, const Pins& p) {
-  const bool can = l.ep > 1 && !l.ep_overlap && (pipe.pp == 1 || pipe.schedule == Schedule::Interleaved);
+// Combined 1F1B where Megatron-Core runs it: expert parallelism without the shared-expert overlap
+// or full recomputation, and with a pipeline, the interleaved schedule.
+std::vector<bool> combined_1f1b(const LayerSplit& l, const PipelineSplit& pipe, const DataChoice& d, const Pins& p) {
+  const bool can = l.ep > 1 && !l.ep_overlap && (pipe.pp == 1 || pipe.schedule == Schedule::Interleaved) &&
+                   d.recompute != Recompute::Full;
   return p.values("overlap_moe_comm", p.fixed.overlap_moe_comm,
                   can ? std::vector<bool>{false, true} : std::vector<bool>{false});
 }
@@ -265,7 +266,7 @@ std::vector<Candidate> enumerate_space(const spec::ClusterSpec& cluster, const s
         if (pins.has("dp") && pins.fixed.dp != dp) continue;
         // pinned keys the dimensions do not cover (attention, order) come with the fixed strategy
         for (const auto& d : data_choices(workload, dp, l, pipe, domain, pins))
-          for (const bool combined : combined_1f1b(l, pipe, pins)) {
+          for (const bool combined : combined_1f1b(l, pipe, d, pins)) {
             auto s = compose(pins.fixed, l, pipe, d, g, pins);
             s.overlap_moe_comm = combined;
             out.push_back({std::move(s), g});

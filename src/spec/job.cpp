@@ -72,6 +72,18 @@ void check_moe_comm_overlap(const Job& job, Rules& rules) {
     rules.strategy("/overlap_moe_comm",
                    "overlap_moe_comm and ep_overlap cannot both be on (Megatron-Core refuses "
                    "--moe-shared-expert-overlap with --overlap-moe-expert-parallel-comm)");
+  // its passes are scheduled piece by piece, which a whole-layer checkpoint hides
+  if (s.recompute == Recompute::Full || s.recompute_layers)
+    rules.strategy("/overlap_moe_comm",
+                   "overlap_moe_comm needs recompute other than full and no recompute_layers "
+                   "(Megatron-Core refuses whole-layer recomputation with it)");
+  if (s.recompute == Recompute::Selective) {
+    const auto modules = recompute_modules_of(s);
+    if (std::find(modules.begin(), modules.end(), RecomputeModule::Moe) != modules.end())
+      rules.strategy("/overlap_moe_comm",
+                     "overlap_moe_comm cannot recompute the moe module (its recomputation "
+                     "repeats the dispatch)");
+  }
   if (s.pp > 1 && (s.schedule != Schedule::Interleaved || s.vpp < 2))
     rules.strategy("/overlap_moe_comm", fmt::format("overlap_moe_comm with pp={} needs schedule=interleaved with "
                                                     "vpp > 1 (Megatron-Core pairs chunks of the interleaved schedule)",

@@ -98,7 +98,13 @@ TEST_CASE("combined 1F1B is refused where Megatron-Core refuses it") {
         std::string::npos);
   CHECK(refused(test::tiny_moe(), "ep=8,pp=2,gpus=16,overlap_moe_comm=on").find("needs schedule=interleaved") !=
         std::string::npos);
+  CHECK(refused(test::tiny_moe(), "ep=8,gpus=16,overlap_moe_comm=on,recompute=full").find("other than full") !=
+        std::string::npos);
+  CHECK(refused(test::tiny_moe(), "ep=8,gpus=16,overlap_moe_comm=on,recompute=selective,recompute_modules=moe")
+            .find("cannot recompute the moe module") != std::string::npos);
   CHECK(refused(test::tiny_moe(), "ep=8,gpus=16,overlap_moe_comm=on") == "accepted");
+  CHECK(refused(test::tiny_moe(), "ep=8,gpus=16,overlap_moe_comm=on,recompute=selective,recompute_modules=moe_act") ==
+        "accepted");
 }
 
 TEST_CASE("ring attention moves the all-gather's bytes and hides them when a block outlasts a step") {
