@@ -4,30 +4,12 @@
 #include <limits>
 #include <map>
 
+#include "trainsim/util/intervals.hpp"
+
 namespace trainsim::driver {
 namespace {
 
 using Interval = std::pair<std::int64_t, std::int64_t>;
-
-// The union of intervals as sorted, disjoint intervals. One stream's tasks come in order.
-std::vector<Interval> merged(const std::vector<Interval>& intervals) {
-  std::vector<Interval> sorted;
-  const auto* v = &intervals;
-  if (!std::is_sorted(intervals.begin(), intervals.end())) {
-    sorted = intervals;
-    std::sort(sorted.begin(), sorted.end());
-    v = &sorted;
-  }
-  std::vector<Interval> out;
-  for (const auto& i : *v) {
-    if (i.second <= i.first) continue;
-    if (!out.empty() && i.first <= out.back().second)
-      out.back().second = std::max(out.back().second, i.second);
-    else
-      out.push_back(i);
-  }
-  return out;
-}
 
 std::int64_t length(const std::vector<Interval>& v) {
   std::int64_t total = 0;
@@ -150,12 +132,12 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
     by_stage[rank.stage].push_back(r);
     in.collect(g, timeline, rank);
     const auto& [compute, comm, per_category, exposable] = in;
-    const auto busy = merged(compute);
+    const auto busy = merged_spans(compute);
     for (std::size_t cat = 0; cat < exposable.size(); ++cat)
       if (!exposable[cat].empty())
         exposed_by_category[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
-            static_cast<double>(minus(merged(exposable[cat]), busy)) * 1e-12 * weight[r] / n;
-    exposed_ps[r] = minus(merged(comm), busy);
+            static_cast<double>(minus(merged_spans(exposable[cat]), busy)) * 1e-12 * weight[r] / n;
+    exposed_ps[r] = minus(merged_spans(comm), busy);
     const auto host_bound = host_bound_ps(g, timeline, rank);
     out.breakdown.host_bound_s += static_cast<double>(host_bound) * 1e-12 * weight[r] / n;
     busy_s[r] = length(busy) * 1e-12;
@@ -165,7 +147,7 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
     for (std::size_t cat = 0; cat < per_category.size(); ++cat)
       if (!per_category[cat].empty())
         comm_busy[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
-            length(merged(per_category[cat])) * 1e-12 * weight[r] / n;
+            length(merged_spans(per_category[cat])) * 1e-12 * weight[r] / n;
     // launches the lowering left out (they could never hold the device back) still keep the host busy
     if (const auto s = static_cast<std::size_t>(rank.stage); s < lowered.unissued_host.size())
       comm_busy[std::string(lower::category_name(lower::Category::Host))] +=

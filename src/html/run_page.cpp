@@ -10,6 +10,7 @@
 #include "trainsim/html/html.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/spec/strategy_spec.hpp"
+#include "trainsim/util/intervals.hpp"
 
 namespace trainsim::html {
 namespace {
@@ -80,19 +81,6 @@ std::string time_section(const driver::RunReport& r) {
          "<p class=\"note\">Mean over the simulated ranks; the parts add up to the step.</p>";
 }
 
-// Spans sorted and joined where they overlap.
-std::vector<std::pair<double, double>> merged_spans(std::vector<std::pair<double, double>> spans) {
-  std::sort(spans.begin(), spans.end());
-  std::vector<std::pair<double, double>> out;
-  for (const auto& s : spans) {
-    if (!out.empty() && s.first <= out.back().second)
-      out.back().second = std::max(out.back().second, s.second);
-    else
-      out.push_back(s);
-  }
-  return out;
-}
-
 std::string gantt_section(const driver::RunReport& r) {
   const auto& lowered = r.step->lowered;
   const auto& g = lowered.graph;
@@ -161,7 +149,7 @@ std::string collectives_section(const driver::RunReport& r) {
         for (const auto t : g.stream_tasks(stream))
           busy.emplace_back(tl.tasks[t.index()].start.seconds(), tl.tasks[t.index()].end.seconds());
     });
-    if (!rank.second.empty()) busy = merged_spans(std::move(busy));
+    if (!rank.second.empty()) busy = merged_spans(busy);
     lower::for_each_stream(rank, [&](lower::StreamKind kind, sim::StreamId stream) {
       if (lower::is_comm_stream(kind))
         for (const auto t : g.stream_tasks(stream)) {

@@ -107,14 +107,18 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
   out.fold = placement_.world_size() / static_cast<std::int64_t>(out.ranks.size());
 }
 
+int Context::second_lane(StreamKind kind) const {
+  return lane_ == 1 ? laned_index(kind) : -1;
+}
+
 std::size_t Context::slot(StreamKind kind) const {
-  const int laned = lane_ == 1 ? laned_index(kind) : -1;
+  const int laned = second_lane(kind);
   return laned < 0 ? static_cast<std::size_t>(kind) : static_cast<std::size_t>(kStreamKinds + laned);
 }
 
 sim::StreamId Context::stream_of(std::size_t rank_index, StreamKind kind) const {
   const auto& r = out_->ranks[rank_index];
-  const int laned = lane_ == 1 ? laned_index(kind) : -1;
+  const int laned = second_lane(kind);
   return laned < 0 ? r.streams[static_cast<std::size_t>(kind)] : r.second.at(static_cast<std::size_t>(laned));
 }
 

@@ -50,7 +50,6 @@ class Context {
   // The lane the next tasks go to (0, or 1: the second micro-batch of a combined-1F1B pair, on the
   // ranks' second compute and layer-collective streams).
   void set_lane(int lane) { lane_ = lane; }
-  int lane() const { return lane_; }
   // The last compute task issued on `lane` of every rank of `stage` (kNoTask where none).
   TaskList last_compute(int stage, int lane) const;
   // Dependencies for the next task on `stream` of every rank of `stage` (kNoTask entries ignored).
@@ -127,6 +126,9 @@ class Context {
   // per rank: the waits of each stream, the second lane's after the first's
   std::vector<std::array<std::vector<sim::TaskId>, kStreamKinds + kLaned>> pending_;
   int lane_ = 0;
+  // `kind`'s position among the second lane's streams while tasks go there, else -1
+  int second_lane(StreamKind kind) const;
+  // `kind`'s waits in pending_ (the lane's own)
   std::size_t slot(StreamKind kind) const;
   std::vector<std::array<sim::TaskId, 2>> last_compute_;  // per rank and lane
   std::map<const cost::CollectivePlan*, sim::LoadId> loads_;

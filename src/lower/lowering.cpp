@@ -58,10 +58,7 @@ class Driver {
         auto& i = next[static_cast<std::size_t>(s)];
         const auto& schedule = schedules_[static_cast<std::size_t>(s)];
         if (i >= schedule.size() || !ready(s, schedule[i])) continue;
-        if (!combined_) {
-          last[static_cast<std::size_t>(s)] = emit(s, schedule[i]);
-          ++i;
-        } else if (i + 1 < schedule.size() && pairs(schedule[i], schedule[i + 1]) && ready(s, schedule[i + 1])) {
+        if (combined_ && i + 1 < schedule.size() && pairs(schedule[i], schedule[i + 1]) && ready(s, schedule[i + 1])) {
           last[static_cast<std::size_t>(s)] = emit_pair(s, schedule[i], schedule[i + 1]);
           i += 2;
         } else {
@@ -104,7 +101,7 @@ class Driver {
 
   // A pass of its own: on the first lane, after whatever the second lane ran last.
   TaskList emit_alone(int stage, const Action& a) {
-    ctx_.wait(stage, StreamKind::Compute, ctx_.last_compute(stage, 1));
+    if (combined_) ctx_.wait(stage, StreamKind::Compute, ctx_.last_compute(stage, 1));
     return emit(stage, a);
   }
 

@@ -75,20 +75,17 @@ struct StreamOwner {
   int tid = 0;  // the stream's position on its rank: its kind, the second lane's after every kind
 };
 
-std::vector<std::pair<StreamKind, sim::StreamId>> streams_of(const lower::SimulatedRank& rank) {
-  std::vector<std::pair<StreamKind, sim::StreamId>> out;
-  lower::for_each_stream(rank, [&](StreamKind kind, sim::StreamId stream) { out.emplace_back(kind, stream); });
-  return out;
-}
-
 class Writer {
  public:
   Writer(const spec::Job& job, const lower::Lowered& lowered, const sim::Timeline& timeline)
       : job_(job), lowered_(lowered), graph_(lowered.graph), timeline_(timeline) {
     owners_.resize(graph_.num_streams());
-    for (std::size_t r = 0; r < lowered.ranks.size(); ++r)
-      for (int position = 0; const auto& [kind, stream] : streams_of(lowered.ranks[r]))
+    for (std::size_t r = 0; r < lowered.ranks.size(); ++r) {
+      int position = 0;
+      lower::for_each_stream(lowered.ranks[r], [&](StreamKind kind, sim::StreamId stream) {
         owners_[stream.index()] = {static_cast<int>(r), kind, position++};
+      });
+    }
     tasks_of_.resize(lowered.ranks.size());
     for (std::uint32_t t = 0; t < graph_.num_tasks(); ++t)
       for (const auto s : graph_.streams(sim::TaskId{t}))

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "trainsim/trace/analysis.hpp"
+#include "trainsim/util/intervals.hpp"
 
 namespace trainsim::trace {
 
@@ -18,15 +19,7 @@ class Intervals {
   // The union, sorted and disjoint.
   const std::vector<std::pair<std::int64_t, std::int64_t>>& merged() {
     if (!merged_) {
-      std::sort(spans_.begin(), spans_.end());
-      std::vector<std::pair<std::int64_t, std::int64_t>> out;
-      for (const auto& s : spans_) {
-        if (!out.empty() && s.first <= out.back().second)
-          out.back().second = std::max(out.back().second, s.second);
-        else
-          out.push_back(s);
-      }
-      spans_ = std::move(out);
+      spans_ = merged_spans(spans_);
       merged_ = true;
     }
     return spans_;
