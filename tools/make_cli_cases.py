@@ -139,6 +139,9 @@ case('domain-larger-than-its-switches', f'run -t @t.json -w {W} -s tp=8', 2,
 case('nics-not-dividing-trays', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /network/nics_per_node: 2 NICs cannot be shared evenly by the node\'s 4 hosts of 2 devices',
      {'t.json': topo(node__host={"devices": 2}, network__nics_per_node=2)})
+case('device-fp8-gemm-layouts', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /device/fp8_gemm_layouts: "nt" is not valid; expected one of: tn, all (did you mean "tn"?)',
+     {'t.json': topo(device__fp8_gemm_layouts="nt")})
 case('many-errors-at-once', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /device/sms: expected an integer in [1, 100000], got 1.5\nerror: @t.json: /name: missing; expected a string\nerror: @t.json: /node/devices: 0 is out of range; expected an integer in [1, 576]',
      {'t.json': topo(name=DELETE, device__sms=1.5, node__devices=0)})

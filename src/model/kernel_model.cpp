@@ -230,9 +230,11 @@ CastTraffic fp8_cast_traffic(const Gemm& g, Pass pass, const KernelContext& ctx)
   const double out_grad = static_cast<double>(g.m) * static_cast<double>(g.n) * count;
   const double w = f.weight_cast_share;
   if (f.recipe == spec::Fp8Recipe::Tensorwise) {
-    // one fused cast-transpose per operand: read it, write the FP8 copy and its transpose (which the
-    // backward's GEMMs take); current scaling first reads the tensor for its amax
-    const double per_element = e + 2 + (f.scaling == spec::Fp8Scaling::Current ? e : 0);
+    // one fused cast-transpose per operand: read it, write the FP8 copy and, where FP8 GEMMs take
+    // only the TN layout, its transpose (which the backward's GEMMs take); current scaling first
+    // reads the tensor for its amax
+    const double written = ctx.device->fp8_gemm_all_layouts ? 1 : 2;
+    const double per_element = e + written + (f.scaling == spec::Fp8Scaling::Current ? e : 0);
     switch (pass) {
       case Pass::Forward:
         return {per_element * (input + w * weight), w >= 1 ? 2 : 1};

@@ -173,12 +173,15 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
   // gradients accumulate in the precision they are reduced in (Megatron's fp32 main_grad buffer;
   // FSDP2 keeps its sharded gradients in the reduce dtype)
   if (st.grad_reduce_dtype) per_param.grads = spec::dtype_bytes(*st.grad_reduce_dtype);
-  // Transformer Engine keeps each weight's FP8 copy and its transpose for the whole step
+  // Transformer Engine keeps each weight's FP8 copy, and its transpose where FP8 GEMMs take only
+  // the TN layout (Hopper), for the whole step
   const bool fp8_weight_cache = spec::fp8_of(st) == spec::Fp8Recipe::Tensorwise &&
                                 spec::framework_preset(st.framework).fp8_weight_cache && st.zero < 3;
   // FP8 parameters: the weight itself 1 byte, and only its transpose cached beside it
   const bool fp8_params = fp8_weight_cache && st.fp8_param_gather;
   if (fp8_params) per_param.weights = 1;
+  const double fp8_copies =
+      fp8_weight_cache ? (fp8_params ? 0.0 : 1.0) + (job.cluster.device.fp8_gemm_all_layouts ? 0.0 : 1.0) : 0.0;
   const std::int64_t dense_shards = spec::zero_shards(job);
   // experts shard over the ranks that hold the same experts
   const std::int64_t expert_shards = std::max<std::int64_t>(1, dense_shards / spec::ep_outer(st));
@@ -202,7 +205,7 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
         buffers += (per_param.weights + (st.pp > 1 ? per_param.grads : 0.0)) * p.total();
     }
     if (st.zero == 2) buffers += per_param.grads * p.largest_layer;
-    const double held = fp8_weight_cache ? (fp8_params ? 1.0 : 2.0) * p.total() : 0.0;
+    const double held = fp8_copies * p.total();
     buffers += held;
     StageMemory sm{
         .stage = static_cast<int>(stage),

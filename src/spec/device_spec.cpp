@@ -22,6 +22,7 @@ constexpr std::array<Choice<Dtype>, 5> kDtypes{{
     {"fp16", Dtype::Fp16},
     {"fp8", Dtype::Fp8},
 }};
+constexpr std::array<Choice<bool>, 2> kFp8GemmLayouts{{{"tn", false}, {"all", true}}};
 constexpr std::array<Choice<DeviceArch>, 9> kArchs{{{"ampere", DeviceArch::Ampere},
                                                     {"hopper", DeviceArch::Hopper},
                                                     {"blackwell", DeviceArch::Blackwell},
@@ -110,6 +111,8 @@ void read_fields(Reader& r, DeviceSpec& d, bool whole, const std::string& spec_p
     warnings.push_back(fmt::format("device.sms not given: assumed {}", kDefaultSms));
     d.sms = kDefaultSms;
   }
+  if (const auto layouts = r.optional_choice<bool>("fp8_gemm_layouts", kFp8GemmLayouts))
+    d.fp8_gemm_all_layouts = *layouts;
   if (const auto tdp = power(r, "tdp")) d.tdp_w = *tdp;
   if (const auto limit = power(r, "power_limit")) d.power_limit_w = *limit;
   read_host_link(r, d, spec_path, warnings);

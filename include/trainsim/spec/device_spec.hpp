@@ -41,6 +41,10 @@ struct DeviceSpec {
   // `host_bandwidth` as given. Absent: the device states none.
   std::optional<Bandwidth> host_bandwidth;
   std::string host_link;  // the catalogue link it comes from ("" when given as a figure)
+  // FP8 GEMM operand layouts (`fp8_gemm_layouts`): "tn" where an FP8 GEMM takes only transposed-
+  // normal operands (Hopper, Ada: Transformer Engine keeps a transposed FP8 copy of each weight and
+  // casts each operand to both layouts), "all" where any layout runs (Blackwell: no transpose).
+  bool fp8_gemm_all_layouts = false;
   // The kernel and collective parameters fitted to this device's microbenchmarks.
   TunableValues fitted;
   std::string catalogue;  // the catalogue entry it comes from ("" for an inline device)

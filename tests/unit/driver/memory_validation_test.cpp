@@ -266,6 +266,48 @@ TEST_CASE("published out-of-memory reports do not fit, and the runs that replace
   }
 }
 
+// Hopper's FP8 GEMMs take only TN operands, so Transformer Engine keeps a transposed FP8 copy of
+// each weight beside the FP8 copy; Blackwell's take every layout and TE writes no transpose
+// (non_tn_fp8_gemm_supported(): compute capability >= 10). Per parameter of the GPU: 2 bytes on
+// H100 and 1 on B200 beside bf16 weights; 1 and 0 beside FP8 weights (fp8_param_gather).
+TEST_CASE("FP8 weight copies by GEMM layout: the transpose only where FP8 GEMMs take TN operands alone") {
+  const auto held = [](const std::string& topology, const std::string& extra) {
+    const auto buffers = [&](const std::string& fp8) {
+      const auto job = test::make_job(topology, "llama3-8b", "gpus=8,zero=1,mb=1,fp8=" + fp8);
+      const auto r = driver::build_run_report(job);
+      return std::pair{report::to_json(r).at("memory").at("buffers").get<double>(),
+                       static_cast<double>(r.params_per_gpu)};
+    };
+    const auto [off, params] = buffers("off");
+    return (buffers("tensorwise" + extra).first - off) / params;
+  };
+  CHECK(held("dgx-h100-superpod", "") == doctest::Approx(2.0).epsilon(1e-6));
+  CHECK(held("dgx-b200", "") == doctest::Approx(1.0).epsilon(1e-6));
+  CHECK(held("dgx-h100-superpod", ",fp8_param_gather=on") == doctest::Approx(1.0).epsilon(1e-6));
+  CHECK(held("dgx-b200", ",fp8_param_gather=on") == doctest::Approx(0.0).epsilon(1e-6));
+}
+
+// NVIDIA's Megatron-Bridge performance tables (the bridge-* regression cases of results/reference/,
+// each a run NVIDIA timed): every one ran on its GPUs, so every one must fit.
+TEST_CASE("every Megatron-Bridge performance run fits its GPUs" * doctest::test_suite("volume")) {
+  int rows = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_path("results/reference"))) {
+    if (entry.path().filename().string().rfind("bridge-", 0) != 0) continue;
+    const auto run = spec::load_json_file(entry.path().string()).at("run");
+    CAPTURE(entry.path().filename().string());
+    const spec::Sources sources{.topology = "t", .workload = "w", .strategy = "s"};
+    const auto job = spec::resolve_job(
+        spec::load_cluster_spec(test::source_path(run.at("topology").get<std::string>())),
+        spec::read_workload_spec(run.at("workload"), "w"),
+        spec::read_strategy_spec(spec::parse_inline_strategy(run.at("strategy").get<std::string>(), "s"), "s"),
+        sources);
+    const auto r = driver::build_run_report(job);
+    CHECK(r.fits);
+    ++rows;
+  }
+  CHECK(rows == 14);
+}
+
 }  // namespace memory_validation_test
 
 namespace memory_validation_test {
