@@ -11,6 +11,7 @@ A100 = json.load(open(f'{root}/topologies/dgx-a100-superpod.json'))
 GPT = json.load(open(f'{root}/workloads/gpt3-175b.json'))
 T = 'topologies/dgx-a100-superpod.json'
 W = 'workloads/gpt3-175b.json'
+GB200 = 'topologies/gb200-nvl72.json'
 def case(name, args, exit_code, stderr, files=None):
     d = f'{cases_dir}/{name}'
     os.makedirs(d)
@@ -142,6 +143,9 @@ case('nics-not-dividing-trays', f'run -t @t.json -w {W} -s tp=8', 2,
 case('device-fp8-gemm-layouts', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /device/fp8_gemm_layouts: "nt" is not valid; expected one of: tn, all (did you mean "tn"?)',
      {'t.json': topo(device__fp8_gemm_layouts="nt")})
+case('segment-larger-than-node', f'run -t {GB200} -w {W} -s tp=4,gpus=64,segment=20', 2,
+     'error: strategy "tp=4,gpus=64,segment=20": /segment: 20 hosts per node requested, but a node of topology "gb200-nvl72" has 18 (hosts of 4 devices)',
+     {})
 case('many-errors-at-once', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /device/sms: expected an integer in [1, 100000], got 1.5\nerror: @t.json: /name: missing; expected a string\nerror: @t.json: /node/devices: 0 is out of range; expected an integer in [1, 576]',
      {'t.json': topo(name=DELETE, device__sms=1.5, node__devices=0)})
@@ -266,7 +270,7 @@ case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, framework, fsdp_version, gpus, grad_reduce_dtype, '
      'last_stage_layers, launch, limit_all_gathers, loss, mb, offload_layers, optimizer_impl, order, overlap_grad_reduce, overlap_moe_comm, '
      'overlap_param_gather, pp, recompute, recompute_layers, '
-     'recompute_method, recompute_modules, recompute_period, repeat_kv, reshard_after_forward, schedule, sources, sp, sp_saves_gathered, tp, tp_overlap, '
+     'recompute_method, recompute_modules, recompute_period, repeat_kv, reshard_after_forward, schedule, segment, sources, sp, sp_saves_gathered, tp, tp_overlap, '
      'vpp, zero, zero_group')
 # host overhead and the framework keys of issue 27 (docs/model.md "Host overhead")
 case('strategy-launch-unknown', f'{RUN} tp=8,gpus=8,launch=graphs', 2,

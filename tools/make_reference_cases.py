@@ -549,6 +549,16 @@ BLACKWELL_GAP = ("Blackwell kernels are not validated on training: attention is 
                  "measure GB300 19-23% faster on the same work (docs/validation.md \"Megatron-Bridge on Blackwell\")")
 
 
+def nvl72_segment(gpus):
+    # NVIDIA's launch scripts ask Slurm for --segment on NVL72 racks (4 GPUs per tray): every tray
+    # when there are at most 18, else the largest count up to 18 that divides them
+    # (Megatron-Bridge scripts/performance/utils/executors.py)
+    trays = gpus // 4
+    if trays <= 18:
+        return trays
+    return next(n for n in range(18, 0, -1) if trays % n == 0)
+
+
 def bridge_strategy(row):
     model = BRIDGE_MODEL[row["model"]]
     tp, pp, cp, vp = row["tp"], row["pp"], row["cp"], row["vp"] or 1
@@ -556,6 +566,8 @@ def bridge_strategy(row):
          f"fp8={BRIDGE_FP8[row['precision']]},grad_reduce_dtype=bf16")
     if tp > 1:
         s += ",sp=on"
+    if row["system"] in ("DGX-GB200", "DGX-GB300"):
+        s += f",segment={nvl72_segment(row['gpus'])}"
     if vp > 1:
         s += f",schedule=interleaved,vpp={vp}"
     if model == "llama3-405b":

@@ -321,6 +321,8 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
              options.shard, options.shards);
   SIM_ASSERT(options.top >= 1, "the top K must hold at least one plan");
   const auto all = enumerate_space(cluster, workload, options);
+  // the hosts of each node the jobs are given (a pinned segment; every candidate has the same)
+  const auto allocated = all.empty() ? cluster : spec::allocated_part(cluster, all.front().strategy);
 
   SweepResult result;
   result.topology = cluster.name;
@@ -336,9 +338,9 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
   const auto mine = shard_of(all.size(), options);
   result.enumerated = static_cast<std::int64_t>(mine.size());
   // the topology of the largest job the sweep tries (the links smaller ones cross are the same)
-  const auto most_gpus = result.gpus.empty() ? cluster.num_devices()
-                                             : *std::max_element(result.gpus.begin(), result.gpus.end());
-  CostModelPool pool(topo::reachable_part(cluster, most_gpus), options.run.tunables(cluster).values.collectives);
+  const auto most_gpus =
+      result.gpus.empty() ? allocated.num_devices() : *std::max_element(result.gpus.begin(), result.gpus.end());
+  CostModelPool pool(topo::reachable_part(allocated, most_gpus), options.run.tunables(cluster).values.collectives);
   std::vector<Screened> screened;
   const auto order = screen_all(all, mine, cluster, workload, sources, options, pool, screened, result);
   result.top = simulate_rounds(order, mine, screened, workload, options, pool, result.stats, result.simulated);

@@ -25,6 +25,35 @@ class Rules {
   Diagnostics diagnostics_;
 };
 
+// Slurm's --segment on a block topology: NVIDIA's GB200 launch scripts ask for the largest number of
+// trays up to 18 that divides the job's (Megatron-Bridge scripts/performance/utils/executors.py), so
+// 256 GPUs take 16 trays (64 GPUs) of each of four NVL72 racks.
+void check_segment(Job& job, Rules& rules) {
+  const auto& s = job.strategy;
+  if (!s.segment) return;
+  const auto& c = job.cluster;
+  if (std::holds_alternative<TorusNetwork>(c.network)) {
+    rules.strategy("/segment", "a torus is allocated in whole slices: segment takes hosts of nodes (scale-up domains)");
+    return;
+  }
+  const int hosts = c.node.hosts();
+  if (*s.segment > hosts) {
+    rules.strategy("/segment", fmt::format("{} hosts per node requested, but a node of topology \"{}\" has {} "
+                                           "(hosts of {} devices)",
+                                           *s.segment, c.name, hosts, c.node.host_devices));
+    return;
+  }
+  if (const auto* ls = std::get_if<LeafSpineNetwork>(&c.network)) {
+    const int nics = ls->nics_per_node / hosts * *s.segment;
+    if (nics % ls->planes != 0) {
+      rules.strategy("/segment", fmt::format("{} hosts carry {} NICs, which the network's {} planes do not divide",
+                                             *s.segment, nics, ls->planes));
+      return;
+    }
+  }
+  job.cluster = allocated_part(c, s);
+}
+
 void check_degrees(Job& job, Rules& rules) {
   const auto& s = job.strategy;
   const auto& c = job.cluster;
@@ -50,6 +79,10 @@ void check_degrees(Job& job, Rules& rules) {
     return;
   }
   job.dp = job.gpus / model_parallel;
+  if (s.segment && c.node.devices == *s.segment * c.node.host_devices && job.gpus % c.node.devices != 0)
+    rules.strategy("/segment", fmt::format("{} GPUs are not whole segments of {} hosts ({} devices): Slurm allocates a "
+                                           "multiple of the segment",
+                                           job.gpus, *s.segment, c.node.devices));
   if (s.dp && *s.dp != job.dp)
     rules.strategy("/dp", fmt::format("tp·cp·pp·dp = {}·{}·{}·{} = {} but gpus = {}", s.tp, s.cp, s.pp, *s.dp,
                                       model_parallel * *s.dp, job.gpus));
@@ -367,6 +400,20 @@ std::int64_t zero_shards(const Job& job) {
   return job.strategy.zero_group ? std::min(*job.strategy.zero_group, ranks) : ranks;
 }
 
+ClusterSpec allocated_part(const ClusterSpec& cluster, const StrategySpec& strategy) {
+  const int hosts = cluster.node.hosts();
+  if (!strategy.segment || *strategy.segment >= hosts || std::holds_alternative<TorusNetwork>(cluster.network))
+    return cluster;
+  auto part = cluster;
+  part.node.devices = *strategy.segment * cluster.node.host_devices;
+  if (auto* ls = std::get_if<LeafSpineNetwork>(&part.network)) {
+    ls->nics_per_node = ls->nics_per_node / hosts * *strategy.segment;
+    if (ls->nics_per_node % ls->planes != 0) return cluster;
+    if (ls->pods) ls->pods->devices = ls->pods->devices / cluster.node.devices * part.node.devices;
+  }
+  return part;
+}
+
 Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strategy, Sources sources) {
   Job job{.cluster = std::move(cluster),
           .workload = std::move(workload),
@@ -375,6 +422,7 @@ Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strateg
   job.warnings = job.workload.warnings;
   Rules rules(job.sources);
   check_dtype(job, rules);
+  check_segment(job, rules);
   check_degrees(job, rules);
   check_model_split(job, rules);
   check_stages(job, rules);

@@ -301,6 +301,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.vpp != 1) out += fmt::format(",vpp={}", s.vpp);
   if (s.dp) out += fmt::format(",dp={}", *s.dp);
   if (s.gpus) out += fmt::format(",gpus={}", *s.gpus);
+  if (s.segment) out += fmt::format(",segment={}", *s.segment);
   out += fmt::format(",zero={},mb={}", s.zero, s.mb);
   if (s.zero_group) out += fmt::format(",zero_group={}", *s.zero_group);
   if (s.pp > 1 || s.schedule != defaults.schedule) out += fmt::format(",schedule={}", schedule_name(s.schedule));
@@ -371,6 +372,7 @@ StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& s
   if (const auto f = r.optional_integer("first_stage_layers", {1, 10000})) s.first_stage_layers = static_cast<int>(*f);
   if (const auto l = r.optional_integer("last_stage_layers", {1, 10000})) s.last_stage_layers = static_cast<int>(*l);
   s.gpus = r.optional_integer("gpus", {1, std::int64_t{1} << 22});
+  if (const auto segment = r.optional_integer("segment", {1, 576})) s.segment = static_cast<int>(*segment);
   s.order = read_order(r, s.order);
   read_framework_keys(r, s);
   r.sources();

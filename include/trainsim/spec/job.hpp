@@ -33,6 +33,11 @@ struct Job {
 // recompute_layers of each model chunk).
 int recomputed_layers(const Job& job, int stage);
 
+// The part of every node (scale-up domain) a job is given: with the strategy's `segment`, that many
+// hosts of each node and their NICs (the rest of the domain idle); the cluster itself otherwise,
+// or when the segment does not fit the node (resolve_job reports that).
+ClusterSpec allocated_part(const ClusterSpec& cluster, const StrategySpec& strategy);
+
 // The ranks ZeRO shards the model states over: zero_group, or all dp·cp ranks.
 std::int64_t zero_shards(const Job& job);
 

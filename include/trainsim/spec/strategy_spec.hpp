@@ -97,6 +97,10 @@ struct StrategySpec {
   std::optional<int> first_stage_layers;
   std::optional<int> last_stage_layers;
   std::optional<std::int64_t> gpus;
+  // Hosts (trays) of each node (scale-up domain) the job takes, Slurm's --segment on a block
+  // topology: the job's devices fill `segment` hosts of each domain, the rest of the domain stays
+  // idle; absent: domains filled whole (docs/model.md "Scale-up domains").
+  std::optional<int> segment;
   std::vector<ParallelDim> order{ParallelDim::Tp, ParallelDim::Cp, ParallelDim::Dp, ParallelDim::Pp};
   // What the framework does (docs/model.md "Frameworks"); a preset sets the keys not given.
   Framework framework = Framework::MegatronCore;

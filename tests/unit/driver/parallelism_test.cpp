@@ -233,4 +233,30 @@ TEST_CASE("groups that straddle a 72-GPU NVLink domain are reported, groups insi
                                  "cross the network"});
   // ep 8 over tp 1 divides 72: nothing crosses
   CHECK(crossing("tp=1,ep=8,pp=3,dp=192,first_stage_layers=20,last_stage_layers=20").empty());
+  // 16 trays (64 GPUs) of each rack, as NVIDIA's scripts allocate 256 GPUs (Slurm --segment): every
+  // ep=64 group is one rack
+  CHECK(crossing("tp=1,ep=64,pp=4,dp=128,segment=16,first_stage_layers=16,last_stage_layers=15").empty());
+  CHECK(crossing("tp=1,ep=64,pp=4,dp=128,first_stage_layers=16,last_stage_layers=15").size() == 1);
+}
+
+TEST_CASE("a segment of each NVL72 rack: the job's domains are 16 trays, their NICs its own") {
+  const auto job = test::make_job("gb200-nvl72", "deepseek-v3-like",
+                                  "tp=1,ep=64,pp=4,gpus=256,segment=16,"
+                                  "first_stage_layers=16,last_stage_layers=15,mb=1");
+  CHECK(job.cluster.node.devices == 64);  // 16 trays of 4
+  CHECK(std::get<spec::LeafSpineNetwork>(job.cluster.network).nics_per_node == 64);
+  CHECK(job.cluster.num_devices() == 8 * 64);
+  // the same expert all-to-all bytes; inside one rack they stay on NVLink, straddling racks they
+  // cross the network, so the EP stream is busy for less time
+  const auto ep_busy = [](const std::string& segment) {
+    const auto j = test::make_job("gb200-nvl72", "deepseek-v3-like",
+                                  "tp=1,ep=64,pp=4,gpus=256,mb=1,"
+                                  "first_stage_layers=16,last_stage_layers=15" +
+                                      segment);
+    return test::busy_seconds(driver::build_run_report(j), "ep");
+  };
+  const double whole_racks = ep_busy("");
+  const double segments = ep_busy(",segment=16");
+  CHECK(segments > 0);
+  CHECK(segments < 0.5 * whole_racks);
 }

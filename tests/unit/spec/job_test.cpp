@@ -82,6 +82,17 @@ TEST_CASE("each cross-field rule has its own message") {
         "s: /vpp: vpp = 2 needs schedule=interleaved");
   CHECK(error_of("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=1,schedule=interleaved,vpp=2,gpus=8") ==
         "s: /schedule: interleaved needs pp of at least 2");
+  CHECK(error_of("gb200-nvl72", "llama3-8b", "tp=4,gpus=64,segment=19") ==
+        "s: /segment: 19 hosts per node requested, but a node of topology \"gb200-nvl72\" has 18 (hosts of 4 "
+        "devices)");
+  CHECK(error_of("gb200-nvl72", "llama3-8b", "tp=8,gpus=32,segment=16") ==
+        "s: /segment: 32 GPUs are not whole segments of 16 hosts (64 devices): Slurm allocates a multiple of the "
+        "segment");
+  CHECK(error_of("gb200-nvl72", "llama3-8b", "tp=4,gpus=512,segment=16") == "no error");
+  CHECK(error_of("gb200-nvl72", "llama3-8b", "tp=4,gpus=576,segment=16") ==
+        "s: /gpus: 576 GPUs requested but topology \"gb200-nvl72\" has 512 devices");
+  CHECK(error_of("tpu-v5p-pod", "llama3-8b", "tp=4,gpus=64,segment=1") ==
+        "s: /segment: a torus is allocated in whole slices: segment takes hosts of nodes (scale-up domains)");
   CHECK(error_of("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=8,gpus=1024,first_stage_layers=90") ==
         "s: /first_stage_layers: first 90 + last 0 layers leave 6 layers for the other 7 stages, which is not an even "
         "positive split");
