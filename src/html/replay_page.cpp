@@ -1,11 +1,49 @@
 // The page of a `replay`: recorded against replayed step times, each what-if's change per step,
 // and what the GPU did in each step.
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "html/page.hpp"
 #include "trainsim/html/html.hpp"
 
 namespace trainsim::html {
+namespace {
+
+std::string gib_text(std::int64_t bytes) {
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30));
+}
+
+// The caching allocator's recorded peaks per step (profile_memory=True) and, given the job (-w and
+// -s), the model's peaks beside them (docs/validation.md "Memory"); empty when the traces hold no
+// memory events.
+std::string memory_section(const trace::TraceReport& r) {
+  Series allocated{"peak allocated (recorded)", "c-fwd", {}}, reserved{"peak reserved (recorded)", "c-opt", {}};
+  for (std::size_t i = 0; i < r.steps.size(); ++i) {
+    const auto& s = r.steps[i];
+    const double x = static_cast<double>(i + 1);
+    if (s.peak_allocated) allocated.points.emplace_back(x, static_cast<double>(*s.peak_allocated));
+    if (s.peak_reserved) reserved.points.emplace_back(x, static_cast<double>(*s.peak_reserved));
+  }
+  if (allocated.points.empty() && !r.memory) return "";
+  std::string out;
+  if (!allocated.points.empty()) {
+    std::optional<double> model;
+    if (r.memory) model = static_cast<double>(r.memory->model_live);
+    out += line_chart("memory-steps", {allocated, reserved}, "", "B", model, "the model's live peak");
+  }
+  if (const auto& m = r.memory) {
+    const auto error = [](double e) { return fmt::format("{:+.1f}%", e * 100); };
+    out += table("memory-table", {"", "recorded", "model", "error"},
+                 {{"peak allocated (live tensors)", gib_text(m->recorded_allocated), gib_text(m->model_live),
+                   error(m->allocated_error())},
+                  {"peak reserved (caching allocator)", gib_text(m->recorded_reserved), gib_text(m->model_reserved),
+                   error(m->reserved_error())}});
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string replay_page(const trace::TraceReport& r) {
   Page page("replay", r.files.size() == 1 ? r.files.front().path : fmt::format("{} traces", r.files.size()),
@@ -53,6 +91,8 @@ std::string replay_page(const trace::TraceReport& r) {
                    table("step-table", {"rank", "step", "recorded", "replayed", "bound", "GPU busy", "compute",
                                         "exposed comm"},
                          rows));
+  if (auto memory = memory_section(r); !memory.empty())
+    page.section("memory", "Memory: the caching allocator's peaks per step (step order)", memory);
   std::string notes;
   for (const auto& n : r.notes) notes += fmt::format("<p class=\"note\">{}</p>", escape(n));
   for (const auto& w : r.warnings) notes += fmt::format("<p class=\"warning\">warning: {}</p>", escape(w));

@@ -5,6 +5,7 @@
 #include "common/jobs.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/html/html.hpp"
+#include "trainsim/trace/analysis.hpp"
 
 using namespace trainsim;
 
@@ -32,6 +33,36 @@ TEST_CASE("a run's page: self-contained, the same bytes for the same inputs, big
   // 175,796 tasks: beyond the limit the chart says it merged
   CHECK(a.find("drawn merged") != std::string::npos);
   CHECK(a.size() < 3u * 1024 * 1024);
+}
+
+// A replay of traces recorded with profile_memory=True draws the caching allocator's peak of each
+// step and, given the job, sets the model's peaks beside the recorded ones.
+TEST_CASE("a replay's page draws the recorded memory peaks per step and the model's beside them") {
+  trace::TraceReport r;
+  for (int step = 1; step <= 3; ++step)
+    r.steps.push_back({.rank = 0,
+                       .step = step,
+                       .recorded_s = 1.0,
+                       .replayed_s = 1.0,
+                       .peak_allocated = std::int64_t{50} << 30,
+                       .peak_reserved = std::int64_t{60} << 30});
+  const auto plain = html::replay_page(r);
+  CHECK(plain.find("memory-steps") != std::string::npos);
+  CHECK(plain.find("memory-table") == std::string::npos);  // no job, no model to compare
+  r.memory = trace::MemoryComparison{.recorded_allocated = std::int64_t{50} << 30,
+                                     .recorded_reserved = std::int64_t{60} << 30,
+                                     .model_live = std::int64_t{45} << 30,
+                                     .model_reserved = std::int64_t{63} << 30};
+  const auto compared = html::replay_page(r);
+  CHECK(compared.find("memory-table") != std::string::npos);
+  CHECK(compared.find("id=\"memory\"") != std::string::npos);
+  CHECK(compared.find("-10.0%") != std::string::npos);  // 45 against 50 GiB
+  CHECK(compared.find("+5.0%") != std::string::npos);   // 63 against 60 GiB
+  CHECK(compared.find("the model&#39;s live peak") != std::string::npos);
+  // traces without memory events: no memory section
+  for (auto& s : r.steps) s.peak_allocated = s.peak_reserved = std::nullopt;
+  r.memory.reset();
+  CHECK(html::replay_page(r).find("id=\"memory\"") == std::string::npos);
 }
 
 }  // namespace html_test
