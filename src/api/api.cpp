@@ -205,13 +205,15 @@ search::SweepResult sweep(const SweepRequest& r) {
   const auto cluster = load_cluster(r.topology);
   const auto workload = load_workload(r.workload, r.training);
   search::SweepOptions options;
-  for (const auto g : r.gpus)
-    if (g < 1 || g > cluster.num_devices())
-      throw SpecError("--gpus", "",
-                      fmt::format("{} is not a device count in [1, {}] of topology \"{}\"", g, cluster.num_devices(),
-                                  cluster.name));
-  options.gpus = r.gpus;
   if (!r.fix.empty()) options.fixed = spec::parse_inline_strategy(r.fix, "--fix");
+  const auto allocated = search::allocated_cluster(cluster, options);
+  for (const auto g : r.gpus)
+    if (g < 1 || g > allocated.num_devices())
+      throw SpecError(
+          "--gpus", "",
+          fmt::format("{} is not a device count in [1, {}] of topology \"{}\"{}", g, allocated.num_devices(),
+                      cluster.name, allocated.node.idle_hosts > 0 ? " under the pinned segment" : ""));
+  options.gpus = r.gpus;
   options.objective = search::objective_from_name(r.rank_by);
   if (r.top < 1) throw SpecError("--top", "", "must be at least 1");
   options.top = r.top;
@@ -276,6 +278,7 @@ namespace {
 // model's reserve at its peak beside the share of it memory.fragmentation gives (to fit the share).
 struct ModelledMemory {
   trace::MemoryComparison comparison;
+  spec::ClusterSpec cluster;  // the part of -t the job is given (a segment's hosts of each node)
   double transient = 0;    // the peak stage's activations and buffers (the share's base)
   double loss_cached = 0;  // of its reserve, the loss's cached block
 };
@@ -298,7 +301,8 @@ ModelledMemory compare_memory(const std::vector<trace::RankTrace>& traces, const
   ModelledMemory out{.comparison = {.recorded_allocated = peaks->first,
                                     .recorded_reserved = peaks->second,
                                     .model_live = report.live_peak_memory - runtime,
-                                    .model_reserved = report.peak_memory - runtime}};
+                                    .model_reserved = report.peak_memory - runtime},
+                     .cluster = result.job->cluster};
   if (report.simulation) {
     const auto& stages = report.simulation->per_stage;
     const auto peak = std::max_element(stages.begin(), stages.end(),
@@ -322,14 +326,18 @@ trace::TraceReport replay(const ReplayRequest& r) {
   if (!r.calibration.empty()) request.calibration = spec::load_calibration_spec(r.calibration);
   const auto traces = read_traces(r.traces);
   if (r.workload.empty() && r.strategy.empty()) return driver::replay(traces, request);
-  const auto memory = compare_memory(traces, r.topology, r.workload, r.strategy).comparison;
-  // -t names the recorded job's cluster; the collectives are costed on it where the traces hold some
+  auto modelled = compare_memory(traces, r.topology, r.workload, r.strategy);
+  // -t names the recorded job's cluster; the collectives are costed on the part of it the job is
+  // given where the traces hold some
   const bool collectives = std::any_of(traces.begin(), traces.end(), [](const trace::RankTrace& t) {
     return std::any_of(t.gpu.begin(), t.gpu.end(), [](const auto& g) { return g.collective.has_value(); });
   });
-  if (!collectives) request.cluster.reset();
+  if (collectives)
+    request.cluster = std::move(modelled.cluster);
+  else
+    request.cluster.reset();
   auto report = driver::replay(traces, request);
-  report.memory = memory;
+  report.memory = modelled.comparison;
   return report;
 }
 
@@ -348,7 +356,7 @@ trace::CalibrationReport calibrate(const std::vector<std::string>& traces, const
   const auto recorded = read_traces(traces);
   if (workload.empty() && strategy.empty()) return trace::calibrate(recorded, cluster);
   const auto modelled = compare_memory(recorded, topology, workload, strategy);
-  auto report = trace::calibrate(recorded, cluster, true);
+  auto report = trace::calibrate(recorded, modelled.cluster, true);
   report.memory = modelled.comparison;
   // the allocator's recorded reserve beyond its live peak, less the loss's cached block, as a share
   // of the memory the step allocates and frees (docs/model.md "What a GPU holds beyond the model")

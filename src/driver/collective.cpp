@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "trainsim/driver/cluster_model.hpp"
+#include "trainsim/spec/job.hpp"
 #include "trainsim/spec/strategy_spec.hpp"
 #include "trainsim/topo/placement.hpp"
 #include "trainsim/util/error.hpp"
@@ -50,10 +51,20 @@ cost::Group resolve_group(const CollectiveQuery& q, const topo::Topology& topo, 
   return cost::Group{topo::parse_device_list(q.group, topo.num_devices(), q.group_source)};
 }
 
+// The part of the cluster the strategy's job is given: its segment's hosts of each node.
+spec::ClusterSpec allocated_cluster(const spec::ClusterSpec& cluster, const CollectiveQuery& q) {
+  if (q.strategy.empty()) return cluster;
+  std::string source = "--strategy";
+  const auto s = spec::load_strategy_spec(q.strategy, source);
+  if (auto error = spec::segment_error(cluster, s); !error.empty()) throw SpecError(source, "/segment", error);
+  return spec::allocated_part(cluster, s);
+}
+
 }  // namespace
 
-CollectiveReport run_collective(const spec::ClusterSpec& cluster, const CollectiveQuery& q,
+CollectiveReport run_collective(const spec::ClusterSpec& whole, const CollectiveQuery& q,
                                 const spec::Tunables& tunables) {
+  const auto cluster = allocated_cluster(whole, q);
   const ClusterModel model(cluster, tunables.collectives);
   if (q.algorithm != "auto") model.registry().get(q.algorithm, q.algorithm_source);
   const auto costs = model.cost_model();

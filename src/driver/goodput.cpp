@@ -99,22 +99,29 @@ void check_progress(GoodputReport& r, const spec::ReliabilitySpec& reliability, 
                     r.closed_ettr * 100, r.model.restart_s, r.model.interval_s, mtbf));
 }
 
-// The rack's spare-tray policy: the job's domains, each with its spare trays idle beside the job.
+// The rack's spare-tray policy: the job's domains, each with its spare trays idle beside the job. A
+// strategy's segment has already chosen the trays the job takes: the spares are among the rest.
 void set_spare_trays(GoodputReport& r, const spec::Job& job, const spec::ReliabilitySpec& reliability) {
   const int k = reliability.spare_trays_per_domain;
   if (k == 0) return;
   const auto& c = job.cluster;
   const int host = c.host_devices();
-  if (std::holds_alternative<spec::TorusNetwork>(c.network) || c.node.devices <= host)
+  const int domain = c.node.domain_devices();
+  if (std::holds_alternative<spec::TorusNetwork>(c.network) || domain <= host)
     throw SpecError(reliability.source, "/spare_trays_per_domain",
                     fmt::format("topology {} has no scale-up domain of several hosts ({} devices per domain, {} per "
                                 "host): spare trays keep a domain whole, use spare_nodes",
-                                c.name, c.node.devices, host));
-  const int used = c.node.devices - k * host;
-  if (used <= 0)
+                                c.name, domain, host));
+  if (job.strategy.segment && k > c.node.idle_hosts)
     throw SpecError(reliability.source, "/spare_trays_per_domain",
-                    fmt::format("{} spare trays of {} devices leave nothing of a {}-device domain for the job", k, host,
-                                c.node.devices));
+                    fmt::format("{} spare trays per domain, but the strategy's segment={} leaves {} of each domain's "
+                                "{} trays idle",
+                                k, *job.strategy.segment, c.node.idle_hosts, domain / host));
+  const int used = job.strategy.segment ? c.node.devices : domain - k * host;
+  if (used <= 0)
+    throw SpecError(
+        reliability.source, "/spare_trays_per_domain",
+        fmt::format("{} spare trays of {} devices leave nothing of a {}-device domain for the job", k, host, domain));
   r.model.spare_trays_per_domain = k;
   r.model.spare_domains = reliability.spare_domains;
   r.model.domains = (job.gpus + used - 1) / used;
@@ -129,7 +136,7 @@ std::string spares_in_words(const GoodputReport& r, const spec::ReliabilitySpec&
   return fmt::format(
       "{} spare trays in each of the job's {} scale-up domains ({} of {} devices each run the job), "
       "{} spare domains; a failed tray is back after {:.1f} h",
-      r.model.spare_trays_per_domain, r.model.domains, r.domain_devices_used, r.job->cluster.node.devices,
+      r.model.spare_trays_per_domain, r.model.domains, r.domain_devices_used, r.job->cluster.node.domain_devices(),
       r.model.spare_domains, reliability.repair_s / 3600);
 }
 

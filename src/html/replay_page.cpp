@@ -6,13 +6,10 @@
 
 #include "html/page.hpp"
 #include "trainsim/html/html.hpp"
+#include "trainsim/report/format.hpp"
 
 namespace trainsim::html {
 namespace {
-
-std::string gib_text(std::int64_t bytes) {
-  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30));
-}
 
 // The caching allocator's recorded peaks per step (profile_memory=True) and, given the job (-w and
 // -s), the model's peaks beside them (docs/validation.md "Memory"); empty when the traces hold no
@@ -35,10 +32,10 @@ std::string memory_section(const trace::TraceReport& r) {
   if (const auto& m = r.memory) {
     const auto error = [](double e) { return fmt::format("{:+.1f}%", e * 100); };
     out += table("memory-table", {"", "recorded", "model", "error"},
-                 {{"peak allocated (live tensors)", gib_text(m->recorded_allocated), gib_text(m->model_live),
-                   error(m->allocated_error())},
-                  {"peak reserved (caching allocator)", gib_text(m->recorded_reserved), gib_text(m->model_reserved),
-                   error(m->reserved_error())}});
+                 {{"peak allocated (live tensors)", report::human_bytes(Bytes{m->recorded_allocated}),
+                   report::human_bytes(Bytes{m->model_live}), error(m->allocated_error())},
+                  {"peak reserved (caching allocator)", report::human_bytes(Bytes{m->recorded_reserved}),
+                   report::human_bytes(Bytes{m->model_reserved}), error(m->reserved_error())}});
   }
   return out;
 }

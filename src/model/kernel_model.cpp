@@ -211,6 +211,9 @@ KernelContext kernel_context(const spec::Job& job, const spec::KernelTuning& tun
   // Transformer Engine keeps the FP8 weights of the first micro-batch for the rest of the step
   if (preset.fp8_weight_cache && recipe == spec::Fp8Recipe::Tensorwise && job.micro_batches > 0)
     casts.weight_cast_share = 1.0 / static_cast<double>(job.micro_batches);
+  // Transformer Engine (the presets that keep FP8 casts for the backward) asks for the transpose
+  // only where the GEMMs need it (non_tn_fp8_gemm_supported); torchao's Float8Linear always writes it
+  casts.writes_transpose = !(preset.fp8_saves_casts && job.cluster.device.fp8_gemm_all_layouts);
   return {.device = &job.cluster.device,
           .dtype = training == spec::Dtype::Fp8 ? spec::Dtype::Bf16 : training,
           .gemm_dtype = fp8 ? spec::Dtype::Fp8 : training,
@@ -230,10 +233,10 @@ CastTraffic fp8_cast_traffic(const Gemm& g, Pass pass, const KernelContext& ctx)
   const double out_grad = static_cast<double>(g.m) * static_cast<double>(g.n) * count;
   const double w = f.weight_cast_share;
   if (f.recipe == spec::Fp8Recipe::Tensorwise) {
-    // one fused cast-transpose per operand: read it, write the FP8 copy and, where FP8 GEMMs take
-    // only the TN layout, its transpose (which the backward's GEMMs take); current scaling first
-    // reads the tensor for its amax
-    const double written = ctx.device->fp8_gemm_all_layouts ? 1 : 2;
+    // one fused cast-transpose per operand: read it, write the FP8 copy and, unless the library
+    // skips it, its transpose (which the backward's GEMMs take); current scaling first reads the
+    // tensor for its amax
+    const double written = f.writes_transpose ? 2 : 1;
     const double per_element = e + written + (f.scaling == spec::Fp8Scaling::Current ? e : 0);
     switch (pass) {
       case Pass::Forward:

@@ -177,7 +177,7 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
   // the TN layout (Hopper), for the whole step
   const bool fp8_weight_cache = spec::fp8_of(st) == spec::Fp8Recipe::Tensorwise &&
                                 spec::framework_preset(st.framework).fp8_weight_cache && st.zero < 3;
-  // FP8 parameters: the weight itself 1 byte, and only its transpose cached beside it
+  // FP8 parameters: the weight itself 1 byte, and only its transpose (where cached) beside it
   const bool fp8_params = fp8_weight_cache && st.fp8_param_gather;
   if (fp8_params) per_param.weights = 1;
   const double fp8_copies =

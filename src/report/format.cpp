@@ -391,8 +391,12 @@ std::string to_table(const RunReport& r) {
   auto line = [&out](std::string_view label, const std::string& value) {
     out += fmt::format("{:<22}{}\n", label, value);
   };
-  line("workload", fmt::format("{} on {} ({} of {} devices)", job.workload.name, job.cluster.name, job.gpus,
-                               job.cluster.num_devices()));
+  const auto& node = job.cluster.node;
+  const std::string segment = node.idle_hosts == 0 ? ""
+                                                   : fmt::format("; segment={}: {} of each {}-device domain",
+                                                                 *s.segment, node.devices, node.domain_devices());
+  line("workload", fmt::format("{} on {} ({} of {} devices{})", job.workload.name, job.cluster.name, job.gpus,
+                               std::int64_t{job.cluster.nodes} * node.domain_devices(), segment));
   auto named = s;  // with its data-parallel degree rather than the device count
   named.dp = job.dp;
   named.gpus.reset();

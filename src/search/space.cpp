@@ -250,8 +250,7 @@ spec::StrategySpec compose(spec::StrategySpec s, const LayerSplit& l, const Pipe
 std::vector<Candidate> enumerate_space(const spec::ClusterSpec& whole, const spec::WorkloadSpec& workload,
                                        const SweepOptions& options) {
   Pins pins{.fixed = spec::read_strategy_spec(options.fixed, options.fixed_source), .arch = whole.device.arch};
-  // the hosts of each node a pinned segment gives the job
-  const auto cluster = spec::allocated_part(whole, pins.fixed);
+  const auto cluster = allocated_cluster(whole, options);
   for (const auto& [key, value] : options.fixed.items()) pins.keys.insert(key);
   std::vector<std::int64_t> gpus = options.gpus;
   if (gpus.empty()) gpus.push_back(pins.fixed.gpus.value_or(cluster.num_devices()));

@@ -13,9 +13,10 @@
 #include "search/space.hpp"
 #include "trainsim/driver/cluster_model.hpp"
 #include "trainsim/lower/bound.hpp"
-#include "trainsim/topo/topology.hpp"
 #include "trainsim/model/memory.hpp"
 #include "trainsim/report/format.hpp"
+#include "trainsim/spec/job.hpp"
+#include "trainsim/topo/topology.hpp"
 #include "trainsim/util/error.hpp"
 #include "trainsim/util/parallel.hpp"
 
@@ -314,6 +315,13 @@ void keep_certain_simulations(SweepResult& r) {
 
 }  // namespace
 
+spec::ClusterSpec allocated_cluster(const spec::ClusterSpec& cluster, const SweepOptions& options) {
+  const auto fixed = spec::read_strategy_spec(options.fixed, options.fixed_source);
+  if (auto error = spec::segment_error(cluster, fixed); !error.empty())
+    throw SpecError(options.fixed_source, "/segment", error);
+  return spec::allocated_part(cluster, fixed);
+}
+
 SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload, const spec::Sources& sources,
                   const SweepOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -321,8 +329,7 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
              options.shard, options.shards);
   SIM_ASSERT(options.top >= 1, "the top K must hold at least one plan");
   const auto all = enumerate_space(cluster, workload, options);
-  // the hosts of each node the jobs are given (a pinned segment; every candidate has the same)
-  const auto allocated = all.empty() ? cluster : spec::allocated_part(cluster, all.front().strategy);
+  const auto allocated = allocated_cluster(cluster, options);
 
   SweepResult result;
   result.topology = cluster.name;

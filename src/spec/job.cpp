@@ -29,29 +29,21 @@ class Rules {
 // trays up to 18 that divides the job's (Megatron-Bridge scripts/performance/utils/executors.py), so
 // 256 GPUs take 16 trays (64 GPUs) of each of four NVL72 racks.
 void check_segment(Job& job, Rules& rules) {
-  const auto& s = job.strategy;
-  if (!s.segment) return;
+  if (!job.strategy.segment) return;
+  if (auto error = segment_error(job.cluster, job.strategy); !error.empty()) {
+    rules.strategy("/segment", error);
+    return;
+  }
+  job.cluster = allocated_part(job.cluster, job.strategy);
+}
+
+// What the job may use, in words: "topology \"x\" has 576 devices" or, under a segment,
+// "segment=16 leaves 512 of topology \"x\"'s 576 devices".
+std::string devices_in_words(const Job& job) {
   const auto& c = job.cluster;
-  if (std::holds_alternative<TorusNetwork>(c.network)) {
-    rules.strategy("/segment", "a torus is allocated in whole slices: segment takes hosts of nodes (scale-up domains)");
-    return;
-  }
-  const int hosts = c.node.hosts();
-  if (*s.segment > hosts) {
-    rules.strategy("/segment", fmt::format("{} hosts per node requested, but a node of topology \"{}\" has {} "
-                                           "(hosts of {} devices)",
-                                           *s.segment, c.name, hosts, c.node.host_devices));
-    return;
-  }
-  if (const auto* ls = std::get_if<LeafSpineNetwork>(&c.network)) {
-    const int nics = ls->nics_per_node / hosts * *s.segment;
-    if (nics % ls->planes != 0) {
-      rules.strategy("/segment", fmt::format("{} hosts carry {} NICs, which the network's {} planes do not divide",
-                                             *s.segment, nics, ls->planes));
-      return;
-    }
-  }
-  job.cluster = allocated_part(c, s);
+  if (c.node.idle_hosts == 0) return fmt::format("topology \"{}\" has {} devices", c.name, c.num_devices());
+  return fmt::format("segment={} leaves {} of topology \"{}\"'s {} devices", *job.strategy.segment, c.num_devices(),
+                     c.name, std::int64_t{c.nodes} * c.node.domain_devices());
 }
 
 void check_degrees(Job& job, Rules& rules) {
@@ -60,17 +52,16 @@ void check_degrees(Job& job, Rules& rules) {
   const std::int64_t model_parallel = std::int64_t{s.tp} * s.cp * s.pp;
   const std::int64_t devices = c.num_devices();
   if (model_parallel > devices) {
-    rules.strategy("/tp", fmt::format("tp·cp·pp = {}·{}·{} = {} exceeds the {} devices of topology \"{}\"", s.tp, s.cp,
-                                      s.pp, model_parallel, devices, c.name));
+    rules.strategy("/tp", fmt::format("tp·cp·pp = {}·{}·{} = {}, but {}", s.tp, s.cp, s.pp, model_parallel,
+                                      devices_in_words(job)));
     return;
   }
   job.gpus = s.gpus.value_or(s.dp ? *s.dp * model_parallel : devices);
   if (!s.gpus && !s.dp)
-    job.warnings.push_back(fmt::format("neither gpus nor dp given: the job takes all {} devices of topology \"{}\"",
-                                       devices, c.name));
+    job.warnings.push_back(
+        fmt::format("neither gpus nor dp given: the job takes all {} devices ({})", devices, devices_in_words(job)));
   if (job.gpus > devices) {
-    rules.strategy(s.gpus ? "/gpus" : "/dp",
-                   fmt::format("{} GPUs requested but topology \"{}\" has {} devices", job.gpus, c.name, devices));
+    rules.strategy(s.gpus ? "/gpus" : "/dp", fmt::format("{} GPUs requested but {}", job.gpus, devices_in_words(job)));
     return;
   }
   if (job.gpus % model_parallel != 0) {
@@ -79,7 +70,7 @@ void check_degrees(Job& job, Rules& rules) {
     return;
   }
   job.dp = job.gpus / model_parallel;
-  if (s.segment && c.node.devices == *s.segment * c.node.host_devices && job.gpus % c.node.devices != 0)
+  if (s.segment && c.node.hosts() == *s.segment && job.gpus % c.node.devices != 0)
     rules.strategy("/segment", fmt::format("{} GPUs are not whole segments of {} hosts ({} devices): Slurm allocates a "
                                            "multiple of the segment",
                                            job.gpus, *s.segment, c.node.devices));
@@ -400,15 +391,31 @@ std::int64_t zero_shards(const Job& job) {
   return job.strategy.zero_group ? std::min(*job.strategy.zero_group, ranks) : ranks;
 }
 
+std::string segment_error(const ClusterSpec& cluster, const StrategySpec& strategy) {
+  if (!strategy.segment) return {};
+  if (std::holds_alternative<TorusNetwork>(cluster.network))
+    return "a torus is allocated in whole slices: segment takes hosts of nodes (scale-up domains)";
+  const int hosts = cluster.node.hosts();
+  if (*strategy.segment > hosts)
+    return fmt::format("{} hosts per node requested, but a node of topology \"{}\" has {} (hosts of {} devices)",
+                       *strategy.segment, cluster.name, hosts, cluster.node.host_devices);
+  if (const auto* ls = std::get_if<LeafSpineNetwork>(&cluster.network)) {
+    const int nics = ls->nics_per_node / hosts * *strategy.segment;
+    if (nics % ls->planes != 0)
+      return fmt::format("{} hosts carry {} NICs, which the network's {} planes do not divide", *strategy.segment, nics,
+                         ls->planes);
+  }
+  return {};
+}
+
 ClusterSpec allocated_part(const ClusterSpec& cluster, const StrategySpec& strategy) {
   const int hosts = cluster.node.hosts();
-  if (!strategy.segment || *strategy.segment >= hosts || std::holds_alternative<TorusNetwork>(cluster.network))
-    return cluster;
+  if (!strategy.segment || *strategy.segment >= hosts || !segment_error(cluster, strategy).empty()) return cluster;
   auto part = cluster;
   part.node.devices = *strategy.segment * cluster.node.host_devices;
+  part.node.idle_hosts = hosts - *strategy.segment;
   if (auto* ls = std::get_if<LeafSpineNetwork>(&part.network)) {
     ls->nics_per_node = ls->nics_per_node / hosts * *strategy.segment;
-    if (ls->nics_per_node % ls->planes != 0) return cluster;
     if (ls->pods) ls->pods->devices = ls->pods->devices / cluster.node.devices * part.node.devices;
   }
   return part;

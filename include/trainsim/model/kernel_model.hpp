@@ -27,6 +27,9 @@ struct Fp8Casts {
   // Share of the micro-batches that cast the weights: 1/micro-batches where the FP8 weights are
   // cast once per step and kept (Transformer Engine), 1 where every micro-batch casts them.
   double weight_cast_share = 1.0;
+  // A tensorwise cast writes the FP8 copy's transpose too (for the backward's GEMMs): always under
+  // torchao, under Transformer Engine only where the device's FP8 GEMMs take just the TN layout.
+  bool writes_transpose = true;
 };
 
 struct KernelContext {

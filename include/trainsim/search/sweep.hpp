@@ -51,6 +51,11 @@ struct SweepOptions {
   std::function<void(std::size_t, std::size_t)> progress;
 };
 
+// The part of the cluster every candidate is given: a pinned segment's hosts of each node (the
+// strategy key `segment`), or the cluster; a segment the cluster cannot allocate is an error at
+// the pinned key.
+spec::ClusterSpec allocated_cluster(const spec::ClusterSpec& cluster, const SweepOptions& options);
+
 struct Plan {
   std::size_t index = 0;  // position in the enumeration (breaks ties; the same in every shard)
   std::string strategy;   // inline list for `trainsim run -s`

@@ -33,10 +33,13 @@ struct FabricSpec {
 };
 
 struct NodeSpec {
-  int devices = 1;       // the scale-up domain
+  // The scale-up domain, or the part of it a job's segment takes (spec::allocated_part).
+  int devices = 1;
   int host_devices = 1;  // devices per host (tray); divides `devices`
+  int idle_hosts = 0;    // hosts of the domain a segment leaves idle beside `devices`
   FabricSpec fabric;
   int hosts() const { return devices / host_devices; }
+  int domain_devices() const { return devices + idle_hosts * host_devices; }  // the whole domain
   friend bool operator==(const NodeSpec&, const NodeSpec&) = default;
 };
 

@@ -33,9 +33,12 @@ struct Job {
 // recompute_layers of each model chunk).
 int recomputed_layers(const Job& job, int stage);
 
+// Why the strategy's `segment` cannot be allocated on the cluster, or "" when it can (or is unset).
+std::string segment_error(const ClusterSpec& cluster, const StrategySpec& strategy);
+
 // The part of every node (scale-up domain) a job is given: with the strategy's `segment`, that many
-// hosts of each node and their NICs (the rest of the domain idle); the cluster itself otherwise,
-// or when the segment does not fit the node (resolve_job reports that).
+// hosts of each node and their NICs (node.idle_hosts the rest of the domain); the cluster itself
+// otherwise, or when segment_error has a reason (resolve_job reports it).
 ClusterSpec allocated_part(const ClusterSpec& cluster, const StrategySpec& strategy);
 
 // The ranks ZeRO shards the model states over: zero_group, or all dp·cp ranks.

@@ -126,8 +126,9 @@ struct StrategySpec {
   // Llama: repeat_kv before SDPA) instead of the kv_heads-wide tensors (Transformer Engine).
   bool repeat_kv = false;
   // The weights kept in FP8 (Megatron's --fp8-param-gather: Transformer Engine's FP8 parameters,
-  // all-gathered as such by the distributed optimizer) instead of bf16 beside an FP8 copy: 1 byte per
-  // parameter plus its FP8 transpose, not 2 plus 2. Needs an FP8 recipe.
+  // all-gathered as such by the distributed optimizer) instead of bf16 beside an FP8 copy: on Hopper
+  // 1 byte per parameter plus its FP8 transpose, not 2 plus 2; on Blackwell (fp8_gemm_layouts all,
+  // no transpose) 1, not 2 plus 1. Needs an FP8 recipe.
   bool fp8_param_gather = false;
   // Under SP the linear layers keep their all-gathered inputs for the backward (PyTorch's DTensor
   // sequence parallelism, TorchTitan) instead of the sequence shard, all-gathered again in the

@@ -218,6 +218,22 @@ TEST_CASE("FP8 runs the linear layers at the FP8 peak with casts around them; th
         model::fp8_cast_traffic(g, model::Pass::Forward, k8).bytes);
 }
 
+TEST_CASE("a tensorwise cast writes the FP8 transpose unless Transformer Engine runs on Blackwell") {
+  // the output gradient's cast in the backward: read bf16 (2 bytes), write FP8 (1) and, where it is
+  // written, the FP8 transpose (1); current scaling (torchao) reads the bf16 tensor once more
+  const spec::KernelTuning tuning;
+  auto per_element = [&](const char* topology, const char* strategy) {
+    const auto job = test::make_job(topology, "llama3-8b", strategy);
+    const auto k = model::kernel_context(job, tuning);
+    const model::Gemm g{.m = 1024, .n = 4096, .k = 4096, .count = 1, .linear = true};
+    return model::fp8_cast_traffic(g, model::Pass::BackwardData, k).bytes / (1024.0 * 4096.0);
+  };
+  CHECK(per_element("dgx-h100-superpod", "gpus=8,fp8=tensorwise") == 4);
+  CHECK(per_element("dgx-b200", "gpus=8,fp8=tensorwise") == 3);
+  CHECK(per_element("dgx-h100-superpod", "framework=torchtitan,gpus=8,fp8=tensorwise") == 6);
+  CHECK(per_element("dgx-b200", "framework=torchtitan,gpus=8,fp8=tensorwise") == 6);
+}
+
 TEST_CASE("eager element-wise kernels cost more than fused ones; GEMMs are unchanged") {
   const auto fused = test::make_job("dgx-h100-superpod", "llama3-8b", "framework=torchtitan,gpus=8,compile=on");
   const auto eager = test::make_job("dgx-h100-superpod", "llama3-8b", "framework=torchtitan,gpus=8");

@@ -123,6 +123,26 @@ TEST_CASE("the rack's spare-tray policy: 2 trays idle in each NVL72 rack, 64 GPU
                        doctest::Contains("/spare_trays_per_domain"), SpecError);
 }
 
+TEST_CASE("under a segment the spare trays are the ones the segment leaves idle") {
+  auto spec = spec::load_reliability_spec(spec::default_reliability_path());
+  spec.spare_nodes = 0;
+  spec.spare_trays_per_domain = 2;
+  // NVIDIA's 256-GPU GB200 placement: 16 of each rack's 18 trays, so 4 racks, 2 trays of each idle
+  const auto job = test::make_job("gb200-nvl72", "llama3-70b", "tp=8,pp=2,zero=1,gpus=256,segment=16");
+  const auto r = driver::build_goodput_report(job, spec, {.days = 1.0, .samples = 20});
+  CHECK(r.model.domains == 4);
+  CHECK(r.domain_devices_used == 64);
+  // three spares per rack would leave 15 trays, not the segment's 16
+  spec.spare_trays_per_domain = 3;
+  CHECK_THROWS_WITH_AS(driver::build_goodput_report(job, spec, {.days = 1.0, .samples = 20}),
+                       doctest::Contains("segment=16 leaves 2 of each domain's 18 trays idle"), SpecError);
+  // a segment of the whole rack leaves no tray spare
+  spec.spare_trays_per_domain = 1;
+  const auto whole = test::make_job("gb200-nvl72", "gpt3-175b", "tp=8,pp=6,zero=1,gpus=144,segment=18");
+  CHECK_THROWS_WITH_AS(driver::build_goodput_report(whole, spec, {.days = 1.0, .samples = 20}),
+                       doctest::Contains("leaves 0 of each domain's 18 trays idle"), SpecError);
+}
+
 TEST_CASE("on TPU slices a node failure takes out one host's chips (4 per training VM on v6e)") {
   const auto spec = spec::load_reliability_spec(spec::default_reliability_path());
   const auto job = test::make_job("tpu-v6e-multislice", "llama3-8b", "tp=1,zero=3,mb=1,recompute=full,gpus=512");

@@ -102,3 +102,23 @@ TEST_CASE("every physical figure of every shipped topology, times or over 8: rej
   }
   CHECK(checked >= 20);
 }
+
+TEST_CASE("collective --strategy with a segment costs groups on the part of each rack the job is given") {
+  const auto rack = spec::load_cluster_spec(test::topology("gb200-nvl72"));
+  const auto tunables = driver::resolve_tunables(rack, nullptr).values;
+  const auto seconds = [&](const std::string& group, const std::string& strategy) {
+    driver::CollectiveQuery q;
+    q.op = "all_reduce";
+    q.sizes = {Bytes{std::int64_t{1} << 30}};
+    q.group = group;
+    q.strategy = strategy;
+    return driver::run_collective(rack, q, tunables).rows.front().cost.time.seconds();
+  };
+  // under segment=16 devices 64-127 are the second rack's 64 GPUs, all on NVLink, as 0-63 are the
+  // first's (NVLS, 838 GB/s bus bandwidth); without it they are rack 0's last 8 and rack 1's first
+  // 56, joined by the network (tree, 641 GB/s)
+  const std::string segment = "tp=4,gpus=256,segment=16";
+  CHECK(seconds("64-127", segment) == doctest::Approx(seconds("0-63", segment)));
+  CHECK(seconds("64-127", segment) < seconds("64-127", "tp=4,gpus=256"));
+  CHECK_THROWS_WITH_AS(seconds("0-63", "tp=4,gpus=64,segment=19"), doctest::Contains("/segment: 19 hosts"), SpecError);
+}

@@ -457,3 +457,21 @@ TEST_CASE("combined 1F1B is tried for MoE layouts where Megatron-Core runs it, a
   for (const auto& c : search::enumerate_space(cluster, test::tiny_gpt(8, 64), options))
     CHECK_FALSE(c.strategy.overlap_moe_comm);
 }
+
+TEST_CASE("a pinned segment gives every candidate that part of each rack") {
+  const auto rack = spec::load_cluster_spec(test::topology("gb200-nvl72"));
+  const auto workload = test::tiny_gpt(8, 64);
+  search::SweepOptions options;
+  options.fixed = spec::parse_inline_strategy("segment=16,tp=4,pp=1,cp=1,mb=1,recompute=none", "--fix");
+  // 16 of each rack's 18 trays of 4 GPUs: 64 of its 72
+  const auto part = search::allocated_cluster(rack, options);
+  CHECK(part.node.devices == 64);
+  CHECK(part.num_devices() == rack.nodes * 64);
+  const auto candidates = search::enumerate_space(rack, workload, options);
+  REQUIRE(!candidates.empty());
+  for (const auto& c : candidates) CHECK(c.gpus == rack.nodes * 64);  // by default every allocated GPU
+  // a segment no rack has is an error at the pinned key, not an empty space
+  options.fixed = spec::parse_inline_strategy("segment=19,tp=4", "--fix");
+  CHECK_THROWS_WITH_AS(search::allocated_cluster(rack, options), doctest::Contains("--fix: /segment: 19 hosts"),
+                       SpecError);
+}

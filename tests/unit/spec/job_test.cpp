@@ -90,7 +90,11 @@ TEST_CASE("each cross-field rule has its own message") {
         "segment");
   CHECK(error_of("gb200-nvl72", "llama3-8b", "tp=4,gpus=512,segment=16") == "no error");
   CHECK(error_of("gb200-nvl72", "llama3-8b", "tp=4,gpus=576,segment=16") ==
-        "s: /gpus: 576 GPUs requested but topology \"gb200-nvl72\" has 512 devices");
+        "s: /gpus: 576 GPUs requested but segment=16 leaves 512 of topology \"gb200-nvl72\"'s 576 devices");
+  // a segment of the whole domain: Slurm still allocates whole segments
+  CHECK(error_of("gb200-nvl72", "llama3-8b", "tp=4,gpus=32,segment=18") ==
+        "s: /segment: 32 GPUs are not whole segments of 18 hosts (72 devices): Slurm allocates a multiple of the "
+        "segment");
   CHECK(error_of("tpu-v5p-pod", "llama3-8b", "tp=4,gpus=64,segment=1") ==
         "s: /segment: a torus is allocated in whole slices: segment takes hosts of nodes (scale-up domains)");
   CHECK(error_of("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=8,gpus=1024,first_stage_layers=90") ==
@@ -112,8 +116,8 @@ TEST_CASE("absurd parallel degrees are bad input, never arithmetic overflow") {
   CHECK(error_of("dgx-a100-superpod", "gpt3-175b", "tp=1048576,pp=1048576,cp=1048576") ==
         "s: /cp: seq_len 2048 is not divisible by 2·cp = 2097152 (causal load-balanced chunks)\n"
         "s: /pp: pp·vpp = 1048576·1 = 1048576 does not divide layers (96)\n"
-        "s: /tp: tp·cp·pp = 1048576·1048576·1048576 = 1152921504606846976 exceeds the 4480 devices of topology "
-        "\"dgx-a100-superpod\"\n"
+        "s: /tp: tp·cp·pp = 1048576·1048576·1048576 = 1152921504606846976, but topology "
+        "\"dgx-a100-superpod\" has 4480 devices\n"
         "s: /tp: 1048576 does not divide heads (96) of workload \"gpt3-175b\"\n"
         "s: /tp: 1048576 and kv_heads (96) must divide one another\n"
         "s: /tp: 1048576 does not divide ffn_hidden (49152)");
