@@ -146,6 +146,12 @@ case('device-fp8-gemm-layouts', f'run -t @t.json -w {W} -s tp=8', 2,
 case('segment-larger-than-node', f'run -t {GB200} -w {W} -s tp=4,gpus=64,segment=20', 2,
      'error: strategy "tp=4,gpus=64,segment=20": /segment: 20 hosts per node requested, but a node of topology "gb200-nvl72" has 18 (hosts of 4 devices)',
      {})
+case('dualpipev-needs-vpp-2', f'run -t {T} -w {W} -s pp=8,schedule=dualpipev,gpus=64', 2,
+     'error: strategy "pp=8,schedule=dualpipev,gpus=64": /vpp: dualpipev holds two model chunks per stage (the V): vpp must be 2, not 1',
+     {})
+case('dualpipev-too-few-microbatches', f'run -t {T} -w {W} -s tp=8,pp=8,vpp=2,schedule=dualpipev,gpus=4096,mb=2', 2,
+     'error: strategy "tp=8,pp=8,vpp=2,schedule=dualpipev,gpus=4096,mb=2": /schedule: dualpipev needs at least 2·pp = 16 micro-batches, not 12',
+     {})
 case('many-errors-at-once', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /device/sms: expected an integer in [1, 100000], got 1.5\nerror: @t.json: /name: missing; expected a string\nerror: @t.json: /node/devices: 0 is out of range; expected an integer in [1, 576]',
      {'t.json': topo(name=DELETE, device__sms=1.5, node__devices=0)})
@@ -178,7 +184,7 @@ case('strategy-more-than-topology', f'{RUN} tp=8,pp=8,dp=128', 2,
 case('strategy-malformed-item', f'{RUN} tp8,pp=2', 2,
      'error: strategy "tp8,pp=2": "tp8" is not of the form key=value')
 case('strategy-unknown-schedule', f'{RUN} tp=8,schedule=1f1f,gpus=8', 2,
-     'error: strategy "tp=8,schedule=1f1f,gpus=8": /schedule: "1f1f" is not valid; expected one of: gpipe, 1f1b, interleaved, zb-h1 (did you mean "1f1b"?)')
+     'error: strategy "tp=8,schedule=1f1f,gpus=8": /schedule: "1f1f" is not valid; expected one of: gpipe, 1f1b, interleaved, zb-h1, dualpipev (did you mean "1f1b"?)')
 case('strategy-file-wrong-type', f'run -t {T} -w {W} -s @s.json', 2,
      'error: @s.json: /sp: 3 is not valid; expected one of: on, off, true, false\nerror: @s.json: /zero: expected an integer in [0, 3], got "one"',
      {'s.json': {"tp": 8, "sp": 3, "zero": "one"}})

@@ -13,22 +13,6 @@ namespace trainsim::lower {
 using cost::CollectiveKind;
 using spec::ParallelDim;
 
-namespace {
-
-// Layers of model chunk `chunk` on `stage`: the stage's layers split as evenly as the vpp chunks
-// allow, a short chunk placed where Megatron-Core and Llama 3 put it, at the ends of the model (the
-// first chunks of the first stage, the last chunks of the others).
-int chunk_layers(const spec::Job& job, int stage, int chunk) {
-  const int vpp = job.strategy.vpp;
-  const int layers = job.stage_layers[static_cast<std::size_t>(stage)];
-  const int base = layers / vpp;
-  const int extra = layers % vpp;  // chunks holding one more layer
-  const bool extra_last = stage == 0 && job.strategy.pp > 1;
-  return base + (extra_last ? (chunk >= vpp - extra ? 1 : 0) : (chunk < extra ? 1 : 0));
-}
-
-}  // namespace
-
 int unit_kind(const spec::ModelSpec& model, int unit) {
   return unit < 0 ? unit : (model::is_moe_layer(model, unit) ? 1 : 0);
 }
@@ -36,16 +20,14 @@ int unit_kind(const spec::ModelSpec& model, int unit) {
 std::vector<int> chunk_units(const spec::Job& job, int stage, int chunk) {
   const int pp = job.strategy.pp;
   const int vpp = job.strategy.vpp;
+  // the virtual stage (spec::virtual_stage) holds the layers of that position in the model
+  const int position = spec::virtual_stage(job.strategy.schedule, stage, chunk, pp);
   std::vector<int> units;
-  if (stage == 0 && chunk == 0) units.push_back(kEmbeddingUnit);
-  // Megatron-LM: virtual stage chunk·pp + stage holds the layers of that position in the model
-  int first = 0;
-  for (int c = 0; c < vpp; ++c)
-    for (int s = 0; s < pp; ++s)
-      if (c * pp + s < chunk * pp + stage) first += chunk_layers(job, s, c);
-  const int count = chunk_layers(job, stage, chunk);
+  if (position == 0) units.push_back(kEmbeddingUnit);
+  const int first = spec::chunk_first_layer(job, stage, chunk);
+  const int count = spec::chunk_layers(job, stage, chunk);
   for (int i = 0; i < count; ++i) units.push_back(first + i);
-  if (stage == pp - 1 && chunk == vpp - 1) units.push_back(kHeadUnit);
+  if (position == pp * vpp - 1) units.push_back(kHeadUnit);
   return units;
 }
 
@@ -377,7 +359,7 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
   const auto& job = ctx_.job();
   const int pp = ctx_.stages();
   // Megatron keeps the tied word embedding on the first and last stages: their gradients are summed.
-  if (pp > 1 && job.workload.model.tied_embeddings) {
+  if (pp > 1 && job.workload.model.tied_embeddings && spec::head_stage(job) != 0) {
     const double params = static_cast<double>((job.workload.model.vocab + job.strategy.tp - 1) / job.strategy.tp) *
                           static_cast<double>(job.workload.model.hidden);
     ctx_.wait(0, StreamKind::DpComm, last_compute.front());

@@ -7,27 +7,23 @@
 #include "lower/context.hpp"
 #include "lower/data_parallel.hpp"
 #include "lower/passes.hpp"
+#include "trainsim/lower/schedule.hpp"
 #include "trainsim/util/error.hpp"
 
 namespace trainsim::lower {
 namespace {
 
-// The stage and chunk before and after a virtual stage (chunk·pp + stage) in the model's order.
-struct VirtualStage {
-  int stage;
-  int chunk;
-};
-
-std::optional<VirtualStage> previous_virtual(int stage, int chunk, int pp) {
-  if (stage > 0) return VirtualStage{stage - 1, chunk};
-  if (chunk > 0) return VirtualStage{pp - 1, chunk - 1};
-  return std::nullopt;
+// The stage and chunk before and after a virtual stage in the model's order (schedule.hpp).
+std::optional<spec::StageChunk> previous_virtual(spec::Schedule schedule, int stage, int chunk, int pp) {
+  const int v = spec::virtual_stage(schedule, stage, chunk, pp);
+  if (v == 0) return std::nullopt;
+  return spec::at_virtual_stage(schedule, v - 1, pp);
 }
 
-std::optional<VirtualStage> next_virtual(int stage, int chunk, int pp, int vpp) {
-  if (stage + 1 < pp) return VirtualStage{stage + 1, chunk};
-  if (chunk + 1 < vpp) return VirtualStage{0, chunk + 1};
-  return std::nullopt;
+std::optional<spec::StageChunk> next_virtual(spec::Schedule schedule, int stage, int chunk, int pp, int vpp) {
+  const int v = spec::virtual_stage(schedule, stage, chunk, pp);
+  if (v + 1 == pp * vpp) return std::nullopt;
+  return spec::at_virtual_stage(schedule, v + 1, pp);
 }
 
 class Driver {
@@ -79,14 +75,16 @@ class Driver {
  private:
   using Key = std::tuple<int, int, int>;  // stage, chunk, micro-batch
 
+  spec::Schedule schedule() const { return ctx_.job().strategy.schedule; }
+
   bool ready(int stage, const Action& a) const {
     const int pp = ctx_.stages();
     if (a.kind == PassKind::Forward) {
-      const auto prev = previous_virtual(stage, a.chunk, pp);
+      const auto prev = previous_virtual(schedule(), stage, a.chunk, pp);
       return !prev || forward_out_.contains({prev->stage, prev->chunk, a.microbatch});
     }
     if (a.kind == PassKind::Backward) {
-      const auto nxt = next_virtual(stage, a.chunk, pp, ctx_.job().strategy.vpp);
+      const auto nxt = next_virtual(schedule(), stage, a.chunk, pp, ctx_.job().strategy.vpp);
       return !nxt || backward_out_.contains({nxt->stage, nxt->chunk, a.microbatch});
     }
     return backward_out_.contains({stage, a.chunk, a.microbatch});
@@ -120,6 +118,10 @@ class Driver {
   }
 
   void receive(int from, int to, const TaskList& produced, bool forward, int microbatch) {
+    if (from == to) {  // DualPipeV's turn: the last stage's chunk 0 feeds its chunk 1 in place
+      ctx_.wait(to, StreamKind::Compute, produced);
+      return;
+    }
     ctx_.wait(from, forward ? StreamKind::PpSendNext : StreamKind::PpSendPrev, produced);
     const auto t = ctx_.transfer(from, to, {forward ? "activations #" : "gradients #", microbatch}, boundary_, forward);
     if (!gather_after_recv_) {
@@ -137,12 +139,12 @@ class Driver {
     const Key key{stage, a.chunk, a.microbatch};
     switch (a.kind) {
       case PassKind::Forward: {
-        if (const auto prev = previous_virtual(stage, a.chunk, pp))
+        if (const auto prev = previous_virtual(schedule(), stage, a.chunk, pp))
           receive(prev->stage, stage, forward_out_.at({prev->stage, prev->chunk, a.microbatch}), true, a.microbatch);
         return forward_out_[key] = passes_.forward(stage, a.chunk, a.microbatch);
       }
       case PassKind::Backward: {
-        if (const auto nxt = next_virtual(stage, a.chunk, pp, ctx_.job().strategy.vpp))
+        if (const auto nxt = next_virtual(schedule(), stage, a.chunk, pp, ctx_.job().strategy.vpp))
           receive(nxt->stage, stage, backward_out_.at({nxt->stage, nxt->chunk, a.microbatch}), false, a.microbatch);
         return backward_out_[key] = passes_.backward(stage, a.chunk, a.microbatch);
       }

@@ -77,10 +77,87 @@ StageSchedule zb_h1(int stage, int pp, int m) {
   return out;
 }
 
+// DualPipeV as deepseek-ai/DualPipe's dualpipev.py steps through it on rank `stage` of p (its
+// eight steps, named there nF0, nF0F1, nB1W1F1, nF0B1F1B0, nB1F1B0, nB1B0, nWB0, nW). A backward
+// with zero bubble defers its W into a queue that a later W pops (first in, first out); any other
+// backward runs its W at once. The forward-backward pairs of step 4 and 5 are consecutive F and
+// B, which combined 1F1B runs together.
+class DualPipeV {
+ public:
+  DualPipeV(int stage, int pp, int m) : r_(stage), p_(pp), m_(m) {}
+
+  StageSchedule build() {
+    const int r = r_, p = p_;
+    repeat(2 * (p - r - 1), [&] { forward(0); });
+    repeat(r + 1, [&] {
+      forward(0);
+      forward(1);
+    });
+    repeat(p - r - 1, [&] {
+      backward(1, true);
+      weight();
+      forward(1);
+    });
+    repeat(m_ - 2 * p + r + 1, [&] {
+      forward(0);
+      backward(1, false);
+      forward(1);
+      backward(0, false);
+    });
+    repeat(p - r - 1, [&] {
+      backward(1, false);
+      forward(1);
+      backward(0, false);
+    });
+    // the second half of the cool-down's backwards defer their W
+    bool zero_bubble = false;
+    for (int i = 0; i < r + 1; ++i) {
+      if (i == (r + 1) / 2 && r % 2 == 1) zero_bubble = true;
+      backward(1, zero_bubble);
+      if (i == (r + 1) / 2 && r % 2 == 0) zero_bubble = true;
+      backward(0, zero_bubble);
+    }
+    repeat(p - r - 1, [&] {
+      weight();
+      backward(0, true);
+    });
+    repeat(r + 1, [&] { weight(); });
+    SIM_ASSERT(deferred_.empty() && next_f_[0] == m_ && next_f_[1] == m_ && next_b_[0] == m_ && next_b_[1] == m_,
+               "DualPipeV schedule of stage {} is incomplete", r_);
+    return std::move(out_);
+  }
+
+ private:
+  template <typename F>
+  static void repeat(int n, F&& f) {
+    for (int i = 0; i < n; ++i) f();
+  }
+  void forward(int chunk) { out_.push_back({PassKind::Forward, next_f_[chunk]++, chunk}); }
+  void backward(int chunk, bool zero_bubble) {
+    const Action w{PassKind::WeightGrad, next_b_[chunk], chunk};
+    out_.push_back({PassKind::Backward, next_b_[chunk]++, chunk});
+    if (zero_bubble)
+      deferred_.push_back(w);
+    else
+      out_.push_back(w);
+  }
+  void weight() {
+    SIM_ASSERT(!deferred_.empty(), "DualPipeV pops a W that no backward deferred");
+    out_.push_back(deferred_.front());
+    deferred_.erase(deferred_.begin());
+  }
+
+  int r_, p_, m_;
+  int next_f_[2] = {0, 0};
+  int next_b_[2] = {0, 0};
+  std::vector<Action> deferred_;
+  StageSchedule out_;
+};
+
 }  // namespace
 
 bool splits_weight_grad(Schedule schedule) {
-  return schedule == Schedule::ZbH1;
+  return schedule == Schedule::ZbH1 || schedule == Schedule::DualPipeV;
 }
 
 std::vector<StageSchedule> make_schedule(Schedule schedule, int pp, int vpp, std::int64_t microbatches) {
@@ -102,6 +179,10 @@ std::vector<StageSchedule> make_schedule(Schedule schedule, int pp, int vpp, std
         break;
       case Schedule::ZbH1:
         out.push_back(zb_h1(s, pp, m));
+        break;
+      case Schedule::DualPipeV:
+        SIM_ASSERT(vpp == 2 && m >= 2 * pp, "DualPipeV runs two chunks per stage and at least 2·pp micro-batches");
+        out.push_back(DualPipeV(s, pp, m).build());
         break;
     }
   }

@@ -51,6 +51,9 @@ double inflight_microbatches(Schedule schedule, int stage, int pp, int vpp, std:
       return std::min(m, static_cast<double>(pp - stage));
     case Schedule::Interleaved:
       return std::ceil(interleaved_chunks_in_flight(stage, pp, vpp, micro_batches) / vpp);
+    case Schedule::DualPipeV:
+      // chunk 0's forwards before the stage's first backward: 2(p − s − 1) + s + 1
+      return std::min(m, static_cast<double>(2 * pp - stage - 1));
   }
   return m;
 }
@@ -59,6 +62,10 @@ double inflight_layer_microbatches(Schedule schedule, int stage, int pp, int vpp
                                    int stage_layers) {
   if (schedule == Schedule::Interleaved)
     return interleaved_chunks_in_flight(stage, pp, vpp, micro_batches) * stage_layers / vpp;
+  // DualPipeV: every stage runs 2p chunk forwards before its first backward, and one more beside it
+  // (DualPipe's table: PP + 1 chunks' activations per device for PP = 2p virtual stages)
+  if (schedule == Schedule::DualPipeV)
+    return std::min(2.0 * pp + 1, 2.0 * static_cast<double>(micro_batches)) * stage_layers / 2;
   return inflight_microbatches(schedule, stage, pp, vpp, micro_batches) * stage_layers;
 }
 
@@ -129,7 +136,7 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   if (stage == 0)
     bytes +=
         embedding_activation_bytes(m, shape) * inflight_microbatches(st.schedule, 0, pp, st.vpp, job.micro_batches);
-  if (stage + 1 == job.stage_layers.size()) {
+  if (static_cast<int>(stage) == spec::head_stage(job)) {
     // The last virtual stage runs each micro-batch's backward right after its forward, except in GPipe.
     const double held = st.schedule == Schedule::GPipe ? static_cast<double>(job.micro_batches) : 1.0;
     bytes += head_activation_bytes(m, shape) * held;
@@ -218,7 +225,7 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
         .held_buffers = Bytes::saturating_from_double(held)};
     sm.bytes.fragmentation = fragmentation_bytes(sm.bytes.activations + sm.bytes.buffers, assumptions);
     // the closed form puts the last stage's peak at its loss
-    if (stage + 1 == job.stage_layers.size())
+    if (static_cast<int>(stage) == spec::head_stage(job))
       sm.bytes.fragmentation = sm.bytes.fragmentation + Bytes::saturating_from_double(loss_cached_bytes(
                                                             job.workload.model, gpu_layer_shape(job)));
     sm.bytes.buffers = sm.bytes.buffers + runtime;

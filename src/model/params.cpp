@@ -136,17 +136,19 @@ std::vector<StageParams> stage_params(const spec::Job& job) {
   const auto& m = job.workload.model;
   const auto& s = job.strategy;
   std::vector<StageParams> stages;
-  int layer = 0;
-  for (std::size_t stage = 0; stage < job.stage_layers.size(); ++stage) {
+  for (int stage = 0; stage < static_cast<int>(job.stage_layers.size()); ++stage) {
     StageParams sp;
-    for (int i = 0; i < job.stage_layers[stage]; ++i, ++layer) {
-      const auto l = layer_share(m, is_moe_layer(m, layer), s.tp, s.ep, spec::expert_tp_of(s));
-      sp.dense += l.dense;
-      sp.expert += l.expert;
-      sp.largest_layer = std::max(sp.largest_layer, l.largest_layer);
+    for (int chunk = 0; chunk < s.vpp; ++chunk) {
+      const int first = spec::chunk_first_layer(job, stage, chunk);
+      for (int layer = first; layer < first + spec::chunk_layers(job, stage, chunk); ++layer) {
+        const auto l = layer_share(m, is_moe_layer(m, layer), s.tp, s.ep, spec::expert_tp_of(s));
+        sp.dense += l.dense;
+        sp.expert += l.expert;
+        sp.largest_layer = std::max(sp.largest_layer, l.largest_layer);
+      }
     }
     if (stage == 0) sp.dense += embedding_params_on_gpu(job);
-    if (stage + 1 == job.stage_layers.size()) sp.dense += head_params_on_gpu(job);
+    if (stage == spec::head_stage(job)) sp.dense += head_params_on_gpu(job);
     stages.push_back(sp);
   }
   return stages;

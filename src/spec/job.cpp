@@ -108,9 +108,10 @@ void check_moe_comm_overlap(const Job& job, Rules& rules) {
                      "overlap_moe_comm cannot recompute the moe module (its recomputation "
                      "repeats the dispatch)");
   }
-  if (s.pp > 1 && (s.schedule != Schedule::Interleaved || s.vpp < 2))
+  if (s.pp > 1 && s.schedule != Schedule::DualPipeV && (s.schedule != Schedule::Interleaved || s.vpp < 2))
     rules.strategy("/overlap_moe_comm", fmt::format("overlap_moe_comm with pp={} needs schedule=interleaved with "
-                                                    "vpp > 1 (Megatron-Core pairs chunks of the interleaved schedule)",
+                                                    "vpp > 1 (Megatron-Core pairs chunks of the interleaved schedule) "
+                                                    "or dualpipev",
                                                     s.pp));
 }
 
@@ -255,8 +256,17 @@ void check_batch_and_schedule(Job& job, Rules& rules) {
                      fmt::format("interleaved needs micro-batches ({}) divisible by pp ({}), as Megatron-LM "
                                  "does",
                                  job.micro_batches, s.pp));
+  } else if (s.schedule == Schedule::DualPipeV) {
+    // deepseek-ai/DualPipe dualpipev.py: two modules per rank, num_chunks >= 2 * num_ranks
+    if (s.pp < 2) rules.strategy("/schedule", "dualpipev needs pp of at least 2");
+    if (s.vpp != 2)
+      rules.strategy("/vpp",
+                     fmt::format("dualpipev holds two model chunks per stage (the V): vpp must be 2, not {}", s.vpp));
+    if (job.micro_batches < 2 * s.pp)
+      rules.strategy("/schedule", fmt::format("dualpipev needs at least 2·pp = {} micro-batches, not {}", 2 * s.pp,
+                                              job.micro_batches));
   } else if (s.vpp > 1) {
-    rules.strategy("/vpp", fmt::format("vpp = {} needs schedule=interleaved", s.vpp));
+    rules.strategy("/vpp", fmt::format("vpp = {} needs schedule=interleaved or dualpipev", s.vpp));
   }
 }
 
@@ -389,6 +399,43 @@ int recomputed_layers(const Job& job, int stage) {
 std::int64_t zero_shards(const Job& job) {
   const std::int64_t ranks = job.dp * job.strategy.cp;
   return job.strategy.zero_group ? std::min(*job.strategy.zero_group, ranks) : ranks;
+}
+
+int virtual_stage(Schedule schedule, int stage, int chunk, int pp) {
+  if (schedule == Schedule::DualPipeV) return chunk == 0 ? stage : 2 * pp - 1 - stage;
+  return chunk * pp + stage;
+}
+
+StageChunk at_virtual_stage(Schedule schedule, int virtual_index, int pp) {
+  if (schedule == Schedule::DualPipeV)
+    return virtual_index < pp ? StageChunk{virtual_index, 0} : StageChunk{2 * pp - 1 - virtual_index, 1};
+  return {virtual_index % pp, virtual_index / pp};
+}
+
+int head_stage(const Job& job) {
+  return job.strategy.schedule == Schedule::DualPipeV ? 0 : job.strategy.pp - 1;
+}
+
+// A short chunk sits where Megatron-Core and Llama 3 put it, at the ends of the model: the first
+// chunks of the first stage, the last chunks of the others.
+int chunk_layers(const Job& job, int stage, int chunk) {
+  const int vpp = job.strategy.vpp;
+  const int layers = job.stage_layers[static_cast<std::size_t>(stage)];
+  const int base = layers / vpp;
+  const int extra = layers % vpp;  // chunks holding one more layer
+  const bool extra_last = stage == 0 && job.strategy.pp > 1;
+  return base + (extra_last ? (chunk >= vpp - extra ? 1 : 0) : (chunk < extra ? 1 : 0));
+}
+
+int chunk_first_layer(const Job& job, int stage, int chunk) {
+  const auto schedule = job.strategy.schedule;
+  const int pp = job.strategy.pp;
+  int first = 0;
+  for (int v = 0; v < virtual_stage(schedule, stage, chunk, pp); ++v) {
+    const auto at = at_virtual_stage(schedule, v, pp);
+    first += chunk_layers(job, at.stage, at.chunk);
+  }
+  return first;
 }
 
 std::string segment_error(const ClusterSpec& cluster, const StrategySpec& strategy) {

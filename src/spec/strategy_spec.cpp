@@ -12,10 +12,11 @@
 namespace trainsim::spec {
 namespace {
 
-constexpr std::array<Choice<Schedule>, 4> kSchedules{{{"gpipe", Schedule::GPipe},
+constexpr std::array<Choice<Schedule>, 5> kSchedules{{{"gpipe", Schedule::GPipe},
                                                       {"1f1b", Schedule::OneFOneB},
                                                       {"interleaved", Schedule::Interleaved},
-                                                      {"zb-h1", Schedule::ZbH1}}};
+                                                      {"zb-h1", Schedule::ZbH1},
+                                                      {"dualpipev", Schedule::DualPipeV}}};
 constexpr std::array<Choice<Recompute>, 4> kRecompute{
     {{"none", Recompute::None}, {"selective", Recompute::Selective}, {"full", Recompute::Full}, {"op", Recompute::Op}}};
 // Megatron-Core's names (transformer_config.py recompute_modules)

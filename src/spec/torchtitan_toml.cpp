@@ -90,7 +90,8 @@ constexpr ScheduleName kSchedules[] = {{"1F1B", "1f1b", true},
                                        {"Interleaved1F1B", "interleaved", true},
                                        {"LoopedBFS", "interleaved", false},
                                        {"InterleavedZeroBubble", "zb-h1", false},
-                                       {"ZBVZeroBubble", "zb-h1", false}};
+                                       {"ZBVZeroBubble", "zb-h1", false},
+                                       {"DualPipeV", "dualpipev", false}};
 
 // A list of names as job_config.py takes it: a TOML list of strings, or one string of
 // comma-separated names (the 2025 layout's `string_list`: split on commas, blanks trimmed, empty
@@ -245,7 +246,7 @@ class TitanReader {
       if (known == std::end(kSchedules)) {
         root_.error_at("parallelism", fmt::format("pipeline_parallel_schedule \"{}\" is not one trainsim models "
                                                   "(1F1B, GPipe, Interleaved1F1B; LoopedBFS, InterleavedZeroBubble, "
-                                                  "ZBVZeroBubble approximated)",
+                                                  "ZBVZeroBubble, DualPipeV approximated)",
                                                   schedule));
       } else {
         s_["schedule"] = std::string(known->schedule);
@@ -256,6 +257,8 @@ class TitanReader {
                           zero_bubble ? " with one stage per rank (its looped or V-shaped stages are not modelled; "
                                         "pipeline_parallel_layers_per_stage is not read)"
                                       : ""));
+        // DualPipeV: two stages per rank in a V, in the order of DeepSeek's dualpipev.py
+        if (known->schedule == "dualpipev") s_["vpp"] = 2;
         // looped schedules put two stages on each rank unless the layers per stage say otherwise
         if (known->schedule == "interleaved") {
           if (const auto per_stage = degree("pipeline_parallel_layers_per_stage"))

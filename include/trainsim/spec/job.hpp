@@ -41,6 +41,23 @@ std::string segment_error(const ClusterSpec& cluster, const StrategySpec& strate
 // otherwise, or when segment_error has a reason (resolve_job reports it).
 ClusterSpec allocated_part(const ClusterSpec& cluster, const StrategySpec& strategy);
 
+// Where the model's virtual stages (its pp·vpp chunks in order) sit. Megatron's interleaving puts
+// virtual stage chunk·pp + stage on `stage`; DualPipeV's V puts chunk 0 of stage s at s and chunk 1
+// at 2p − 1 − s, so the first stage holds both the embedding and the loss and the last stage's two
+// chunks follow each other on the same device.
+int virtual_stage(Schedule schedule, int stage, int chunk, int pp);
+struct StageChunk {
+  int stage;
+  int chunk;
+};
+StageChunk at_virtual_stage(Schedule schedule, int virtual_index, int pp);
+// The stage that holds the output layer and the loss: the last, or the first under DualPipeV.
+int head_stage(const Job& job);
+// Layers of model chunk `chunk` on `stage` (the stage's layers split as evenly as its vpp chunks
+// allow) and the model's index of its first layer.
+int chunk_layers(const Job& job, int stage, int chunk);
+int chunk_first_layer(const Job& job, int stage, int chunk);
+
 // The ranks ZeRO shards the model states over: zero_group, or all dp·cp ranks.
 std::int64_t zero_shards(const Job& job);
 

@@ -14,7 +14,7 @@
 
 namespace trainsim::spec {
 
-enum class Schedule { GPipe, OneFOneB, Interleaved, ZbH1 };
+enum class Schedule { GPipe, OneFOneB, Interleaved, ZbH1, DualPipeV };
 // What the backward recomputes instead of keeping (docs/model.md "Checkpointing policies"):
 // nothing; Megatron's selective recomputation of `recompute_modules` (the attention core by
 // default); every layer's whole forward (full, per block); TorchTitan's per-op policy (op: the

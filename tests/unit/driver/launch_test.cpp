@@ -276,6 +276,11 @@ TEST_CASE("TorchTitan's zero-bubble schedules run, as zb-h1 with one stage per r
   // the looped ones keep their two stages per rank
   CHECK(read("LoopedBFS").strategy.at("vpp") == 2);
   CHECK(read("Interleaved1F1B").strategy.at("vpp") == 2);
+  // DualPipeV: its V of two stages per rank
+  const auto v = read("DualPipeV");
+  CHECK(v.strategy.at("schedule") == "dualpipev");
+  CHECK(v.strategy.at("vpp") == 2);
+  CHECK(warnings_of(v).find("pipeline schedule DualPipeV is simulated as dualpipev") != std::string::npos);
 }
 
 TEST_CASE("TorchTitan's disable_loss_parallel: the plain fp32 loss under TP; the preset's loss parallel otherwise") {

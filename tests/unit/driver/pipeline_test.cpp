@@ -126,21 +126,26 @@ TEST_CASE("the bubble falls as micro-batches grow") {
 // dO, dQ, dK, dV and fp32 dQ accumulator come to 24 MiB).
 constexpr double kToyWorking = 36.0 * 1024 * 1024;
 
+namespace {
+
+// Per-stage activations at each stage's peak, in layer-micro-batches of the toy's layer, less the
+// one layer's backward working set every stage's peak (its first backward) includes.
+std::vector<double> activations(const std::string& strategy) {
+  const auto job = toy(strategy);
+  const auto r = driver::build_run_report(job, free_communication());
+  const double per_layer =
+      model::layer_checkpoint(job, job.workload.model, model::gpu_layer_shape(job), false, false).kept;
+  std::vector<double> out;
+  for (const auto& s : r.simulation->per_stage)
+    out.push_back((static_cast<double>(s.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]) -
+                   kToyWorking) /
+                  per_layer);
+  return out;
+}
+
+}  // namespace
+
 TEST_CASE("activation memory follows the schedule") {
-  // per-stage activations at each stage's peak, in layer-micro-batches of the toy's layer, less the
-  // one layer's backward working set every stage's peak (its first backward) includes
-  const auto activations = [](const std::string& strategy) {
-    const auto job = toy(strategy);
-    const auto r = driver::build_run_report(job, free_communication());
-    const double per_layer =
-        model::layer_checkpoint(job, job.workload.model, model::gpu_layer_shape(job), false, false).kept;
-    std::vector<double> out;
-    for (const auto& s : r.simulation->per_stage)
-      out.push_back((static_cast<double>(s.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]) -
-                     kToyWorking) /
-                    per_layer);
-    return out;
-  };
   // 64 micro-batches; the last stage also holds the head's activations (a few percent here)
   const int p = 4, m = 64, layers_per_stage = 4;
   SUBCASE("GPipe keeps all m micro-batches") {
@@ -229,4 +234,35 @@ TEST_CASE(
   CHECK(slow.simulation->step_time_s >= copies);
   CHECK(slow.simulation->step_time_s <= none.simulation->step_time_s + copies);
   CHECK(slow.live_peak_memory <= none.live_peak_memory);
+}
+
+TEST_CASE("DualPipeV's bubble is (PP/2 − 1)(F&B + B − 3W) and every stage holds PP + 1 chunks") {
+  // DualPipe's README (deepseek-ai/DualPipe): for PP = 2p virtual stages on p devices, F, B (the
+  // full backward) and W of one chunk, and F&B a forward and a backward run together (here one
+  // after the other: a dense model has no all-to-all to overlap)
+  const int p = 4, m = 16;
+  const auto job = toy("pp=4,gpus=4,schedule=dualpipev,vpp=2", m, true);
+  const auto r = driver::build_run_report(job, free_communication());
+  const auto& g = r.step->lowered.graph;
+  const auto& rank = r.step->lowered.ranks.at(1);
+  double f = 0, b = 0, w = 0;  // both chunks of micro-batch 0 on an inner stage
+  for (const auto t : g.stream_tasks(rank.streams[0])) {
+    const auto name = g.name(t);
+    const double d = (r.step->timeline.tasks[t.index()].end - r.step->timeline.tasks[t.index()].start).seconds();
+    if (name.starts_with("F0 ")) f += d;
+    if (name.starts_with("B0 ")) b += d;
+    if (name.starts_with("W0 ")) w += d;
+  }
+  f /= 2, b /= 2, w /= 2;  // per chunk
+  const double full_backward = b + w;
+  const double bubble = (p - 1) * ((f + full_backward) + full_backward - 3 * w);
+  const double work = 2.0 * m * (f + b + w);
+  MESSAGE("F " << f * 1e3 << " ms, B " << b * 1e3 << " ms, W " << w * 1e3 << " ms");
+  CHECK(r.simulation->bubble_fraction == doctest::Approx(bubble / (work + bubble)).epsilon(0.05));
+  // below 1F1B's (p − 1)(F + B) on the same devices with the same work per device
+  CHECK(r.simulation->bubble_fraction < bubble_of("pp=4,gpus=4", m, true));
+  // 2p chunk forwards before each stage's first backward and one more beside it: PP + 1 = 9 chunks
+  // of 2 layers on every stage, where 1F1B's first stage holds p = 4 micro-batches of 4 layers
+  for (const double a : activations("pp=4,gpus=4,schedule=dualpipev,vpp=2"))
+    CHECK(a == doctest::Approx((2 * p + 1) * 2).epsilon(0.05));
 }

@@ -73,3 +73,31 @@ TEST_CASE("ZB-H1 splits backward and lets weight gradients fill the gaps") {
   CHECK(describe(s[3]).starts_with("F0.0 B0.0 F1.0 B1.0 F2.0 B2.0 F3.0 B3.0 W0.0 F4.0"));
   CHECK(describe(s[3]).ends_with("B7.0 W4.0 W5.0 W6.0 W7.0"));
 }
+
+TEST_CASE("DualPipeV: the V's two chunks per stage, forward-backward pairs, deferred weight gradients") {
+  // deepseek-ai/DualPipe dualpipev.py stepped through by hand for 2 ranks and 4 micro-batches
+  // (nF0, nF0F1, nB1W1F1, nF0B1F1B0, nB1F1B0, nB1B0, nWB0, nW; a backward without zero bubble runs
+  // its W at once)
+  const auto s = make_schedule(Schedule::DualPipeV, 2, 2, 4);
+  CHECK(describe(s[0]) ==
+        "F0.0 F1.0 F2.0 F0.1 B0.1 W0.1 F1.1 F3.0 B1.1 W1.1 F2.1 B0.0 W0.0 B2.1 W2.1 F3.1 B1.0 W1.0 B3.1 W3.1 "
+        "B2.0 W2.0 B3.0 W3.0");
+  CHECK(describe(s[1]) ==
+        "F0.0 F0.1 F1.0 F1.1 F2.0 B0.1 W0.1 F2.1 B0.0 W0.0 F3.0 B1.1 W1.1 F3.1 B1.0 W1.0 B2.1 W2.1 B2.0 W2.0 "
+        "B3.1 B3.0 W3.1 W3.0");
+  for (const int p : {2, 4, 8})
+    for (const int m : {2 * p, 2 * p + 3, 5 * p}) {
+      CAPTURE(p);
+      CAPTURE(m);
+      check_complete(make_schedule(Schedule::DualPipeV, p, 2, m), m, 2, true);
+    }
+  // the V: chunk 0 runs down the stages, chunk 1 back up; the first stage holds both ends
+  CHECK(spec::virtual_stage(Schedule::DualPipeV, 0, 0, 4) == 0);
+  CHECK(spec::virtual_stage(Schedule::DualPipeV, 3, 0, 4) == 3);
+  CHECK(spec::virtual_stage(Schedule::DualPipeV, 3, 1, 4) == 4);
+  CHECK(spec::virtual_stage(Schedule::DualPipeV, 0, 1, 4) == 7);
+  for (int v = 0; v < 8; ++v) {
+    const auto at = spec::at_virtual_stage(Schedule::DualPipeV, v, 4);
+    CHECK(spec::virtual_stage(Schedule::DualPipeV, at.stage, at.chunk, 4) == v);
+  }
+}

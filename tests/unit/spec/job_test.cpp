@@ -79,7 +79,7 @@ TEST_CASE("each cross-field rule has its own message") {
   CHECK(error_of("dgx-a100-superpod", "gpt3-175b", "tp=8,cp=3,gpus=24") ==
         "s: /cp: seq_len 2048 is not divisible by 2·cp = 6 (causal load-balanced chunks)");
   CHECK(error_of("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=4,vpp=2,gpus=32") ==
-        "s: /vpp: vpp = 2 needs schedule=interleaved");
+        "s: /vpp: vpp = 2 needs schedule=interleaved or dualpipev");
   CHECK(error_of("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=1,schedule=interleaved,vpp=2,gpus=8") ==
         "s: /schedule: interleaved needs pp of at least 2");
   CHECK(error_of("gb200-nvl72", "llama3-8b", "tp=4,gpus=64,segment=19") ==

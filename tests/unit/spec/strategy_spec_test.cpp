@@ -54,9 +54,9 @@ TEST_CASE("inline strategies report malformed items") {
   CHECK(strategy_error("tp=x") == "s: /tp: expected an integer in [1, 1048576], got \"x\"");
   CHECK(strategy_error("zero=4") == "s: /zero: 4 is out of range; expected an integer in [0, 3]");
   CHECK(strategy_error("tq=8") == "s: /tq: unknown key \"tq\" (did you mean \"tp\"?)");
-  CHECK(
-      strategy_error("schedule=1fb1") ==
-      "s: /schedule: \"1fb1\" is not valid; expected one of: gpipe, 1f1b, interleaved, zb-h1 (did you mean \"1f1b\"?)");
+  CHECK(strategy_error("schedule=1fb1") ==
+        "s: /schedule: \"1fb1\" is not valid; expected one of: gpipe, 1f1b, interleaved, zb-h1, dualpipev (did you "
+        "mean \"1f1b\"?)");
   CHECK(strategy_error("tp=100000000000000000000000000000") ==
         "s: /tp: 1e+29 is out of range; expected an integer in [1, 1048576]");
 }
