@@ -11,6 +11,27 @@
 
 namespace trainsim::lower {
 
+namespace {
+
+// One micro-batch's passes over a stage's units: compute, and the collectives they wait for.
+struct StageWork {
+  Duration forward, forward_comm, backward, backward_comm, weight;
+};
+
+// What a micro-batch's passes take at least. One after the other, all of it. Under combined 1F1B
+// a forward and a backward run together, each on its lane, and whatever either lane runs waits
+// for both lanes' earlier work: every block of the step (a pair, or a pass alone) lasts at least
+// its forward's compute and collectives, at least its backward's, and at least both computes on
+// the shared device; summed over the blocks, the step takes at least each of the three sums.
+Duration per_microbatch(const StageWork& w, bool combined, bool split) {
+  const Duration weights = split ? w.weight : Duration::zero();
+  if (!combined) return w.forward + w.forward_comm + w.backward + w.backward_comm + w.weight;
+  return std::max({w.forward + w.backward + w.weight, w.forward + w.forward_comm + weights,
+                   w.backward + w.backward_comm + w.weight});
+}
+
+}  // namespace
+
 Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, const LoweringOptions& options) {
   Lowered scratch;  // holds the representative ranks; no task is issued
   Context ctx(job, costs, options, scratch);
@@ -18,12 +39,14 @@ Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, con
   Passes passes(ctx, dp);
 
   const bool split = splits_weight_grad(job.strategy.schedule);
+  const bool combined = job.strategy.overlap_moe_comm;
   Duration chain = Duration::zero();  // the first forward through the stages before
   Duration back = Duration::zero();   // the last backward back through them
   Duration bound = Duration::zero();
   for (int s = 0; s < job.strategy.pp; ++s) {
-    std::map<int, Passes::UnitTimes> times;
-    Duration per_microbatch = Duration::zero();
+    // per layer kind: the passes with their collectives, and without them
+    std::map<int, std::pair<Passes::UnitTimes, Passes::UnitTimes>> times;
+    StageWork work;
     Duration weights = Duration::zero();  // per micro-batch, when W is a pass of its own
     Duration first_forward = Duration::zero();
     Duration first_backward = Duration::zero();
@@ -34,11 +57,16 @@ Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, con
         // every dense (or MoE) layer of a stage costs the same
         const int kind = unit_kind(job.workload.model, unit);
         auto it = times.find(kind);
-        if (it == times.end()) it = times.emplace(kind, passes.unit_times(s, unit)).first;
-        const auto& t = it->second;
-        per_microbatch += t.forward + t.backward_data + t.weight;
+        if (it == times.end())
+          it = times.emplace(kind, std::pair{passes.unit_times(s, unit), passes.unit_times(s, unit, false)}).first;
+        const auto& [t, c] = it->second;
+        work.forward += c.forward;
+        work.forward_comm += t.forward - c.forward;
+        work.backward += c.backward_data;
+        work.backward_comm += t.backward_data - c.backward_data;
+        work.weight += t.weight;
         if (split) weights += t.weight;
-        if (recomputed) per_microbatch += t.forward;
+        if (recomputed) work.backward += t.forward;  // (never under combined 1F1B)
         if (chunk == 0) {
           first_forward += t.forward;
           first_backward += t.backward_data;
@@ -47,7 +75,7 @@ Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, con
     }
     // all of the stage's work; and (the stage's own W aside, which may come last) its passes up to
     // the last backward, which the stages before it must then carry back
-    const Duration own = chain + per_microbatch * job.micro_batches;
+    const Duration own = chain + per_microbatch(work, combined, split) * job.micro_batches;
     bound = std::max(
         {bound, own + dp.tail_lower_bound(s), own - weights * job.micro_batches + back, dp.stream_lower_bound(s)});
     chain += first_forward;

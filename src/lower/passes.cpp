@@ -121,7 +121,7 @@ class Passes::Writer {
             StreamKind stream, Category category, const Share& share = {}) {
     flush(kernels_);
     if (elapsed_ != nullptr) {
-      *elapsed_ += uncontended(kind, bytes, dims, share);
+      if (p_.measure_blocking_comm_) *elapsed_ += uncontended(kind, bytes, dims, share);
       if (launches_ != nullptr) ++launches_->collectives;
       return;
     }
@@ -638,7 +638,8 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
   w.flush(Category::Compute);
 }
 
-Passes::UnitTimes Passes::unit_times(int stage, int unit) {
+Passes::UnitTimes Passes::unit_times(int stage, int unit, bool blocking_comm) {
+  measure_blocking_comm_ = blocking_comm;
   UnitTimes t;
   {
     Writer w(*this, stage, t.forward);
@@ -653,6 +654,7 @@ Passes::UnitTimes Passes::unit_times(int stage, int unit) {
     for (const auto& op : ops_of(unit)) w.add(unit, {op.name}, {Pass::BackwardWeight});
     w.flush(Category::Compute);
   }
+  measure_blocking_comm_ = true;
   return t;
 }
 

@@ -36,7 +36,9 @@ class Passes {
     Duration backward_data;
     Duration weight;
   };
-  UnitTimes unit_times(int stage, int unit);
+  // With `blocking_comm` off, the collectives a pass waits for are left out: under combined 1F1B
+  // they run beside the other lane's compute.
+  UnitTimes unit_times(int stage, int unit, bool blocking_comm = true);
 
   // What the host launches for a unit's pass (docs/model.md "Host overhead").
   struct Launches {
@@ -107,6 +109,7 @@ class Passes {
   DataParallel& dp_;
   ActivationOffload offload_;
   bool split_;
+  bool measure_blocking_comm_ = true;          // see unit_times
   std::map<int, std::vector<model::Op>> ops_;  // per unit kind: 0 dense, 1 MoE, embedding, head
   // Kernel durations by unit kind and kernel list, looked up without building a key (a sweep lowers
   // the same lists hundreds of thousands of times).

@@ -65,6 +65,10 @@ TEST_CASE("the compute bound never exceeds the simulated step") {
       {test::tiny_moe(), "ep=8,gpus=32,ep_overlap=on"},
       {test::tiny_moe(), "tp=2,ep=4,pp=2,gpus=32,zero=1,mb=1"},
       {test::tiny_gpt(8, 64), "pp=8,gpus=32,mb=1,schedule=gpipe"},
+      {test::gpt3_layers(8, 64), "tp=8,pp=4,vpp=2,gpus=32,mb=1,schedule=dualpipev"},
+      {test::tiny_moe(), "ep=4,pp=2,vpp=2,gpus=8,zero=1,mb=1,schedule=dualpipev,overlap_moe_comm=on"},
+      {test::tiny_moe(), "ep=4,pp=2,vpp=2,gpus=8,zero=1,mb=1,schedule=interleaved,overlap_moe_comm=on"},
+      {test::tiny_moe(), "ep=4,pp=2,vpp=2,gpus=8,zero=1,mb=1,schedule=dualpipev"},
   };
   for (const auto& c : cases) {
     // data-parallel traffic overlapped with compute, as the bound leaves it out
