@@ -55,9 +55,7 @@ cost::Group resolve_group(const CollectiveQuery& q, const topo::Topology& topo, 
 spec::ClusterSpec allocated_cluster(const spec::ClusterSpec& cluster, const CollectiveQuery& q) {
   if (q.strategy.empty()) return cluster;
   std::string source = "--strategy";
-  const auto s = spec::load_strategy_spec(q.strategy, source);
-  if (auto error = spec::segment_error(cluster, s); !error.empty()) throw SpecError(source, "/segment", error);
-  return spec::allocated_part(cluster, s);
+  return spec::checked_allocated_part(cluster, spec::load_strategy_spec(q.strategy, source), source);
 }
 
 }  // namespace

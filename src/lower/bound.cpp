@@ -57,8 +57,11 @@ Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, con
         // every dense (or MoE) layer of a stage costs the same
         const int kind = unit_kind(job.workload.model, unit);
         auto it = times.find(kind);
-        if (it == times.end())
-          it = times.emplace(kind, std::pair{passes.unit_times(s, unit), passes.unit_times(s, unit, false)}).first;
+        if (it == times.end()) {
+          const auto t = passes.unit_times(s, unit);
+          // without combined 1F1B the split is not needed: the same times, no collectives apart
+          it = times.emplace(kind, std::pair{t, combined ? passes.unit_times(s, unit, false) : t}).first;
+        }
         const auto& [t, c] = it->second;
         work.forward += c.forward;
         work.forward_comm += t.forward - c.forward;

@@ -13,7 +13,7 @@
 namespace trainsim::lower {
 namespace {
 
-// The stage and chunk before and after a virtual stage in the model's order (schedule.hpp).
+// The stage and chunk before and after a virtual stage in the model's order (spec::virtual_stage).
 std::optional<spec::StageChunk> previous_virtual(spec::Schedule schedule, int stage, int chunk, int pp) {
   const int v = spec::virtual_stage(schedule, stage, chunk, pp);
   if (v == 0) return std::nullopt;

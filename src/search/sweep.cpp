@@ -316,10 +316,8 @@ void keep_certain_simulations(SweepResult& r) {
 }  // namespace
 
 spec::ClusterSpec allocated_cluster(const spec::ClusterSpec& cluster, const SweepOptions& options) {
-  const auto fixed = spec::read_strategy_spec(options.fixed, options.fixed_source);
-  if (auto error = spec::segment_error(cluster, fixed); !error.empty())
-    throw SpecError(options.fixed_source, "/segment", error);
-  return spec::allocated_part(cluster, fixed);
+  return spec::checked_allocated_part(cluster, spec::read_strategy_spec(options.fixed, options.fixed_source),
+                                      options.fixed_source);
 }
 
 SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload, const spec::Sources& sources,

@@ -59,7 +59,10 @@ void check_degrees(Job& job, Rules& rules) {
   job.gpus = s.gpus.value_or(s.dp ? *s.dp * model_parallel : devices);
   if (!s.gpus && !s.dp)
     job.warnings.push_back(
-        fmt::format("neither gpus nor dp given: the job takes all {} devices ({})", devices, devices_in_words(job)));
+        c.node.idle_hosts == 0
+            ? fmt::format("neither gpus nor dp given: the job takes all {} devices of topology \"{}\"", devices, c.name)
+            : fmt::format("neither gpus nor dp given: the job takes all {} devices ({})", devices,
+                          devices_in_words(job)));
   if (job.gpus > devices) {
     rules.strategy(s.gpus ? "/gpus" : "/dp", fmt::format("{} GPUs requested but {}", job.gpus, devices_in_words(job)));
     return;
@@ -466,6 +469,12 @@ ClusterSpec allocated_part(const ClusterSpec& cluster, const StrategySpec& strat
     if (ls->pods) ls->pods->devices = ls->pods->devices / cluster.node.devices * part.node.devices;
   }
   return part;
+}
+
+ClusterSpec checked_allocated_part(const ClusterSpec& cluster, const StrategySpec& strategy,
+                                   const std::string& source) {
+  if (auto error = segment_error(cluster, strategy); !error.empty()) throw SpecError(source, "/segment", error);
+  return allocated_part(cluster, strategy);
 }
 
 Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strategy, Sources sources) {

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "trainsim/spec/job.hpp"
 #include "trainsim/spec/strategy_spec.hpp"
 
 namespace trainsim::lower {
@@ -25,8 +24,6 @@ using StageSchedule = std::vector<Action>;
 // Whether B of a schedule leaves the weight gradients to a W pass of their own (zero-bubble
 // schedules; DualPipeV, which runs a B's W at once or defers it).
 bool splits_weight_grad(spec::Schedule schedule);
-
-// Where each model chunk sits: spec::virtual_stage (trainsim/spec/job.hpp).
 
 // GPipe: all forwards, then all backwards. 1F1B (PipeDream-flush): p − s − 1 warm-up forwards,
 // then one forward and one backward in turn, then the remaining backwards. Interleaved (Megatron):

@@ -40,6 +40,8 @@ std::string segment_error(const ClusterSpec& cluster, const StrategySpec& strate
 // hosts of each node and their NICs (node.idle_hosts the rest of the domain); the cluster itself
 // otherwise, or when segment_error has a reason (resolve_job reports it).
 ClusterSpec allocated_part(const ClusterSpec& cluster, const StrategySpec& strategy);
+// allocated_part, or a SpecError at `source`'s /segment with segment_error's reason.
+ClusterSpec checked_allocated_part(const ClusterSpec& cluster, const StrategySpec& strategy, const std::string& source);
 
 // Where the model's virtual stages (its pp·vpp chunks in order) sit. Megatron's interleaving puts
 // virtual stage chunk·pp + stage on `stage`; DualPipeV's V puts chunk 0 of stage s at s and chunk 1

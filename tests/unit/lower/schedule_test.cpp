@@ -4,6 +4,7 @@
 #include <set>
 
 #include "trainsim/lower/schedule.hpp"
+#include "trainsim/spec/job.hpp"
 
 using namespace trainsim;
 using namespace trainsim::lower;
