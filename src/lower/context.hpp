@@ -10,6 +10,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "trainsim/lower/lowering.hpp"
 #include "trainsim/lower/schedule.hpp"
 #include "trainsim/topo/placement.hpp"
@@ -21,8 +23,9 @@ inline constexpr sim::TaskId kNoTask{0xffffffffu};
 inline constexpr spec::ParallelDim kTp[] = {spec::ParallelDim::Tp};
 inline constexpr spec::ParallelDim kCp[] = {spec::ParallelDim::Cp};
 inline constexpr spec::ParallelDim kEp[] = {spec::ParallelDim::Ep};
-// One task per simulated rank of a stage, in the order of Context::stage_ranks(stage).
-using TaskList = std::vector<sim::TaskId>;
+// One task per simulated rank of a stage, in the order of Context::stage_ranks(stage). A folded
+// run simulates one rank per stage: the list lives inline (the lowering makes one per task).
+using TaskList = boost::container::small_vector<sim::TaskId, 2>;
 
 // Part of a group along some dims (HSDP: ZeRO sharding within blocks of the data-parallel group,
 // replication across them): the block of `size` consecutive members holding a rank, or with

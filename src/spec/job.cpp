@@ -419,9 +419,11 @@ int head_stage(const Job& job) {
   return job.strategy.schedule == Schedule::DualPipeV ? 0 : job.strategy.pp - 1;
 }
 
+namespace {
+
 // A short chunk sits where Megatron-Core and Llama 3 put it, at the ends of the model: the first
 // chunks of the first stage, the last chunks of the others.
-int chunk_layers(const Job& job, int stage, int chunk) {
+int split_chunk_layers(const Job& job, int stage, int chunk) {
   const int vpp = job.strategy.vpp;
   const int layers = job.stage_layers[static_cast<std::size_t>(stage)];
   const int base = layers / vpp;
@@ -430,15 +432,27 @@ int chunk_layers(const Job& job, int stage, int chunk) {
   return base + (extra_last ? (chunk >= vpp - extra ? 1 : 0) : (chunk < extra ? 1 : 0));
 }
 
-int chunk_first_layer(const Job& job, int stage, int chunk) {
-  const auto schedule = job.strategy.schedule;
+// Prefix sums of the chunks' layers in the model's order: a table, as the lowering asks per pass.
+std::vector<int> first_layers(const Job& job) {
   const int pp = job.strategy.pp;
-  int first = 0;
-  for (int v = 0; v < virtual_stage(schedule, stage, chunk, pp); ++v) {
-    const auto at = at_virtual_stage(schedule, v, pp);
-    first += chunk_layers(job, at.stage, at.chunk);
+  std::vector<int> first{0};
+  for (int v = 0; v < pp * job.strategy.vpp; ++v) {
+    const auto at = at_virtual_stage(job.strategy.schedule, v, pp);
+    first.push_back(first.back() + split_chunk_layers(job, at.stage, at.chunk));
   }
   return first;
+}
+
+}  // namespace
+
+int chunk_layers(const Job& job, int stage, int chunk) {
+  const auto position = static_cast<std::size_t>(virtual_stage(job.strategy.schedule, stage, chunk, job.strategy.pp));
+  return job.virtual_stage_first_layer[position + 1] - job.virtual_stage_first_layer[position];
+}
+
+int chunk_first_layer(const Job& job, int stage, int chunk) {
+  const int position = virtual_stage(job.strategy.schedule, stage, chunk, job.strategy.pp);
+  return job.virtual_stage_first_layer[static_cast<std::size_t>(position)];
 }
 
 std::string segment_error(const ClusterSpec& cluster, const StrategySpec& strategy) {
@@ -500,6 +514,7 @@ Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strateg
   check_zero_group(job, rules);
   if (job.dp > 0) check_batch_and_schedule(job, rules);
   rules.throw_if_any();
+  job.virtual_stage_first_layer = first_layers(job);
   job.warnings.insert(job.warnings.begin(), job.cluster.warnings.begin(), job.cluster.warnings.end());
   return job;
 }

@@ -26,6 +26,9 @@ struct Job {
   std::int64_t dp = 0;             // data-parallel degree
   std::int64_t micro_batches = 0;  // per pipeline and step: global_batch / (dp·mb)
   std::vector<int> stage_layers;   // transformer layers on each pipeline stage
+  // the model's index of the first layer of each virtual stage (spec::virtual_stage), pp·vpp + 1
+  // entries, the last the layer count: chunk_first_layer and chunk_layers read it
+  std::vector<int> virtual_stage_first_layer;
   std::vector<std::string> warnings;
 };
 
