@@ -21,12 +21,18 @@ namespace trainsim::driver {
 namespace {
 
 // Model-parallel groups that straddle scale-up domains (tp 16 on 72-GPU NVL72 racks, ep 64 with tp
-// 1) or TPU slices: their collectives leave the NVLink domain, mesh or torus for the network. A tp
-// larger than a GPU domain is already said by the job.
-void add_domain_crossings(const spec::Job& job, std::vector<std::string>& warnings) {
+// 1) or TPU slices: their collectives leave the NVLink domain, mesh or torus for the network. Each
+// is said in a warning (a tp larger than a GPU domain is already said by the job), and the first
+// rank of the worst crossing group of each dimension is returned to be simulated on its own: a
+// folded run otherwise simulates the first group, inside the first domain, and a synchronous step
+// waits for the slowest group. The worst group is the one with the largest share of some member's
+// peers in another domain (8 of 64 ranks on one rack and 56 on the next: 56/64 of what those 8
+// exchange crosses their NICs).
+std::vector<int> domain_crossings(const spec::Job& job, std::vector<std::string>& warnings) {
+  std::vector<int> worst_ranks;
   const auto& c = job.cluster;
   const auto* torus = std::get_if<spec::TorusNetwork>(&c.network);
-  if (c.nodes < 2 || (torus && torus->slices < 2)) return;
+  if (c.nodes < 2 || (torus && torus->slices < 2)) return worst_ranks;
   const auto placement = topo::Placement::from_strategy(job.strategy, job.dp);
   const auto domain = static_cast<std::uint32_t>(torus ? torus->slice_devices() : c.node.devices);
   for (const auto dim : {spec::ParallelDim::Tp, spec::ParallelDim::Cp, spec::ParallelDim::Ep}) {
@@ -34,19 +40,31 @@ void add_domain_crossings(const spec::Job& job, std::vector<std::string>& warnin
     if (size < 2 || (!torus && dim == spec::ParallelDim::Tp && size > c.node.devices)) continue;
     int groups = 0;
     int crossing = 0;
+    std::size_t worst_outside = 0;
+    std::optional<int> worst;
     for (int r = 0; r < placement.world_size(); ++r) {
       if (placement.coordinate(r, dim) != 0) continue;
       const auto g = placement.group(dim, r);
       ++groups;
-      const auto node = g.front().value / domain;
-      if (std::any_of(g.begin(), g.end(), [&](topo::DeviceId d) { return d.value / domain != node; })) ++crossing;
+      std::map<std::uint32_t, std::size_t> per_domain;
+      for (const auto d : g) ++per_domain[d.value / domain];
+      if (per_domain.size() < 2) continue;
+      ++crossing;
+      std::size_t fewest = g.size();
+      for (const auto& [node, members] : per_domain) fewest = std::min(fewest, members);
+      if (g.size() - fewest > worst_outside) {
+        worst_outside = g.size() - fewest;
+        worst = r;
+      }
     }
+    if (worst) worst_ranks.push_back(*worst);
     if (crossing > 0)
       warnings.push_back(fmt::format("{} of the {} {}={} groups span {} of {} devices: their collectives cross the {}",
                                      crossing, groups, spec::parallel_dim_name(dim), size,
                                      torus ? "TPU slices" : "scale-up domains", domain,
                                      torus ? "data-centre network" : "network"));
   }
+  return worst_ranks;
 }
 
 void simulate(RunReport& r, const spec::Job& job, const lower::LoweringOptions& lowering, cost::CostModel& costs) {
@@ -180,7 +198,7 @@ void critical_path(const SimulatedStep& step, Perturbation& p) {
 // differently would count that as the perturbation's); the report keeps the last step's timeline
 // and the mean step. Without noise every step is the same: one is simulated.
 void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& options, const spec::Tunables& tunables,
-                        cost::CostModel& costs) {
+                        const std::vector<int>& crossing_ranks, cost::CostModel& costs) {
   const auto& spec = *options.perturb;
   Perturbation p;
   p.steps = options.steps;
@@ -200,8 +218,9 @@ void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& op
   lowering.memory_estimate = &r.memory;
   lowering.full = options.full || noisy;
   if (!lowering.full) {
-    lowering.distinct_ranks = p.slow_ranks;
-    lowering.distinct_ranks.insert(lowering.distinct_ranks.end(), p.degraded_ranks.begin(), p.degraded_ranks.end());
+    lowering.distinct_ranks = crossing_ranks;
+    for (const auto* ranks : {&p.slow_ranks, &p.degraded_ranks})
+      lowering.distinct_ranks.insert(lowering.distinct_ranks.end(), ranks->begin(), ranks->end());
   }
   if (!lowering.full || r.simulation->simulated_ranks < static_cast<std::size_t>(job.gpus))
     simulate(r, job, lowering, costs);
@@ -282,7 +301,7 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
     r.mfu_dtype = kernels.gemm_dtype;
     r.mfu_peak_flops = job.cluster.device.peak_flops.at(r.mfu_dtype).flop_per_s;
   }
-  add_domain_crossings(job, r.warnings);
+  const auto crossing_ranks = domain_crossings(job, r.warnings);
   r.peak_memory = r.memory.peak().bytes.total().count;
   r.live_peak_memory = r.memory.live_peak().count;
   if (r.peak_memory >= Bytes::kSaturated)
@@ -297,11 +316,12 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
                                   job.micro_batches, job.workload.model.layers, kMaxSimulatedLayerPasses));
     auto lowering = options.lowering(tunables);
     lowering.memory_estimate = &r.memory;
+    lowering.distinct_ranks = crossing_ranks;
     simulate(r, job, lowering, *costs);
     if (options.perturb && options.perturb->active()) {
       if (options.steps < 1 || options.steps > 10000)
         throw SpecError("--steps", "", fmt::format("{} is not a step count in [1, 10000]", options.steps));
-      simulate_perturbed(r, job, options, tunables, *costs);
+      simulate_perturbed(r, job, options, tunables, crossing_ranks, *costs);
     }
     const auto& s = *r.simulation;
     // a figure at the clock's limit is a saturated sum, never a prediction to print

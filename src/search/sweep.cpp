@@ -135,6 +135,27 @@ class CostModelPool {
   std::vector<std::unique_ptr<cost::CostModel>> free_;
 };
 
+// A pool per segment the candidates run under, each on its allocated part of the cluster: the
+// topology of the largest job tried there (the links smaller ones cross are the same).
+class CostModelPools {
+ public:
+  CostModelPools(const spec::ClusterSpec& cluster, const std::vector<Candidate>& all,
+                 const cost::CollectiveTuning& tuning) {
+    std::map<std::optional<int>, std::int64_t> most_gpus;
+    for (const auto& c : all) most_gpus[c.strategy.segment] = std::max(most_gpus[c.strategy.segment], c.gpus);
+    for (const auto& [segment, gpus] : most_gpus) {
+      spec::StrategySpec part;
+      part.segment = segment;
+      pools_.emplace(std::piecewise_construct, std::forward_as_tuple(segment),
+                     std::forward_as_tuple(topo::reachable_part(spec::allocated_part(cluster, part), gpus), tuning));
+    }
+  }
+  CostModelPool& of(const spec::StrategySpec& strategy) { return pools_.at(strategy.segment); }
+
+ private:
+  std::map<std::optional<int>, CostModelPool> pools_;
+};
+
 // Best first; ties broken by enumeration order.
 bool better(const Plan& a, const Plan& b) {
   return std::tie(a.objective, a.index) < std::tie(b.objective, b.index);
@@ -190,10 +211,11 @@ std::vector<std::size_t> shard_of(std::size_t total, const SweepOptions& options
 // in `mine`, best bound first.
 std::vector<std::size_t> screen_all(const std::vector<Candidate>& all, const std::vector<std::size_t>& mine,
                                     const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload,
-                                    const spec::Sources& sources, const SweepOptions& options, CostModelPool& pool,
+                                    const spec::Sources& sources, const SweepOptions& options, CostModelPools& pools,
                                     std::vector<Screened>& screened, SweepResult& result) {
   screened.resize(mine.size());
   parallel_for(mine.size(), options.threads, [&](std::size_t i) {
+    auto& pool = pools.of(all[mine[i]].strategy);
     auto costs = pool.acquire();
     screened[i] = screen(all[mine[i]], cluster, workload, sources, options, *costs);
     pool.release(std::move(costs));
@@ -228,7 +250,8 @@ std::vector<std::size_t> screen_all(const std::vector<Candidate>& all, const std
 // The plan a simulated candidate ranks as, or nothing when it does not fit once simulated.
 std::optional<Plan> simulate_one(const spec::Job& job, std::size_t index, double bound,
                                  const spec::WorkloadSpec& workload, const SweepOptions& options,
-                                 const driver::RunOptions& run, CostModelPool& pool) {
+                                 const driver::RunOptions& run, CostModelPools& pools) {
+  auto& pool = pools.of(job.strategy);
   auto costs = pool.acquire();
   const auto report = driver::build_run_report(job, run, costs.get());
   pool.release(std::move(costs));
@@ -259,7 +282,7 @@ std::optional<Plan> simulate_one(const spec::Job& job, std::size_t index, double
 // Returns the top K; counts what it simulated into `stats`.
 std::vector<Plan> simulate_rounds(const std::vector<std::size_t>& order, const std::vector<std::size_t>& mine,
                                   std::vector<Screened>& screened, const spec::WorkloadSpec& workload,
-                                  const SweepOptions& options, CostModelPool& pool, SearchStats& stats,
+                                  const SweepOptions& options, CostModelPools& pools, SearchStats& stats,
                                   std::vector<Plan>& simulated_plans) {
   driver::RunOptions run = options.run;
   run.simulate = true;
@@ -278,7 +301,7 @@ std::vector<Plan> simulate_rounds(const std::vector<std::size_t>& order, const s
     std::vector<std::optional<Plan>> plans(round.size());
     parallel_for(round.size(), options.threads, [&](std::size_t r) {
       const auto i = round[r];
-      plans[r] = simulate_one(*screened[i].job, mine[i], screened[i].bound, workload, options, run, pool);
+      plans[r] = simulate_one(*screened[i].job, mine[i], screened[i].bound, workload, options, run, pools);
       if (options.progress) {
         const std::scoped_lock lock(progress_mutex);
         ++simulated;
@@ -327,7 +350,6 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
              options.shard, options.shards);
   SIM_ASSERT(options.top >= 1, "the top K must hold at least one plan");
   const auto all = enumerate_space(cluster, workload, options);
-  const auto allocated = allocated_cluster(cluster, options);
 
   SweepResult result;
   result.topology = cluster.name;
@@ -342,13 +364,10 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
 
   const auto mine = shard_of(all.size(), options);
   result.enumerated = static_cast<std::int64_t>(mine.size());
-  // the topology of the largest job the sweep tries (the links smaller ones cross are the same)
-  const auto most_gpus =
-      result.gpus.empty() ? allocated.num_devices() : *std::max_element(result.gpus.begin(), result.gpus.end());
-  CostModelPool pool(topo::reachable_part(allocated, most_gpus), options.run.tunables(cluster).values.collectives);
+  CostModelPools pools(cluster, all, options.run.tunables(cluster).values.collectives);
   std::vector<Screened> screened;
-  const auto order = screen_all(all, mine, cluster, workload, sources, options, pool, screened, result);
-  result.top = simulate_rounds(order, mine, screened, workload, options, pool, result.stats, result.simulated);
+  const auto order = screen_all(all, mine, cluster, workload, sources, options, pools, screened, result);
+  result.top = simulate_rounds(order, mine, screened, workload, options, pools, result.stats, result.simulated);
   result.exhaustive = options.exhaustive;
   if (options.shards == 1) keep_certain_simulations(result);
   result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -77,8 +77,9 @@ struct LoweringOptions {
   // Perturbations (stragglers): each rank's compute kernels run this many times slower (indexed by
   // rank; empty or missing: 1)
   std::vector<double> compute_factor;
-  // Ranks a perturbation makes different: simulated on their own with every rank they make
-  // different (their coordinates along tp, cp, ep and dp), the rest folded. Ignored with `full`.
+  // Ranks that run differently (a perturbation's slow GPUs and degraded NICs; the worst group
+  // straddling two scale-up domains): simulated on their own with every rank they make different
+  // (their coordinates along tp, cp, ep and dp), the rest folded. Ignored with `full`.
   std::vector<int> distinct_ranks;
   // Megatron-LM's data-parallel bucket: max(40M, 1M · dp) parameters.
   double min_bucket_params = 40e6;

@@ -479,3 +479,34 @@ TEST_CASE("a pinned segment gives every candidate that part of each rack") {
   CHECK_THROWS_WITH_AS(search::allocated_cluster(rack, options), doctest::Contains("--fix: /segment: 19 hosts"),
                        SpecError);
 }
+
+TEST_CASE("on racks of trays the sweep also tries the largest power-of-two segment, and it wins where groups align") {
+  const auto rack = spec::load_cluster_spec(test::topology("gb200-nvl72"));  // 8 racks of 18 trays of 4
+  const auto workload = test::gpt3_layers(4, 128);
+  // tp 16 on 128 GPUs: without a segment the first rack's 72 GPUs hold four and a half tp groups,
+  // so one straddles two racks and its all-reduces cross the 400G NICs; segment=16 gives each rack
+  // 64 GPUs (Slurm's --segment, NVIDIA's GB200 guidance), four whole groups
+  auto options = options_for({128}, 2);
+  options.fixed = spec::parse_inline_strategy("tp=16,sp=on,pp=1,cp=1,mb=1,zero=1,recompute=none", "--fix");
+  std::set<int> segments;  // 0: none
+  for (const auto& c : search::enumerate_space(rack, workload, options))
+    segments.insert(c.strategy.segment.value_or(0));
+  CHECK(segments == std::set<int>{0, 16});
+  const auto r = run_sweep(rack, workload, options);
+  REQUIRE(r.top.size() == 2);
+  CHECK(r.top[0].strategy.find("segment=16") != std::string::npos);
+  CHECK(r.top[1].strategy.find("segment") == std::string::npos);
+  CHECK(r.top[0].step_time_s < 0.95 * r.top[1].step_time_s);
+  // every rack in use: 576 GPUs are more than 8 segments of 64 hold, so no segment is tried
+  options.gpus = {576};
+  for (const auto& c : search::enumerate_space(rack, workload, options)) CHECK_FALSE(c.strategy.segment);
+  // the whole rack pinned as the segment: the unsegmented allocation alone
+  options.gpus = {144};
+  options.fixed = spec::parse_inline_strategy("segment=18,tp=8,pp=1,cp=1,mb=1", "--fix");
+  for (const auto& c : search::enumerate_space(rack, workload, options)) CHECK(c.strategy.segment == 18);
+  // a node that is one host (a DGX) has no segment to try
+  options.gpus = {32};
+  options.fixed = spec::parse_inline_strategy("tp=8,pp=1,cp=1,mb=1", "--fix");
+  for (const auto& c : search::enumerate_space(test::fat_tree_cluster(4, 8, true, 2), workload, options))
+    CHECK_FALSE(c.strategy.segment);
+}
