@@ -20,53 +20,6 @@
 namespace trainsim::driver {
 namespace {
 
-// Model-parallel groups that straddle scale-up domains (tp 16 on 72-GPU NVL72 racks, ep 64 with tp
-// 1) or TPU slices: their collectives leave the NVLink domain, mesh or torus for the network. Each
-// is said in a warning (a tp larger than a GPU domain is already said by the job), and the first
-// rank of the worst crossing group of each dimension is returned to be simulated on its own: a
-// folded run otherwise simulates the first group, inside the first domain, and a synchronous step
-// waits for the slowest group. The worst group is the one with the largest share of some member's
-// peers in another domain (8 of 64 ranks on one rack and 56 on the next: 56/64 of what those 8
-// exchange crosses their NICs).
-std::vector<int> domain_crossings(const spec::Job& job, std::vector<std::string>& warnings) {
-  std::vector<int> worst_ranks;
-  const auto& c = job.cluster;
-  const auto* torus = std::get_if<spec::TorusNetwork>(&c.network);
-  if (c.nodes < 2 || (torus && torus->slices < 2)) return worst_ranks;
-  const auto placement = topo::Placement::from_strategy(job.strategy, job.dp);
-  const auto domain = static_cast<std::uint32_t>(torus ? torus->slice_devices() : c.node.devices);
-  for (const auto dim : {spec::ParallelDim::Tp, spec::ParallelDim::Cp, spec::ParallelDim::Ep}) {
-    const int size = placement.size(dim);
-    if (size < 2 || (!torus && dim == spec::ParallelDim::Tp && size > c.node.devices)) continue;
-    int groups = 0;
-    int crossing = 0;
-    std::size_t worst_outside = 0;
-    std::optional<int> worst;
-    for (int r = 0; r < placement.world_size(); ++r) {
-      if (placement.coordinate(r, dim) != 0) continue;
-      const auto g = placement.group(dim, r);
-      ++groups;
-      std::map<std::uint32_t, std::size_t> per_domain;
-      for (const auto d : g) ++per_domain[d.value / domain];
-      if (per_domain.size() < 2) continue;
-      ++crossing;
-      std::size_t fewest = g.size();
-      for (const auto& [node, members] : per_domain) fewest = std::min(fewest, members);
-      if (g.size() - fewest > worst_outside) {
-        worst_outside = g.size() - fewest;
-        worst = r;
-      }
-    }
-    if (worst) worst_ranks.push_back(*worst);
-    if (crossing > 0)
-      warnings.push_back(fmt::format("{} of the {} {}={} groups span {} of {} devices: their collectives cross the {}",
-                                     crossing, groups, spec::parallel_dim_name(dim), size,
-                                     torus ? "TPU slices" : "scale-up domains", domain,
-                                     torus ? "data-centre network" : "network"));
-  }
-  return worst_ranks;
-}
-
 void simulate(RunReport& r, const spec::Job& job, const lower::LoweringOptions& lowering, cost::CostModel& costs) {
   r.step.reset();  // a step before this one is let go first: one every-rank step at a time in memory
   auto step = std::make_shared<SimulatedStep>();
@@ -198,7 +151,7 @@ void critical_path(const SimulatedStep& step, Perturbation& p) {
 // differently would count that as the perturbation's); the report keeps the last step's timeline
 // and the mean step. Without noise every step is the same: one is simulated.
 void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& options, const spec::Tunables& tunables,
-                        const std::vector<int>& crossing_ranks, cost::CostModel& costs) {
+                        const std::vector<lower::DistinctGroup>& crossing_groups, cost::CostModel& costs) {
   const auto& spec = *options.perturb;
   Perturbation p;
   p.steps = options.steps;
@@ -218,9 +171,9 @@ void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& op
   lowering.memory_estimate = &r.memory;
   lowering.full = options.full || noisy;
   if (!lowering.full) {
-    lowering.distinct_ranks = crossing_ranks;
-    for (const auto* ranks : {&p.slow_ranks, &p.degraded_ranks})
-      lowering.distinct_ranks.insert(lowering.distinct_ranks.end(), ranks->begin(), ranks->end());
+    lowering.distinct_ranks = p.slow_ranks;
+    lowering.distinct_ranks.insert(lowering.distinct_ranks.end(), p.degraded_ranks.begin(), p.degraded_ranks.end());
+    lowering.distinct_groups = crossing_groups;
   }
   if (!lowering.full || r.simulation->simulated_ranks < static_cast<std::size_t>(job.gpus))
     simulate(r, job, lowering, costs);
@@ -251,6 +204,51 @@ void simulate_perturbed(RunReport& r, const spec::Job& job, const RunOptions& op
 }
 
 }  // namespace
+
+// A straddling group's collectives leave the NVLink domain, mesh or torus for the network (tp 16
+// on 72-GPU NVL72 racks, ep 64 with tp 1). A folded run otherwise simulates the first group, inside
+// the first domain, and a synchronous step waits for the slowest. The worst group is the one with
+// the largest share of some member's peers in another domain (8 of 64 ranks on one rack and 56 on
+// the next: 56/64 of what those 8 exchange crosses their NICs). A tp larger than a GPU domain is
+// already said by the job.
+std::vector<lower::DistinctGroup> straddling_groups(const spec::Job& job, std::vector<std::string>* warnings) {
+  std::vector<lower::DistinctGroup> out;
+  const auto& c = job.cluster;
+  const auto* torus = std::get_if<spec::TorusNetwork>(&c.network);
+  if (c.nodes < 2 || (torus && torus->slices < 2)) return out;
+  const auto placement = topo::Placement::from_strategy(job.strategy, job.dp);
+  const auto domain = static_cast<std::uint32_t>(torus ? torus->slice_devices() : c.node.devices);
+  for (const auto dim : {spec::ParallelDim::Tp, spec::ParallelDim::Cp, spec::ParallelDim::Ep}) {
+    const int size = placement.size(dim);
+    if (size < 2 || (!torus && dim == spec::ParallelDim::Tp && size > c.node.devices)) continue;
+    int groups = 0;
+    int crossing = 0;
+    std::size_t worst_outside = 0;
+    std::optional<int> worst;
+    for (int r = 0; r < placement.world_size(); ++r) {
+      if (placement.coordinate(r, dim) != 0) continue;
+      const auto g = placement.group(dim, r);
+      ++groups;
+      std::map<std::uint32_t, std::size_t> per_domain;
+      for (const auto d : g) ++per_domain[d.value / domain];
+      if (per_domain.size() < 2) continue;
+      ++crossing;
+      std::size_t fewest = g.size();
+      for (const auto& [node, members] : per_domain) fewest = std::min(fewest, members);
+      if (g.size() - fewest > worst_outside) {
+        worst_outside = g.size() - fewest;
+        worst = r;
+      }
+    }
+    if (worst) out.push_back({*worst, dim});
+    if (crossing > 0 && warnings != nullptr)
+      warnings->push_back(fmt::format("{} of the {} {}={} groups span {} of {} devices: their collectives cross the {}",
+                                      crossing, groups, spec::parallel_dim_name(dim), size,
+                                      torus ? "TPU slices" : "scale-up domains", domain,
+                                      torus ? "data-centre network" : "network"));
+  }
+  return out;
+}
 
 RunReport build_run_report(const spec::Job& job, const RunOptions& options) {
   if (!options.simulate) return build_run_report(job, options, nullptr);
@@ -301,7 +299,7 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
     r.mfu_dtype = kernels.gemm_dtype;
     r.mfu_peak_flops = job.cluster.device.peak_flops.at(r.mfu_dtype).flop_per_s;
   }
-  const auto crossing_ranks = domain_crossings(job, r.warnings);
+  const auto crossing_groups = straddling_groups(job, &r.warnings);
   r.peak_memory = r.memory.peak().bytes.total().count;
   r.live_peak_memory = r.memory.live_peak().count;
   if (r.peak_memory >= Bytes::kSaturated)
@@ -316,12 +314,12 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
                                   job.micro_batches, job.workload.model.layers, kMaxSimulatedLayerPasses));
     auto lowering = options.lowering(tunables);
     lowering.memory_estimate = &r.memory;
-    lowering.distinct_ranks = crossing_ranks;
+    lowering.distinct_groups = crossing_groups;
     simulate(r, job, lowering, *costs);
     if (options.perturb && options.perturb->active()) {
       if (options.steps < 1 || options.steps > 10000)
         throw SpecError("--steps", "", fmt::format("{} is not a step count in [1, 10000]", options.steps));
-      simulate_perturbed(r, job, options, tunables, crossing_ranks, *costs);
+      simulate_perturbed(r, job, options, tunables, crossing_groups, *costs);
     }
     const auto& s = *r.simulation;
     // a figure at the clock's limit is a saturated sum, never a prediction to print

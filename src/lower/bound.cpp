@@ -30,14 +30,10 @@ Duration per_microbatch(const StageWork& w, bool combined, bool split) {
                    w.backward + w.backward_comm + w.weight});
 }
 
-}  // namespace
-
-Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, const LoweringOptions& options) {
-  Lowered scratch;  // holds the representative ranks; no task is issued
-  Context ctx(job, costs, options, scratch);
-  DataParallel dp(ctx);
-  Passes passes(ctx, dp);
-
+// The bound of the stages' passes costed on the groups of each stage's rank at `position` (a
+// folded run's first rank, or the rank of a straddling group beside it).
+Duration bound_at(const spec::Job& job, DataParallel& dp, Passes& passes, std::size_t position) {
+  passes.measure_at(position);
   const bool split = splits_weight_grad(job.strategy.schedule);
   const bool combined = job.strategy.overlap_moe_comm;
   Duration chain = Duration::zero();  // the first forward through the stages before
@@ -84,6 +80,24 @@ Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, con
     chain += first_forward;
     back += first_backward;
   }
+  return bound;
+}
+
+}  // namespace
+
+Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, const LoweringOptions& options) {
+  Lowered scratch;  // holds the representative ranks; no task is issued
+  Context ctx(job, costs, options, scratch);
+  DataParallel dp(ctx);
+  Passes passes(ctx, dp);
+  // the step waits for every simulated rank: each one's chain bounds it (every rank simulated: the
+  // first's is bound enough)
+  std::size_t positions = 1;
+  if (!options.full)
+    for (int s = 0; s < job.strategy.pp; ++s) positions = std::max(positions, ctx.stage_ranks(s).size());
+  Duration bound = Duration::zero();
+  for (std::size_t position = 0; position < positions; ++position)
+    bound = std::max(bound, bound_at(job, dp, passes, position));
   return bound;
 }
 

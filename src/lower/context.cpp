@@ -26,7 +26,8 @@ constexpr ParallelDim kFoldedDims[] = {ParallelDim::Tp, ParallelDim::Cp, Paralle
 // peers do (docs/performance.md "What is simulated and what is folded"). Without distinct ranks:
 // the first rank of every stage (tp = cp = ep = dp = 0), standing for gpus / pp ranks.
 std::vector<std::pair<int, std::int64_t>> simulated_ranks(const topo::Placement& p, bool full,
-                                                          const std::vector<int>& distinct) {
+                                                          const std::vector<int>& distinct,
+                                                          const std::vector<DistinctGroup>& groups) {
   std::vector<std::pair<int, std::int64_t>> out;
   if (full) {
     for (int r = 0; r < p.world_size(); ++r) out.emplace_back(r, 1);
@@ -37,6 +38,9 @@ std::vector<std::pair<int, std::int64_t>> simulated_ranks(const topo::Placement&
   std::array<int, kDims> generic{};             // per dim: the first coordinate that is none of them
   for (std::size_t d = 0; d < kDims; ++d) {
     for (const int r : distinct) special[d].push_back(p.coordinate(r, kFoldedDims[d]));
+    // a group's members run alike: its own dimension is not split (its first rank has coordinate 0)
+    for (const auto& g : groups)
+      if (g.dim != kFoldedDims[d]) special[d].push_back(p.coordinate(g.rank, kFoldedDims[d]));
     std::sort(special[d].begin(), special[d].end());
     special[d].erase(std::unique(special[d].begin(), special[d].end()), special[d].end());
     generic[d] = 0;
@@ -73,7 +77,8 @@ Context::Context(const spec::Job& job, cost::CostModel& costs, const LoweringOpt
                            ? *options.memory_estimate
                            : estimated.emplace(model::estimate_memory(job, options.memory, options.nccl_channels));
   const auto runtime = model::runtime_memory(job, options.memory, options.nccl_channels);
-  for (const auto& [r, stands_for] : simulated_ranks(placement_, options.full, options.distinct_ranks)) {
+  for (const auto& [r, stands_for] :
+       simulated_ranks(placement_, options.full, options.distinct_ranks, options.distinct_groups)) {
     SimulatedRank sr;
     sr.rank = r;
     sr.stands_for = stands_for;

@@ -170,7 +170,8 @@ class Passes::Writer {
 
   Duration uncontended(CollectiveKind kind, Bytes bytes, std::span<const ParallelDim> dims, const Share& share) {
     auto& ctx = p_.ctx_;
-    const int rank = ctx.rank(ctx.stage_ranks(stage_).front()).rank;
+    const auto& ranks = ctx.stage_ranks(stage_);
+    const int rank = ctx.rank(ranks[std::min(p_.measure_position_, ranks.size() - 1)]).rank;
     const auto c =
         ctx.costs().cost(cost::make_collective(kind, bytes),
                          ctx.costs().intern(cost::Group{ctx.placement().group(dims, rank)}), share.algorithm);

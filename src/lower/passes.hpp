@@ -39,6 +39,10 @@ class Passes {
   // With `blocking_comm` off, the collectives a pass waits for are left out: under combined 1F1B
   // they run beside the other lane's compute.
   UnitTimes unit_times(int stage, int unit, bool blocking_comm = true);
+  // The simulated rank of a stage (its position in Context::stage_ranks) whose groups unit_times
+  // costs the collectives on: the first by default; a straddling group's rank (a folded run's
+  // second rank of each stage) waits longer.
+  void measure_at(std::size_t position) { measure_position_ = position; }
 
   // What the host launches for a unit's pass (docs/model.md "Host overhead").
   struct Launches {
@@ -110,6 +114,7 @@ class Passes {
   ActivationOffload offload_;
   bool split_;
   bool measure_blocking_comm_ = true;          // see unit_times
+  std::size_t measure_position_ = 0;           // see measure_at
   std::map<int, std::vector<model::Op>> ops_;  // per unit kind: 0 dense, 1 MoE, embedding, head
   // Kernel durations by unit kind and kernel list, looked up without building a key (a sweep lowers
   // the same lists hundreds of thousands of times).

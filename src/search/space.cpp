@@ -245,53 +245,49 @@ spec::StrategySpec compose(spec::StrategySpec s, const LayerSplit& l, const Pipe
   return s;
 }
 
-// The segments tried (Slurm's --segment: that many hosts of every node, docs/search.md): the
-// pinned one; otherwise the whole node and, where a node joins several hosts (an NVL72 rack's 18
-// trays), the most hosts whose devices are a power of two (16 trays, 64 GPUs). Power-of-two tp, ep
-// and cp groups then never straddle two domains; a smaller power-of-two segment aligns no group the
-// larger one does not, over more racks.
-std::vector<std::optional<int>> segment_options(const spec::ClusterSpec& whole, const Pins& pins) {
+// The segments tried for a job of `gpus` devices (Slurm's --segment, docs/search.md): the pinned
+// one; otherwise the whole node and, where a node joins several hosts (an NVL72 rack's 18 trays of
+// 4 GPUs), the segment NVIDIA's GB200 launch scripts ask for: the most hosts of a node that divide
+// the job's hosts (Megatron-Bridge scripts/performance/utils/executors.py; 16 trays for 256 or 512
+// GPUs, 12 for 96). None when that is the whole node.
+std::vector<std::optional<int>> segment_options(const spec::ClusterSpec& whole, const Pins& pins, std::int64_t gpus) {
   if (pins.has("segment")) return {pins.fixed.segment};
   std::vector<std::optional<int>> out{std::nullopt};
   const int hosts = whole.node.hosts();
-  if (std::holds_alternative<spec::TorusNetwork>(whole.network) || hosts < 2) return out;
   const int host_devices = whole.node.host_devices;
-  for (int s = hosts - 1; s >= 1; --s) {
-    const int devices = s * host_devices;
-    if ((devices & (devices - 1)) != 0) continue;
-    auto strategy = pins.fixed;
-    strategy.segment = s;
-    if (spec::segment_error(whole, strategy).empty()) out.push_back(s);
-    break;
-  }
+  if (std::holds_alternative<spec::TorusNetwork>(whole.network) || hosts < 2 || gpus % host_devices != 0) return out;
+  const std::int64_t job_hosts = gpus / host_devices;
+  int segment = hosts;
+  while (job_hosts % segment != 0) --segment;
+  auto strategy = pins.fixed;
+  strategy.segment = segment;
+  if (segment < hosts && spec::segment_error(whole, strategy).empty()) out.emplace_back(segment);
   return out;
 }
 
-// The candidates on the part of each node one segment option gives.
+// The candidates of a job of `gpus` devices on the part of each node a segment gives.
 void enumerate_segment(const spec::ClusterSpec& whole, const spec::WorkloadSpec& workload, const Pins& pins,
-                       std::optional<int> segment, std::vector<std::int64_t> gpus, std::vector<Candidate>& out) {
+                       std::optional<int> segment, std::int64_t g, std::vector<Candidate>& out) {
   auto fixed = pins.fixed;
   fixed.segment = segment;
   const auto cluster = spec::allocated_part(whole, fixed);
-  // a segment the sweep adds is tried for the device counts it can hold
-  if (segment && !pins.has("segment")) std::erase_if(gpus, [&](std::int64_t g) { return g > cluster.num_devices(); });
+  // a segment the sweep adds is tried where it holds the job
+  if (segment && !pins.has("segment") && g > cluster.num_devices()) return;
   const auto splits = layer_splits(cluster, workload, pins);
   const std::int64_t domain = domain_devices(cluster);
-  for (const auto g : gpus) {
-    for (const auto& l : splits) {
-      const std::int64_t model_parallel = std::int64_t{l.tp} * l.cp;
-      if (g % model_parallel != 0) continue;
-      for (const auto& pipe : pipeline_splits(workload, g / model_parallel, pins)) {
-        const std::int64_t dp = g / (model_parallel * pipe.pp);
-        if (pins.has("dp") && pins.fixed.dp != dp) continue;
-        // pinned keys the dimensions do not cover (attention, order) come with the fixed strategy
-        for (const auto& d : data_choices(workload, dp, l, pipe, domain, pins))
-          for (const bool combined : combined_1f1b(l, pipe, d, pins)) {
-            auto s = compose(fixed, l, pipe, d, g, pins);
-            s.overlap_moe_comm = combined;
-            out.push_back({std::move(s), g});
-          }
-      }
+  for (const auto& l : splits) {
+    const std::int64_t model_parallel = std::int64_t{l.tp} * l.cp;
+    if (g % model_parallel != 0) continue;
+    for (const auto& pipe : pipeline_splits(workload, g / model_parallel, pins)) {
+      const std::int64_t dp = g / (model_parallel * pipe.pp);
+      if (pins.has("dp") && pins.fixed.dp != dp) continue;
+      // pinned keys the dimensions do not cover (attention, order) come with the fixed strategy
+      for (const auto& d : data_choices(workload, dp, l, pipe, domain, pins))
+        for (const bool combined : combined_1f1b(l, pipe, d, pins)) {
+          auto s = compose(fixed, l, pipe, d, g, pins);
+          s.overlap_moe_comm = combined;
+          out.push_back({std::move(s), g});
+        }
     }
   }
 }
@@ -306,7 +302,9 @@ std::vector<Candidate> enumerate_space(const spec::ClusterSpec& whole, const spe
   auto gpus = options.gpus;
   if (gpus.empty()) gpus.push_back(pins.fixed.gpus.value_or(allocated_cluster(whole, options).num_devices()));
   std::vector<Candidate> out;
-  for (const auto segment : segment_options(whole, pins)) enumerate_segment(whole, workload, pins, segment, gpus, out);
+  for (const auto g : gpus)
+    for (const auto segment : segment_options(whole, pins, g))
+      enumerate_segment(whole, workload, pins, segment, g, out);
   return out;
 }
 

@@ -12,6 +12,7 @@
 
 #include "search/space.hpp"
 #include "trainsim/driver/cluster_model.hpp"
+#include "trainsim/driver/run.hpp"
 #include "trainsim/lower/bound.hpp"
 #include "trainsim/model/memory.hpp"
 #include "trainsim/report/format.hpp"
@@ -107,6 +108,7 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
   }
   auto lowering = options.run.lowering(tunables);
   lowering.memory_estimate = &memory;
+  lowering.distinct_groups = driver::straddling_groups(job);  // the simulation waits for them
   const double bound = lower::step_time_lower_bound(job, costs, lowering).seconds();
   out.bound = objective_of(options.objective, bound, job.gpus, workload);
   return out;

@@ -127,4 +127,9 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options = {})
 // simulates many jobs on one topology); may be null when `options.simulate` is false.
 RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost::CostModel* costs);
 
+// The worst tp, cp and ep group that straddles two scale-up domains (or TPU slices), each by its
+// first rank, for the lowering to simulate beside the first group (lower::LoweringOptions::
+// distinct_groups); with `warnings`, one line per dimension that has such groups.
+std::vector<lower::DistinctGroup> straddling_groups(const spec::Job& job, std::vector<std::string>* warnings = nullptr);
+
 }  // namespace trainsim::driver

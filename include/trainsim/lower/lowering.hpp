@@ -68,6 +68,12 @@ std::string_view category_name(Category c);
 // Memory categories tracked separately at the peak.
 enum class MemoryKind : std::uint8_t { Static, Activations, Buffers };
 
+// A model-parallel group by its first rank (coordinate 0 along `dim`).
+struct DistinctGroup {
+  int rank = 0;
+  spec::ParallelDim dim = spec::ParallelDim::Tp;
+};
+
 struct LoweringOptions {
   bool full = false;  // simulate every rank instead of one representative per pipeline stage
   spec::KernelTuning kernel;
@@ -77,10 +83,14 @@ struct LoweringOptions {
   // Perturbations (stragglers): each rank's compute kernels run this many times slower (indexed by
   // rank; empty or missing: 1)
   std::vector<double> compute_factor;
-  // Ranks that run differently (a perturbation's slow GPUs and degraded NICs; the worst group
-  // straddling two scale-up domains): simulated on their own with every rank they make different
-  // (their coordinates along tp, cp, ep and dp), the rest folded. Ignored with `full`.
+  // Ranks a perturbation makes different (its slow GPUs and degraded NICs): simulated on their own
+  // with every rank they make different (their coordinates along tp, cp, ep and dp), the rest
+  // folded. Ignored with `full`.
   std::vector<int> distinct_ranks;
+  // Groups that run differently as a whole (the worst tp, cp or ep group straddling two scale-up
+  // domains), each by its first rank: simulated beside the first group, its members folded into
+  // that rank. Ignored with `full`.
+  std::vector<DistinctGroup> distinct_groups;
   // Megatron-LM's data-parallel bucket: max(40M, 1M · dp) parameters.
   double min_bucket_params = 40e6;
   // Keep what each task does (Lowered::work): an exporter's need (Chakra), off otherwise.

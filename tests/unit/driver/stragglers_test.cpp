@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "common/jobs.hpp"
+#include "common/workloads.hpp"
 #include "trainsim/driver/cluster_model.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/report/format.hpp"
@@ -174,6 +175,26 @@ TEST_CASE("simulating only the ranks a perturbation makes different gives every 
   CHECK(some.simulation->breakdown.compute_s == doctest::Approx(all.simulation->breakdown.compute_s).epsilon(1e-9));
   CHECK(some.simulation->bubble_fraction == doctest::Approx(all.simulation->bubble_fraction).epsilon(1e-9));
   CHECK(some.simulation->step_time_s > some.perturbation->unperturbed_step_s);
+}
+
+TEST_CASE("a group straddling two racks is simulated beside the first, and the folded step is every rank's step") {
+  // tp 16 on 128 GB200s: the first rack's 72 GPUs hold four and a half tp groups, so the group of
+  // ranks 64–79 has 8 GPUs on each of two racks and its all-reduces cross the network; the first
+  // group, which a folded run simulates, is inside the first rack
+  const auto job = test::make_job("gb200-nvl72", test::gpt3_layers(4, 64), "tp=16,sp=on,pp=1,gpus=128,zero=1,mb=1");
+  const auto folded = driver::build_run_report(job);
+  driver::RunOptions every;
+  every.full = true;
+  const auto all = driver::build_run_report(job, every);
+  REQUIRE(all.simulation->simulated_ranks == 128);
+  CHECK(folded.simulation->simulated_ranks == 2);  // the first rank and the straddling group's
+  CHECK(folded.simulation->step_time_s == doctest::Approx(all.simulation->step_time_s).epsilon(1e-6));
+  // 64 GPUs of each rack (segment=16): every group inside one rack, a faster step
+  const auto aligned =
+      test::make_job("gb200-nvl72", test::gpt3_layers(4, 64), "tp=16,sp=on,pp=1,gpus=128,zero=1,mb=1,segment=16");
+  const auto inside = driver::build_run_report(aligned);
+  CHECK(inside.simulation->simulated_ranks == 1);
+  CHECK(inside.simulation->step_time_s < 0.95 * folded.simulation->step_time_s);
 }
 
 }  // namespace stragglers_test

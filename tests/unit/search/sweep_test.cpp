@@ -13,6 +13,7 @@
 #include "trainsim/lower/bound.hpp"
 #include "trainsim/search/sweep.hpp"
 #include "trainsim/spec/strategy_spec.hpp"
+#include "trainsim/topo/topology.hpp"
 #include "trainsim/util/error.hpp"
 
 using namespace trainsim;
@@ -84,6 +85,28 @@ TEST_CASE("the compute bound never exceeds the simulated step") {
     // and it is a useful bound, not zero: compute is most of these steps
     CHECK(bound >= 0.4 * report.simulation->step_time_s);
   }
+}
+
+TEST_CASE("the bound waits for a group straddling two racks, as the simulation does") {
+  // tp 16 on 128 GB200s: the group of ranks 64–79 spans two racks (8 GPUs on each)
+  const auto rack = spec::load_cluster_spec(test::topology("gb200-nvl72"));
+  const auto job = spec::resolve_job(
+      rack, test::gpt3_layers(4, 64),
+      spec::read_strategy_spec(
+          spec::parse_inline_strategy("tp=16,sp=on,gpus=128,zero=1,mb=1,overlap_grad_reduce=on", "s"), "s"),
+      kSources);
+  const driver::ClusterModel model(topo::reachable_part(job.cluster, job.gpus), {});
+  const auto costs = model.cost_model();
+  const driver::RunOptions run;
+  auto lowering = run.lowering(run.tunables(rack).values);
+  const double first_group = lower::step_time_lower_bound(job, *costs, lowering).seconds();
+  lowering.distinct_groups = driver::straddling_groups(job);
+  REQUIRE(lowering.distinct_groups.size() == 1);
+  CHECK(lowering.distinct_groups.front().rank == 64);
+  const double both = lower::step_time_lower_bound(job, *costs, lowering).seconds();
+  const double step = driver::build_run_report(job, run, costs.get()).simulation->step_time_s;
+  CHECK(both > 1.05 * first_group);  // the straddling group's all-reduces cross the network
+  CHECK(both <= step);
 }
 
 TEST_CASE("the bound counts the gradient reduction that waits for the end of the backward") {
@@ -480,33 +503,39 @@ TEST_CASE("a pinned segment gives every candidate that part of each rack") {
                        SpecError);
 }
 
-TEST_CASE("on racks of trays the sweep also tries the largest power-of-two segment, and it wins where groups align") {
+TEST_CASE("on racks of trays the sweep also tries NVIDIA's segment, and it wins where groups align") {
   const auto rack = spec::load_cluster_spec(test::topology("gb200-nvl72"));  // 8 racks of 18 trays of 4
   const auto workload = test::gpt3_layers(4, 128);
   // tp 16 on 128 GPUs: without a segment the first rack's 72 GPUs hold four and a half tp groups,
-  // so one straddles two racks and its all-reduces cross the 400G NICs; segment=16 gives each rack
-  // 64 GPUs (Slurm's --segment, NVIDIA's GB200 guidance), four whole groups
+  // so one straddles two racks and its all-reduces cross the 400G NICs; the segment NVIDIA's
+  // scripts ask for (the most trays of a rack dividing the job's 32: 16) gives each rack 64 GPUs,
+  // four whole groups
   auto options = options_for({128}, 2);
   options.fixed = spec::parse_inline_strategy("tp=16,sp=on,pp=1,cp=1,mb=1,zero=1,recompute=none", "--fix");
-  std::set<int> segments;  // 0: none
-  for (const auto& c : search::enumerate_space(rack, workload, options))
-    segments.insert(c.strategy.segment.value_or(0));
-  CHECK(segments == std::set<int>{0, 16});
+  const auto segments_tried = [&](const spec::ClusterSpec& cluster) {
+    std::set<int> segments;  // 0: none
+    for (const auto& c : search::enumerate_space(cluster, workload, options))
+      segments.insert(c.strategy.segment.value_or(0));
+    return segments;
+  };
+  CHECK(segments_tried(rack) == std::set<int>{0, 16});
   const auto r = run_sweep(rack, workload, options);
   REQUIRE(r.top.size() == 2);
   CHECK(r.top[0].strategy.find("segment=16") != std::string::npos);
   CHECK(r.top[1].strategy.find("segment") == std::string::npos);
   CHECK(r.top[0].step_time_s < 0.95 * r.top[1].step_time_s);
-  // every rack in use: 576 GPUs are more than 8 segments of 64 hold, so no segment is tried
+  // 96 GPUs are 24 trays: 12 of each rack; 576 are every tray of the 8 racks: no segment
+  options.fixed = spec::parse_inline_strategy("tp=8,pp=1,cp=1,mb=1", "--fix");
+  options.gpus = {96};
+  CHECK(segments_tried(rack) == std::set<int>{0, 12});
   options.gpus = {576};
-  for (const auto& c : search::enumerate_space(rack, workload, options)) CHECK_FALSE(c.strategy.segment);
-  // the whole rack pinned as the segment: the unsegmented allocation alone
+  CHECK(segments_tried(rack) == std::set<int>{0});
+  // a pinned segment is the only one tried
   options.gpus = {144};
   options.fixed = spec::parse_inline_strategy("segment=18,tp=8,pp=1,cp=1,mb=1", "--fix");
-  for (const auto& c : search::enumerate_space(rack, workload, options)) CHECK(c.strategy.segment == 18);
+  CHECK(segments_tried(rack) == std::set<int>{18});
   // a node that is one host (a DGX) has no segment to try
   options.gpus = {32};
   options.fixed = spec::parse_inline_strategy("tp=8,pp=1,cp=1,mb=1", "--fix");
-  for (const auto& c : search::enumerate_space(test::fat_tree_cluster(4, 8, true, 2), workload, options))
-    CHECK_FALSE(c.strategy.segment);
+  CHECK(segments_tried(test::fat_tree_cluster(4, 8, true, 2)) == std::set<int>{0});
 }
