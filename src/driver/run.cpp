@@ -223,7 +223,9 @@ std::vector<lower::DistinctGroup> straddling_groups(const spec::Job& job, std::v
     if (size < 2 || (!torus && dim == spec::ParallelDim::Tp && size > c.node.devices)) continue;
     int groups = 0;
     int crossing = 0;
+    // per group, the most of one member's peers in other domains: the worst and the least
     std::size_t worst_outside = 0;
+    std::size_t least_outside = std::numeric_limits<std::size_t>::max();
     std::optional<int> worst;
     for (int r = 0; r < placement.world_size(); ++r) {
       if (placement.coordinate(r, dim) != 0) continue;
@@ -231,16 +233,19 @@ std::vector<lower::DistinctGroup> straddling_groups(const spec::Job& job, std::v
       ++groups;
       std::map<std::uint32_t, std::size_t> per_domain;
       for (const auto d : g) ++per_domain[d.value / domain];
-      if (per_domain.size() < 2) continue;
-      ++crossing;
       std::size_t fewest = g.size();
       for (const auto& [node, members] : per_domain) fewest = std::min(fewest, members);
-      if (g.size() - fewest > worst_outside) {
-        worst_outside = g.size() - fewest;
+      const std::size_t outside = g.size() - fewest;
+      least_outside = std::min(least_outside, outside);
+      if (per_domain.size() < 2) continue;
+      ++crossing;
+      if (outside > worst_outside) {
+        worst_outside = outside;
         worst = r;
       }
     }
-    if (worst) out.push_back({*worst, dim});
+    // groups that all cross alike (ep 16 over 8-GPU nodes) run alike: the first stands for them
+    if (worst && worst_outside > least_outside) out.push_back({*worst, dim});
     if (crossing > 0 && warnings != nullptr)
       warnings->push_back(fmt::format("{} of the {} {}={} groups span {} of {} devices: their collectives cross the {}",
                                       crossing, groups, spec::parallel_dim_name(dim), size,

@@ -195,6 +195,13 @@ TEST_CASE("a group straddling two racks is simulated beside the first, and the f
   const auto inside = driver::build_run_report(aligned);
   CHECK(inside.simulation->simulated_ranks == 1);
   CHECK(inside.simulation->step_time_s < 0.95 * folded.simulation->step_time_s);
+  // groups that all cross alike (cp 16 over 8-GPU nodes: every group 8 and 8) run alike: said, and
+  // the first group stands for them
+  const auto alike = test::make_job("dgx-a100-superpod", test::tiny_gpt(8, 64, 16384), "cp=16,gpus=64,mb=1");
+  std::vector<std::string> warnings;
+  CHECK(driver::straddling_groups(alike, &warnings).empty());
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings.front().find("4 of the 4 cp=16 groups span") != std::string::npos);
 }
 
 }  // namespace stragglers_test
