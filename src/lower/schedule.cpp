@@ -1,6 +1,7 @@
 #include "trainsim/lower/schedule.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <limits>
 #include <optional>
 #include <tuple>
@@ -144,13 +145,13 @@ class DualPipeV {
   void weight() {
     SIM_ASSERT(!deferred_.empty(), "DualPipeV pops a W that no backward deferred");
     out_.push_back(deferred_.front());
-    deferred_.erase(deferred_.begin());
+    deferred_.pop_front();
   }
 
   int r_, p_, m_;
   int next_f_[2] = {0, 0};
   int next_b_[2] = {0, 0};
-  std::vector<Action> deferred_;
+  std::deque<Action> deferred_;  // first in, first out
   StageSchedule out_;
 };
 

@@ -59,6 +59,25 @@ driver::RunOptions free_communication() {
   return o;
 }
 
+// The forward, backward (input gradient) and weight-gradient time of micro-batch 0 on stage 1's
+// compute stream, from the simulated timeline.
+struct PassTimes {
+  double forward = 0, backward = 0, weight = 0;
+};
+PassTimes passes_of_first_microbatch(const driver::RunReport& r) {
+  const auto& g = r.step->lowered.graph;
+  PassTimes out;
+  for (const auto t : g.stream_tasks(r.step->lowered.ranks.at(1).streams[0])) {
+    const auto name = g.name(t);
+    const auto& span = r.step->timeline.tasks[t.index()];
+    const double d = (span.end - span.start).seconds();
+    if (name.starts_with("F0 ")) out.forward += d;
+    if (name.starts_with("B0 ")) out.backward += d;
+    if (name.starts_with("W0 ")) out.weight += d;
+  }
+  return out;
+}
+
 double bubble_of(const std::string& strategy, std::int64_t batch = 64, bool gemm_heavy = false) {
   const auto job = toy(strategy, batch, gemm_heavy);
   return driver::build_run_report(job, free_communication()).simulation->bubble_fraction;
@@ -92,16 +111,7 @@ TEST_CASE("ZB-H1's bubble is (p−1)(F+B−W), about a third of 1F1B's when the 
   const auto job = toy("pp=4,gpus=4,schedule=zb-h1", m, true);
   const auto r = driver::build_run_report(job, free_communication());
   // F, B and W of one micro-batch on an inner stage, from the timeline
-  const auto& g = r.step->lowered.graph;
-  const auto& rank = r.step->lowered.ranks.at(1);
-  double f = 0, b = 0, w = 0;
-  for (const auto t : g.stream_tasks(rank.streams[0])) {
-    const auto name = g.name(t);
-    const double d = (r.step->timeline.tasks[t.index()].end - r.step->timeline.tasks[t.index()].start).seconds();
-    if (name.starts_with("F0 ")) f += d;
-    if (name.starts_with("B0 ")) b += d;
-    if (name.starts_with("W0 ")) w += d;
-  }
+  const auto [f, b, w] = passes_of_first_microbatch(r);
   const double bubble = (p - 1) * (f + b - w);
   const double expected = bubble / (m * (f + b + w) + bubble);
   MESSAGE("F " << f * 1e3 << " ms, B " << b * 1e3 << " ms, W " << w * 1e3 << " ms");
@@ -243,17 +253,8 @@ TEST_CASE("DualPipeV's bubble is (PP/2 − 1)(F&B + B − 3W) and every stage ho
   const int p = 4, m = 16;
   const auto job = toy("pp=4,gpus=4,schedule=dualpipev,vpp=2", m, true);
   const auto r = driver::build_run_report(job, free_communication());
-  const auto& g = r.step->lowered.graph;
-  const auto& rank = r.step->lowered.ranks.at(1);
-  double f = 0, b = 0, w = 0;  // both chunks of micro-batch 0 on an inner stage
-  for (const auto t : g.stream_tasks(rank.streams[0])) {
-    const auto name = g.name(t);
-    const double d = (r.step->timeline.tasks[t.index()].end - r.step->timeline.tasks[t.index()].start).seconds();
-    if (name.starts_with("F0 ")) f += d;
-    if (name.starts_with("B0 ")) b += d;
-    if (name.starts_with("W0 ")) w += d;
-  }
-  f /= 2, b /= 2, w /= 2;  // per chunk
+  auto [f, b, w] = passes_of_first_microbatch(r);  // both chunks of micro-batch 0 on an inner stage
+  f /= 2, b /= 2, w /= 2;                          // per chunk
   const double full_backward = b + w;
   const double bubble = (p - 1) * ((f + full_backward) + full_backward - 3 * w);
   const double work = 2.0 * m * (f + b + w);
