@@ -159,6 +159,11 @@ std::vector<PipelineSplit> pipeline_splits(const spec::WorkloadSpec& w, std::int
       if (layers % pp == 0)
         for (int v = 2; v <= kLimits.max_vpp; ++v)
           if ((layers / pp) % v == 0) schedules.emplace_back(Schedule::Interleaved, v);
+      // DualPipeV where the framework runs it: two chunks of at least a layer on every stage
+      const int fewest = std::min(
+          {base.first_stage_layers.value_or(layers / pp), base.last_stage_layers.value_or(layers / pp), layers / pp});
+      if (spec::framework_preset(f.framework).offers_dualpipev && fewest >= 2)
+        schedules.emplace_back(Schedule::DualPipeV, 2);
     }
     if (p.has("schedule") || p.has("vpp")) {
       std::erase_if(schedules, [&](const auto& c) {
@@ -198,21 +203,23 @@ std::vector<DataChoice> data_choices(const spec::WorkloadSpec& w, std::int64_t d
   for (const int zero :
        p.values("zero", f.zero, dp > 1 ? std::vector<int>(stages.begin(), stages.end()) : std::vector<int>{0}))
     for (const auto mb : p.values("mb", f.mb, mbs)) {
-      // Megatron-LM interleaves micro-batches in groups of pp
-      if (pipe.schedule == Schedule::Interleaved && !p.has("schedule") && !p.has("vpp") &&
-          (batch / (dp * mb)) % pipe.pp != 0)
+      // Megatron-LM interleaves micro-batches in groups of pp; DualPipeV needs 2·pp of them
+      const auto microbatches = batch / (dp * mb);
+      if (pipe.schedule == Schedule::Interleaved && !p.has("schedule") && !p.has("vpp") && microbatches % pipe.pp != 0)
         continue;
+      if (pipe.schedule == Schedule::DualPipeV && !p.has("schedule") && microbatches < 2 * pipe.pp) continue;
       for (const auto& group : shard_groups(domain, l, dp, zero, p))
         for (const auto recompute : recomputes) out.push_back({zero, group, mb, recompute});
     }
   return out;
 }
 
-// Combined 1F1B where Megatron-Core runs it: expert parallelism without the shared-expert overlap
-// or full recomputation, and with a pipeline, the interleaved schedule.
+// Combined 1F1B where Megatron-Core runs it (expert parallelism without the shared-expert overlap
+// or full recomputation, and with a pipeline, the interleaved schedule) and where DualPipeV pairs a
+// forward with a backward.
 std::vector<bool> combined_1f1b(const LayerSplit& l, const PipelineSplit& pipe, const DataChoice& d, const Pins& p) {
-  const bool can = l.ep > 1 && !l.ep_overlap && (pipe.pp == 1 || pipe.schedule == Schedule::Interleaved) &&
-                   d.recompute != Recompute::Full;
+  const bool pairs = pipe.pp == 1 || pipe.schedule == Schedule::Interleaved || pipe.schedule == Schedule::DualPipeV;
+  const bool can = l.ep > 1 && !l.ep_overlap && pairs && d.recompute != Recompute::Full;
   return p.values("overlap_moe_comm", p.fixed.overlap_moe_comm,
                   can ? std::vector<bool>{false, true} : std::vector<bool>{false});
 }

@@ -24,8 +24,9 @@ struct Candidate {
 //    (which carry the embedding and the head) the remainder, as Llama 3 405B does; a pp that
 //    cannot split the layers that way is left out;
 //  - schedule: 1F1B, ZB-H1, and interleaved with every vpp from 2 to 8 that divides a stage's
-//    layers, when the micro-batches come in groups of pp as Megatron-LM needs (GPipe is never
-//    faster than 1F1B and holds more: pin it to see it);
+//    layers, when the micro-batches come in groups of pp as Megatron-LM needs; DualPipeV where the
+//    framework offers it (TorchTitan) with 2·pp micro-batches or more (GPipe is never faster than
+//    1F1B and holds more: pin it to see it);
 //  - zero 0–3 (0 only without data parallelism); mb every size up to 128 dividing the batch per
 //    replica (not only powers of two: runs at the edge of memory take 6, 12 or 18); recompute none and full (and
 //    selective with attention=unfused: flash attention already keeps no scores, which is all selective recomputation

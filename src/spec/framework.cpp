@@ -34,6 +34,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .fp8_saves_casts = true,
      .fp8_param_gather = false,
      .sp_saves_gathered = false,
+     .offers_dualpipev = false,
      .zero_stages = kMegatronZero,
      .source = "Megatron-LM megatron/training/arguments.py: --use-distributed-optimizer, --overlap-grad-reduce, "
                "--overlap-param-gather and --tp-comm-overlap default off; with --bf16 gradients accumulate and "
@@ -59,6 +60,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .fp8_saves_casts = true,
      .fp8_param_gather = false,
      .sp_saves_gathered = false,
+     .offers_dualpipev = false,
      .zero_stages = kMegatronZero,
      .source = "Megatron-LM as Narayanan et al. (2021) and Korthikanti et al. (2022) ran it: local DDP all-reducing "
                "the gradients in the training precision after the backward pass, fused scale-mask-softmax "
@@ -82,6 +84,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .fp8_saves_casts = true,
      .fp8_param_gather = true,
      .sp_saves_gathered = false,
+     .offers_dualpipev = false,
      .zero_stages = kMegatronZero,
      .source = "NeMo 2 / Megatron-Bridge pre-training recipes on Megatron-Core: distributed optimizer with "
                "overlap_grad_reduce and overlap_param_gather, tp_comm_overlap with sequence parallelism, "
@@ -106,6 +109,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .fp8_saves_casts = false,
      .fp8_param_gather = false,
      .sp_saves_gathered = true,
+     .offers_dualpipev = true,
      .zero_stages = kFsdpZero,
      .source = "TorchTitan config_manager.py: FSDP2 (fully_shard) with mixed_precision_param bfloat16 and "
                "mixed_precision_reduce float32, prefetching the next block's all-gather and reducing each block "
@@ -132,6 +136,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .fp8_saves_casts = true,
      .fp8_param_gather = false,
      .sp_saves_gathered = false,
+     .offers_dualpipev = false,
      .zero_stages = kDeepSpeedZero,
      .source = "DeepSpeed ZeRO-3 as Narayanan et al. (2021) Table 2 compared it: fp16 gradients reduce-scattered "
                "with overlap_comm, parameters gathered before each module's use without prefetch, "
@@ -155,6 +160,7 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
      .fp8_saves_casts = true,
      .fp8_param_gather = false,
      .sp_saves_gathered = false,
+     .offers_dualpipev = false,
      .zero_stages = kFsdp1Zero,
      .source = "MosaicML Composer with PyTorch FSDP1 as llm-foundry runs it (scripts/train/benchmarking, "
                "mosaicml/llm-foundry @ 5e85bd62): FULL_SHARD per transformer block, mixed precision DEFAULT "

@@ -92,6 +92,10 @@ struct FrameworkPreset {
   bool fp8_saves_casts;
   bool fp8_param_gather;   // see StrategySpec::fp8_param_gather
   bool sp_saves_gathered;  // see StrategySpec::sp_saves_gathered
+  // The pipeline schedules beyond 1F1B, ZB-H1 and interleaving it offers (what a sweep tries):
+  // DualPipeV (torch.distributed.pipelining's ScheduleDualPipeV, TorchTitan's "DualPipeV"); Megatron-
+  // Core, NeMo, DeepSpeed and Composer have no DualPipe schedule.
+  bool offers_dualpipev;
   // The ZeRO stages the framework offers (what a sweep tries).
   std::span<const int> zero_stages;
   std::string_view source;  // where the defaults come from

@@ -485,6 +485,29 @@ TEST_CASE("combined 1F1B is tried for MoE layouts where Megatron-Core runs it, a
     CHECK_FALSE(c.strategy.overlap_moe_comm);
 }
 
+TEST_CASE("DualPipeV is tried where the framework runs it, with 2·pp micro-batches, and paired under MoE") {
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto workload = test::tiny_moe();  // 4 layers, a batch of 32
+  auto options = options_for({16});
+  options.fixed = spec::parse_inline_strategy("framework=torchtitan,tp=1,cp=1,pp=2,zero=1", "--fix");
+  bool dualpipev = false, paired = false;
+  for (const auto& c : search::enumerate_space(cluster, workload, options)) {
+    const auto& s = c.strategy;
+    if (s.schedule != spec::Schedule::DualPipeV) continue;
+    dualpipev = true;
+    CAPTURE(spec::strategy_text(s));
+    CHECK(s.vpp == 2);
+    CHECK(workload.training.global_batch / (c.gpus / s.pp * s.mb) >= 2 * s.pp);  // micro-batches per pipeline
+    paired = paired || s.overlap_moe_comm;
+  }
+  CHECK(dualpipev);
+  CHECK(paired);
+  // Megatron-Core has no DualPipe schedule
+  options.fixed = spec::parse_inline_strategy("framework=megatron-core,tp=1,cp=1,pp=2,zero=1", "--fix");
+  for (const auto& c : search::enumerate_space(cluster, workload, options))
+    CHECK(c.strategy.schedule != spec::Schedule::DualPipeV);
+}
+
 TEST_CASE("a pinned segment gives every candidate that part of each rack") {
   const auto rack = spec::load_cluster_spec(test::topology("gb200-nvl72"));
   const auto workload = test::tiny_gpt(8, 64);
