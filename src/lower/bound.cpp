@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <vector>
 
 #include "lower/context.hpp"
 #include "lower/data_parallel.hpp"
@@ -30,9 +31,15 @@ Duration per_microbatch(const StageWork& w, bool combined, bool split) {
                    w.backward + w.backward_comm + w.weight});
 }
 
+// What must follow each stage's last pass, and what its data-parallel stream carries at least
+// (DataParallel's bounds: over every simulated group, whichever rank the passes are costed on).
+struct StageTail {
+  Duration tail, stream;
+};
+
 // The bound of the stages' passes costed on the groups of each stage's rank at `position` (a
 // folded run's first rank, or the rank of a straddling group beside it).
-Duration bound_at(const spec::Job& job, DataParallel& dp, Passes& passes, std::size_t position) {
+Duration bound_at(const spec::Job& job, const std::vector<StageTail>& tails, Passes& passes, std::size_t position) {
   passes.measure_at(position);
   const bool split = splits_weight_grad(job.strategy.schedule);
   const bool combined = job.strategy.overlap_moe_comm;
@@ -75,8 +82,8 @@ Duration bound_at(const spec::Job& job, DataParallel& dp, Passes& passes, std::s
     // all of the stage's work; and (the stage's own W aside, which may come last) its passes up to
     // the last backward, which the stages before it must then carry back
     const Duration own = chain + per_microbatch(work, combined, split) * job.micro_batches;
-    bound = std::max(
-        {bound, own + dp.tail_lower_bound(s), own - weights * job.micro_batches + back, dp.stream_lower_bound(s)});
+    const auto& tail = tails[static_cast<std::size_t>(s)];
+    bound = std::max({bound, own + tail.tail, own - weights * job.micro_batches + back, tail.stream});
     chain += first_forward;
     back += first_backward;
   }
@@ -95,9 +102,11 @@ Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, con
   std::size_t positions = 1;
   if (!options.full)
     for (int s = 0; s < job.strategy.pp; ++s) positions = std::max(positions, ctx.stage_ranks(s).size());
+  std::vector<StageTail> tails;
+  for (int s = 0; s < job.strategy.pp; ++s) tails.push_back({dp.tail_lower_bound(s), dp.stream_lower_bound(s)});
   Duration bound = Duration::zero();
   for (std::size_t position = 0; position < positions; ++position)
-    bound = std::max(bound, bound_at(job, dp, passes, position));
+    bound = std::max(bound, bound_at(job, tails, passes, position));
   return bound;
 }
 
