@@ -17,14 +17,13 @@ enum class EventKind : std::uint8_t { LatencyDone, Finish };
 
 struct Event {
   Duration time;
-  std::int32_t priority;
   std::uint32_t task;
   std::uint64_t sequence;
   std::uint32_t version;
   EventKind kind;
   // std::priority_queue is a max-heap: "greater" pops first
   friend bool operator<(const Event& a, const Event& b) {
-    return std::tie(a.time, a.priority, a.sequence) > std::tie(b.time, b.priority, b.sequence);
+    return std::tie(a.time, a.sequence) > std::tie(b.time, b.sequence);
   }
 };
 
@@ -79,25 +78,24 @@ class Engine {
     timeline_.tasks.resize(n);
     timeline_.transfer_starts.resize(g.num_transfers());
     timeline_.pools.resize(g.num_pools());
-    waiting_.assign(n, 0);
+    state_.assign(n, 0);
     started_.assign(n, false);
     finished_.assign(n, false);
-    slot_.assign(n, kNoSlot);
-    // successors in compressed rows: counted, then filled in task order
+    // successors in compressed rows: counted, then filled in task order, each row's begin serving
+    // as its cursor (it ends at the next row's begin) and shifted back after: no cursor array
     successor_begin_.assign(n + 1, 0);
     for (std::uint32_t t = 0; t < n; ++t) {
       g.for_each_dependency(TaskId{t}, [&](TaskId d) {
-        ++waiting_[t];
+        ++waiting(t);
         ++successor_begin_[d.index() + 1];
       });
     }
     for (std::size_t t = 0; t < n; ++t) successor_begin_[t + 1] += successor_begin_[t];
     successors_.resize(successor_begin_[n]);
-    {
-      std::vector<std::uint32_t> cursor(successor_begin_.begin(), successor_begin_.end() - 1);
-      for (std::uint32_t t = 0; t < n; ++t)
-        g.for_each_dependency(TaskId{t}, [&](TaskId d) { successors_[cursor[d.index()]++] = t; });
-    }
+    for (std::uint32_t t = 0; t < n; ++t)
+      g.for_each_dependency(TaskId{t}, [&](TaskId d) { successors_[successor_begin_[d.index()]++] = t; });
+    for (std::size_t t = n; t > 0; --t) successor_begin_[t] = successor_begin_[t - 1];
+    if (n > 0) successor_begin_[0] = 0;
     std::uint32_t processes = 0;
     for (std::size_t s = 0; s < g.num_streams(); ++s)
       processes = std::max(processes, g.stream(StreamId{static_cast<std::uint32_t>(s)}).process + 1);
@@ -137,7 +135,7 @@ class Engine {
       now_ = e.time;
       if (e.kind == EventKind::LatencyDone) {
         begin_transfer(e.task);
-      } else if (!finished_[e.task] && (slot_[e.task] == kNoSlot || e.version == flows_[slot_[e.task]].version)) {
+      } else if (!finished_[e.task] && (slot(e.task) == kNoSlot || e.version == flows_[slot(e.task)].version)) {
         finish(e.task);
       }
     }
@@ -150,7 +148,7 @@ class Engine {
 
  private:
   void push(Duration at, std::uint32_t task, EventKind kind, std::uint32_t version = 0) {
-    events_.push(Event{at, g_.priority(TaskId{task}), task, sequence_++, version, kind});
+    events_.push(Event{at, task, sequence_++, version, kind});
   }
 
   bool at_head_of_streams(std::uint32_t task) const {
@@ -162,7 +160,7 @@ class Engine {
     return true;
   }
 
-  Flow& flow(std::uint32_t task) { return flows_[slot_[task]]; }
+  Flow& flow(std::uint32_t task) { return flows_[slot(task)]; }
 
   // A slot for a task whose speed can change, kept until it finishes.
   Flow& take_slot(std::uint32_t task) {
@@ -170,9 +168,9 @@ class Engine {
       free_slots_.push_back(static_cast<std::uint32_t>(flows_.size()));
       flows_.emplace_back();
     }
-    slot_[task] = free_slots_.back();
+    slot(task) = free_slots_.back();
     free_slots_.pop_back();
-    auto& f = flows_[slot_[task]];
+    auto& f = flows_[slot(task)];
     ++f.version;  // events of the slot's earlier tasks never match
     f.scheduled = false;
     f.dirty = false;
@@ -180,15 +178,16 @@ class Engine {
   }
 
   void release_slot(std::uint32_t task) {
-    if (slot_[task] == kNoSlot) return;
-    flows_[slot_[task]].shared.clear();
-    free_slots_.push_back(slot_[task]);
-    slot_[task] = kNoSlot;
+    if (slot(task) == kNoSlot) return;
+    flows_[slot(task)].shared.clear();
+    free_slots_.push_back(slot(task));
+    slot(task) = kNoSlot;
   }
 
   void try_start(std::uint32_t task) {
-    if (started_[task] || waiting_[task] > 0 || !at_head_of_streams(task)) return;
+    if (started_[task] || waiting(task) > 0 || !at_head_of_streams(task)) return;
     started_[task] = true;
+    slot(task) = kNoSlot;
     const TaskId id{task};
     for (const auto s : g_.streams(id)) busy_[s.index()] = true;
     timeline_.tasks[task].start = now_;
@@ -340,7 +339,7 @@ class Engine {
         hold(id, -share);
       }
     }
-    if (slot_[task] != kNoSlot && flow(task).active) {
+    if (slot(task) != kNoSlot && flow(task).active) {
       auto& mine = flow(task);
       mine.active = false;
       const auto& load = g_.load(std::get<CommWork>(g_.work(id)).load);
@@ -380,7 +379,7 @@ class Engine {
     }
     for (auto i = successor_begin_[task]; i < successor_begin_[task + 1]; ++i) {
       const auto next = successors_[i];
-      --waiting_[next];
+      --waiting(next);
       try_start(next);
     }
   }
@@ -403,7 +402,7 @@ class Engine {
     std::sort(dirty_.begin(), dirty_.end());
     ++visit_;
     for (const auto t : dirty_) {
-      if (slot_[t] == kNoSlot) continue;  // ended since
+      if (slot(t) == kNoSlot) continue;  // ended since
       flow(t).dirty = false;
       if (!flow(t).active || flow(t).visited == visit_) continue;
       component_of(t);
@@ -486,7 +485,12 @@ class Engine {
   std::priority_queue<Event> events_;
   std::uint64_t sequence_ = 0;
   Duration now_ = Duration::zero();
-  std::vector<std::uint32_t> waiting_;
+  // Per task: until it starts, how many of its dependencies have not ended; from then on, its flow
+  // (slots reused) while it runs, or kNoSlot. One array for both: an every-rank step has tens of
+  // millions of tasks.
+  std::vector<std::uint32_t> state_;
+  std::uint32_t& waiting(std::uint32_t task) { return state_[task]; }
+  std::uint32_t& slot(std::uint32_t task) { return state_[task]; }
   std::vector<std::uint32_t> successor_begin_;  // per task and one past: its range in successors_
   std::vector<std::uint32_t> successors_;
   std::vector<bool> started_;
@@ -495,7 +499,6 @@ class Engine {
   std::vector<bool> busy_;
   std::vector<std::int64_t> pool_bytes_;
   std::vector<std::array<std::int64_t, kMemoryKinds>> pool_kinds_;
-  std::vector<std::uint32_t> slot_;  // per task: its flow while it runs, or kNoSlot
   std::vector<Flow> flows_;
   std::vector<std::uint32_t> free_slots_;
   std::vector<LinkState> flows_on_link_;  // per link id

@@ -6,11 +6,13 @@ namespace trainsim::sim {
 
 StreamId TaskGraph::add_stream(StreamInfo info) {
   streams_.push_back(std::move(info));
-  stream_tasks_.emplace_back();
+  stream_last_.push_back(kNone);
+  stream_rows_tasks_ = ~std::size_t{0};
   return {static_cast<std::uint32_t>(streams_.size() - 1)};
 }
 
 PoolId TaskGraph::add_pool(PoolInfo info) {
+  SIM_ASSERT(pools_.size() + 1 < kPoolLimit, "more than {} memory pools", kPoolLimit);
   pools_.push_back(info);
   return {static_cast<std::uint32_t>(pools_.size() - 1)};
 }
@@ -24,6 +26,7 @@ LoadId TaskGraph::add_load(std::vector<LinkShare> shares) {
 std::uint32_t TaskGraph::intern(std::string_view name) {
   if (const auto it = name_index_.find(name); it != name_index_.end()) return it->second;
   const auto id = static_cast<std::uint32_t>(names_.size());
+  SIM_ASSERT(id < kLabelLimit, "more than {} distinct task labels", kLabelLimit);
   name_index_.emplace(std::string(name), id);
   names_.emplace_back(name);
   return id;
@@ -38,14 +41,15 @@ std::string TaskGraph::name(TaskId t) const {
 }
 
 TaskId TaskGraph::add_task(TaskName name, std::span<const StreamId> streams, Work work, std::span<const TaskId> deps,
-                           std::uint16_t category, std::int32_t priority) {
+                           std::uint16_t category) {
   SIM_ASSERT(!streams.empty(), "task {} on no stream", name.label);
+  SIM_ASSERT(category < kCategoryLimit, "task {}: category {} out of range", name.label, category);
   SIM_ASSERT(tasks_.size() < kNone - 1 && task_streams_.size() + streams.size() < kNone &&
                  deps_.size() + deps.size() < kNone,
              "more tasks than a task graph holds");
   const TaskId id{static_cast<std::uint32_t>(tasks_.size())};
   for (const auto d : deps) SIM_ASSERT(d < id, "task {} depends on a later task", name.label);
-  Record r{.label = intern(name.label), .number = name.number, .priority = priority, .category = category};
+  Record r{.label = intern(name.label), .category = category, .number = name.number};
   if (const auto* comm = std::get_if<CommWork>(&work)) {
     SIM_ASSERT(comm->load.index() < loads_.size(), "unknown load");
     r.duration = comm->transfer;
@@ -56,9 +60,8 @@ TaskId TaskGraph::add_task(TaskName name, std::span<const StreamId> streams, Wor
   }
   for (const auto s : streams) {
     SIM_ASSERT(s.index() < streams_.size(), "unknown stream");
-    SIM_ASSERT(stream_tasks_[s.index()].empty() || stream_tasks_[s.index()].back() != id,
-               "task {} twice on one stream", name.label);
-    stream_tasks_[s.index()].push_back(id);
+    SIM_ASSERT(stream_last_[s.index()] != id.value, "task {} twice on one stream", name.label);
+    stream_last_[s.index()] = id.value;
   }
   task_streams_.insert(task_streams_.end(), streams.begin(), streams.end());
   stream_begin_.push_back(static_cast<std::uint32_t>(task_streams_.size()));
@@ -66,6 +69,18 @@ TaskId TaskGraph::add_task(TaskName name, std::span<const StreamId> streams, Wor
   dep_begin_.push_back(static_cast<std::uint32_t>(deps_.size()));
   tasks_.push_back(r);
   return id;
+}
+
+void TaskGraph::index_streams() const {
+  stream_row_begin_.assign(streams_.size() + 1, 0);
+  for (const auto s : task_streams_) ++stream_row_begin_[s.index() + 1];
+  for (std::size_t s = 0; s < streams_.size(); ++s) stream_row_begin_[s + 1] += stream_row_begin_[s];
+  stream_rows_.resize(task_streams_.size());
+  std::vector<std::uint32_t> next(stream_row_begin_.begin(), stream_row_begin_.end() - 1);
+  for (std::uint32_t t = 0; t < tasks_.size(); ++t)
+    for (auto i = stream_begin_[t]; i < stream_begin_[t + 1]; ++i)
+      stream_rows_[next[task_streams_[i].index()]++] = TaskId{t};
+  stream_rows_tasks_ = tasks_.size();
 }
 
 Work TaskGraph::work(TaskId t) const {
@@ -92,7 +107,7 @@ void TaskGraph::add_memory(TaskId task, MemoryEffect effect) {
              "unknown task, pool or memory kind");
   SIM_ASSERT(memory_.size() < kNone, "more memory effects than a task graph holds");
   const auto added = static_cast<std::uint32_t>(memory_.size());
-  memory_.push_back({effect, kNone});
+  memory_.push_back({.bytes = effect.bytes, .pool = effect.pool.value, .kind = effect.kind, .at_end = effect.at_end});
   auto* link = &tasks_[task.index()].memory;
   while (*link != kNone) link = &memory_[*link].next;
   *link = added;

@@ -1,8 +1,8 @@
 #pragma once
-// The discrete-event engine. Integer time; events ordered by (time, priority, sequence) so runs
-// repeat bit for bit (docs/architecture.md "Conventions"). A task starts when its dependencies have ended and it is next on
-// every one of its streams; transfers progress at rates recomputed by progressive filling
-// (max-min fairness, as SimGrid's LMM) whenever a transfer starts or ends on a shared link.
+// The discrete-event engine. Integer time; events ordered by (time, sequence) so runs
+// repeat bit for bit (docs/architecture.md "Conventions"). A task starts when its dependencies have ended and it is
+// next on every one of its streams; transfers progress at rates recomputed by progressive filling (max-min fairness, as
+// SimGrid's LMM) whenever a transfer starts or ends on a shared link.
 #include <optional>
 
 #include "trainsim/sim/task_graph.hpp"

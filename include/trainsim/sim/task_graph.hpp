@@ -93,12 +93,14 @@ class TaskGraph {
 
   // A task on one or more streams (a collective occupies the stream of every participant). Tasks
   // start in the order they were added on each of their streams, once every dependency has ended.
+  // `category` (below kCategoryLimit) labels the task for reports; the engine does not read it.
   TaskId add_task(TaskName name, std::span<const StreamId> streams, Work work, std::span<const TaskId> deps = {},
-                  std::uint16_t category = 0, std::int32_t priority = 0);
+                  std::uint16_t category = 0);
   TaskId add_task(TaskName name, StreamId stream, Work work, std::span<const TaskId> deps = {},
-                  std::uint16_t category = 0, std::int32_t priority = 0) {
-    return add_task(name, std::span<const StreamId>(&stream, 1), work, deps, category, priority);
+                  std::uint16_t category = 0) {
+    return add_task(name, std::span<const StreamId>(&stream, 1), work, deps, category);
   }
+  static constexpr std::uint16_t kCategoryLimit = 256;
   void add_dependency(TaskId task, TaskId on);  // before the graph runs
   void add_memory(TaskId task, MemoryEffect effect);
 
@@ -118,7 +120,6 @@ class TaskGraph {
     return {task_streams_.data() + stream_begin_[t.index()], task_streams_.data() + stream_begin_[t.index() + 1]};
   }
   std::uint16_t category(TaskId t) const { return tasks_[t.index()].category; }
-  std::int32_t priority(TaskId t) const { return tasks_[t.index()].priority; }
   // The tasks `t` waits for, in the order they were given (add_task's, then add_dependency's).
   template <class F>
   void for_each_dependency(TaskId t, F&& f) const {
@@ -130,7 +131,7 @@ class TaskGraph {
   // The task's memory effects, in the order they were added.
   template <class F>
   void for_each_memory(TaskId t, F&& f) const {
-    for (auto i = tasks_[t.index()].memory; i != kNone; i = memory_[i].next) f(memory_[i].effect);
+    for (auto i = tasks_[t.index()].memory; i != kNone; i = memory_[i].next) f(memory_[i].effect());
   }
   std::string name(TaskId t) const;
   // The task's label, before its number replaces the '#'.
@@ -140,31 +141,46 @@ class TaskGraph {
   // The number that replaces the label's '#' (a micro-batch), -1 without one.
   std::int32_t number(TaskId t) const { return tasks_[t.index()].number; }
   // Tasks of a stream in issue order.
-  const std::vector<TaskId>& stream_tasks(StreamId s) const { return stream_tasks_[s.index()]; }
+  // Tasks of a stream in issue order. Indexed from task_streams_ on the first call after tasks were
+  // added (rows built once, not a vector per stream grown task by task): not to be called from two
+  // threads at once while the graph is still growing.
+  std::span<const TaskId> stream_tasks(StreamId s) const {
+    if (stream_rows_tasks_ != tasks_.size()) index_streams();
+    return {stream_rows_.data() + stream_row_begin_[s.index()], stream_rows_.data() + stream_row_begin_[s.index() + 1]};
+  }
 
  private:
   static constexpr std::uint32_t kNone = 0xffffffffu;
   static constexpr std::uint32_t kCompute = kNone;  // Record::comm of a compute task
-  // 32 bytes a task; a transfer's other fields are in comms_.
+  // 24 bytes a task (an every-rank step holds tens of millions); a transfer's other fields are in
+  // comms_.
+  static constexpr std::uint32_t kLabelLimit = 1u << 24;
   struct Record {
-    Duration duration;        // a compute task's duration, a transfer's bandwidth-bound time
-    std::uint32_t label = 0;  // interned
+    Duration duration;             // a compute task's duration, a transfer's bandwidth-bound time
+    std::uint32_t label : 24 = 0;  // interned
+    std::uint32_t category : 8 = 0;
     std::int32_t number = -1;
     std::uint32_t comm = kCompute;  // index in comms_
     std::uint32_t memory = kNone;   // first memory effect in memory_
-    std::int32_t priority = 0;
-    std::uint16_t category = 0;
   };
+  static_assert(sizeof(Record) == 24);
   struct Comm {
     Duration latency;
     std::int64_t bytes = 0;
     double compute_share = 0;
     LoadId load;
   };
+  // A memory effect packed into 16 bytes (the pool's index in 24 bits).
+  static constexpr std::uint32_t kPoolLimit = 1u << 24;
   struct Memory {
-    MemoryEffect effect;
+    std::int64_t bytes = 0;
+    std::uint32_t pool : 24 = 0;
+    std::uint32_t kind : 7 = 0;
+    std::uint32_t at_end : 1 = 0;
     std::uint32_t next = kNone;  // the task's next effect
+    MemoryEffect effect() const { return {PoolId{pool}, bytes, at_end != 0, static_cast<std::uint8_t>(kind)}; }
   };
+  static_assert(sizeof(Memory) == 16);
   std::uint32_t intern(std::string_view name);
   std::vector<Record> tasks_;
   std::vector<Comm> comms_;
@@ -176,7 +192,11 @@ class TaskGraph {
   std::unordered_map<std::uint32_t, std::vector<TaskId>> late_deps_;
   std::vector<Memory> memory_;
   std::vector<StreamInfo> streams_;
-  std::vector<std::vector<TaskId>> stream_tasks_;
+  std::vector<std::uint32_t> stream_last_;  // per stream: the last task issued on it, kNone before one
+  void index_streams() const;
+  mutable std::vector<std::uint32_t> stream_row_begin_;  // per stream and one past: its range in stream_rows_
+  mutable std::vector<TaskId> stream_rows_;
+  mutable std::size_t stream_rows_tasks_ = ~std::size_t{0};  // the tasks the rows were built for
   std::vector<PoolInfo> pools_;
   std::vector<std::vector<LinkShare>> loads_;
   std::vector<std::string> names_;
