@@ -269,3 +269,43 @@ TEST_CASE("compute streams that share the device split its units evenly while bo
   CHECK(u.tasks[first.index()].end == us(4));
   CHECK(u.tasks[second.index()].end == us(14));
 }
+
+TEST_CASE("a stream's tasks in issue order, read again after the graph grew; fields read back as given") {
+  TaskGraph g;
+  const auto a = g.add_stream({"compute", 0});
+  const auto b = g.add_stream({"comm", 1});
+  const auto pool = g.add_pool({1, 100});
+  const auto load = g.add_load({});
+  const auto t0 = g.add_task({"F# L1", 7}, a, compute(1), {}, 9);
+  const StreamId both[] = {b, a};
+  const auto t1 = g.add_task("all-reduce", both, CommWork{us(2), us(3), load, 64}, {&t0, 1}, 255);
+  CHECK(std::vector<TaskId>(g.stream_tasks(a).begin(), g.stream_tasks(a).end()) == std::vector{t0, t1});
+  CHECK(std::vector<TaskId>(g.stream_tasks(b).begin(), g.stream_tasks(b).end()) == std::vector{t1});
+  // a stream added and tasks issued after the first read are indexed on the next
+  const auto c = g.add_stream({"host", 1});
+  const auto t2 = g.add_task("b", c, compute(1));
+  const auto t3 = g.add_task("c", b, compute(1), {&t2, 1});
+  CHECK(std::vector<TaskId>(g.stream_tasks(b).begin(), g.stream_tasks(b).end()) == std::vector{t1, t3});
+  CHECK(std::vector<TaskId>(g.stream_tasks(c).begin(), g.stream_tasks(c).end()) == std::vector{t2});
+  CHECK(g.stream_tasks(a).size() == 2);
+  // the packed record and memory effect give back what went in
+  g.add_memory(t1, {pool, -(std::int64_t{1} << 40), true, 3});
+  g.add_memory(t1, {pool, 5, false, 1});
+  CHECK(g.name(t0) == "F7 L1");
+  CHECK(g.category(t0) == 9);
+  CHECK(g.category(t1) == 255);
+  CHECK(g.number(t1) == -1);
+  std::vector<MemoryEffect> effects;
+  g.for_each_memory(t1, [&](const MemoryEffect& m) { effects.push_back(m); });
+  REQUIRE(effects.size() == 2);
+  CHECK(effects[0].pool == pool);
+  CHECK(effects[0].bytes == -(std::int64_t{1} << 40));
+  CHECK(effects[0].at_end);
+  CHECK(effects[0].kind == 3);
+  CHECK(effects[1].bytes == 5);
+  CHECK_FALSE(effects[1].at_end);
+  CHECK_THROWS(g.add_task("x", a, compute(1), {}, 256));
+  const auto t = run(g);
+  CHECK(t.tasks[t1.index()].start == us(1));
+  CHECK(t.tasks[t3.index()].start == us(6));
+}
