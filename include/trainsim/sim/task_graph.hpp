@@ -140,7 +140,6 @@ class TaskGraph {
   std::uint32_t label_id(TaskId t) const { return tasks_[t.index()].label; }
   // The number that replaces the label's '#' (a micro-batch), -1 without one.
   std::int32_t number(TaskId t) const { return tasks_[t.index()].number; }
-  // Tasks of a stream in issue order.
   // Tasks of a stream in issue order. Indexed from task_streams_ on the first call after tasks were
   // added (rows built once, not a vector per stream grown task by task): not to be called from two
   // threads at once while the graph is still growing.
