@@ -225,7 +225,7 @@ sim::LoadId Context::load_for(const cost::CollectivePlan& plan) {
 sim::CommWork Context::comm_work(const cost::CollectiveCost& c, Bytes bytes, bool overlaps_compute) {
   if (!c.plan) return {Duration::zero(), Duration::zero(), graph().add_load({}), bytes.count};
   double share = 0;
-  if (overlaps_compute) {
+  if (overlaps_compute && job_->cluster.device.collectives_take_cores) {
     const auto sms = static_cast<double>(std::max(job_->cluster.device.sms, 1));
     share = std::min(0.5, c.plan->channels * costs_->tuning().channel_sms / sms);
   }

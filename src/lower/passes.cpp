@@ -210,6 +210,7 @@ bool Passes::tp_overlap() const {
 
 double Passes::reduce_scatter_sm_share() const {
   const auto& k = ctx_.kernels();
+  if (!k.device->collectives_take_cores) return 0;  // a TPU's DMA engines, not its matrix units
   return std::clamp(k.tuning.tp_overlap_sms / static_cast<double>(std::max(k.device->sms, 1)), 0.0, 0.9);
 }
 

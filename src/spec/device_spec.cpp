@@ -23,6 +23,7 @@ constexpr std::array<Choice<Dtype>, 5> kDtypes{{
     {"fp8", Dtype::Fp8},
 }};
 constexpr std::array<Choice<bool>, 2> kFp8GemmLayouts{{{"tn", false}, {"all", true}}};
+constexpr std::array<Choice<bool>, 2> kCollectiveEngines{{{"cores", true}, {"dma", false}}};
 constexpr std::array<Choice<DeviceArch>, 9> kArchs{{{"ampere", DeviceArch::Ampere},
                                                     {"hopper", DeviceArch::Hopper},
                                                     {"blackwell", DeviceArch::Blackwell},
@@ -113,6 +114,8 @@ void read_fields(Reader& r, DeviceSpec& d, bool whole, const std::string& spec_p
   }
   if (const auto layouts = r.optional_choice<bool>("fp8_gemm_layouts", kFp8GemmLayouts))
     d.fp8_gemm_all_layouts = *layouts;
+  if (const auto engine = r.optional_choice<bool>("collective_engine", kCollectiveEngines))
+    d.collectives_take_cores = *engine;
   if (const auto tdp = power(r, "tdp")) d.tdp_w = *tdp;
   if (const auto limit = power(r, "power_limit")) d.power_limit_w = *limit;
   read_host_link(r, d, spec_path, warnings);

@@ -14,7 +14,7 @@ constexpr std::array<int, 4> kDeepSpeedZero{0, 1, 2, 3};
 constexpr std::array<int, 3> kFsdp1Zero{0, 2, 3};  // NO_SHARD, SHARD_GRAD_OP, FULL_SHARD
 
 // One row per framework; docs/model.md "Frameworks" gives the same table with its sources.
-constexpr std::array<FrameworkPreset, 6> kPresets{{
+constexpr std::array<FrameworkPreset, 7> kPresets{{
     {.framework = Framework::MegatronCore,
      .zero = 0,
      .tp_overlap = false,
@@ -168,6 +168,36 @@ constexpr std::array<FrameworkPreset, 6> kPresets{{
                "(composer/trainer/dist_strategy.py, v0.16.4); MPT's fused kernels (low-precision LayerNorm, "
                "GeLU) without torch.compile; flash-attn's fused cross entropy on bf16 logits (loss_fn "
                "fused_crossentropy); Triton or FlashAttention-2 attention; Transformer Engine layers for FP8"},
+    {.framework = Framework::MaxText,
+     .zero = 3,
+     .tp_overlap = true,
+     .grad_reduce_dtype = Dtype::Fp32,
+     .overlap_grad_reduce = true,
+     .overlap_param_gather = true,
+     .compile = true,
+     .compile_is_torch_compile = true,
+     .limit_all_gathers = false,
+     .fsdp_version = 2,
+     .optimizer_impl = OptimizerImpl::Fused,
+     .fp8_scaling = Fp8Scaling::Current,
+     .fp8_weight_cache = false,
+     .loss = LossImpl::Fused,
+     .loss_under_tp = LossImpl::Fused,
+     .repeat_kv = false,
+     .fp8_saves_casts = false,
+     .fp8_param_gather = false,
+     .sp_saves_gathered = false,
+     .offers_dualpipev = false,
+     .zero_stages = kFsdpZero,
+     .source = "MaxText (AI-Hypercomputer/maxtext) on JAX and XLA: the mesh's fsdp axis shards every weight "
+               "array (ici_fsdp_parallelism -1: ZeRO-3, per parameter), fp32 weights and gradients "
+               "(base.yml weight_dtype float32) with bf16 compute; the whole step one XLA program, element-"
+               "wise ops fused into their producers and the optimizer update fused; collectives asynchronous "
+               "and overlapped with compute, tensor-parallel ones beside the matrix products they feed "
+               "(configs/v5p/*.sh LIBTPU_INIT_ARGS: xla_tpu_enable_async_collective_fusion, "
+               "xla_tpu_enable_async_collective_fusion_fuse_all_gather, xla_tpu_overlap_compute_collective_tc, "
+               "xla_enable_async_collective_permute); the cross entropy fused into its reductions over the "
+               "logits; attention='flash' (Pallas splash attention on TPU)"},
 }};
 
 }  // namespace

@@ -48,12 +48,13 @@ constexpr std::array<Choice<ParallelDim>, 5> kDims{{{"tp", ParallelDim::Tp},
                                                     {"dp", ParallelDim::Dp},
                                                     {"pp", ParallelDim::Pp}}};
 
-constexpr std::array<Choice<Framework>, 6> kFrameworks{{{"megatron-core", Framework::MegatronCore},
+constexpr std::array<Choice<Framework>, 7> kFrameworks{{{"megatron-core", Framework::MegatronCore},
                                                         {"megatron-2021", Framework::Megatron2021},
                                                         {"nemo", Framework::Nemo},
                                                         {"torchtitan", Framework::TorchTitan},
                                                         {"deepspeed-2021", Framework::DeepSpeed2021},
-                                                        {"composer", Framework::Composer}}};
+                                                        {"composer", Framework::Composer},
+                                                        {"maxtext", Framework::MaxText}}};
 // (names first, then aliases: a value's name is its first spelling)
 constexpr std::array<Choice<Fp8Recipe>, 5> kFp8{{{"off", Fp8Recipe::Off},
                                                  {"tensorwise", Fp8Recipe::Tensorwise},
@@ -259,6 +260,7 @@ AttentionImpl framework_attention(Framework framework, DeviceArch arch) {
       return AttentionImpl::Unfused;
     case Framework::TorchTitan:
     case Framework::Composer:
+    case Framework::MaxText:
       return AttentionImpl::Flash;
     case Framework::MegatronCore:
     case Framework::Nemo:

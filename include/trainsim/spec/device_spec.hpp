@@ -45,6 +45,12 @@ struct DeviceSpec {
   // normal operands (Hopper, Ada: Transformer Engine keeps a transposed FP8 copy of each weight and
   // casts each operand to both layouts), "all" where any layout runs (Blackwell: no transpose).
   bool fp8_gemm_all_layouts = false;
+  // What moves and reduces a collective's bytes (`collective_engine`): "cores" where the collective
+  // library's kernels run on the compute units (NCCL and RCCL: a thread block per channel, so
+  // compute beside a collective keeps the others: collectives.channel_sms, kernels.tp_overlap_sms),
+  // "dma" where the chip's DMA engines move them over its links (TPU ICI: the matrix units keep
+  // running beside a collective, docs/model.md "Collectives beside compute").
+  bool collectives_take_cores = true;
   // The kernel and collective parameters fitted to this device's microbenchmarks.
   TunableValues fitted;
   std::string catalogue;  // the catalogue entry it comes from ("" for an inline device)

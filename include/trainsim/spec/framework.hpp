@@ -12,7 +12,7 @@
 
 namespace trainsim::spec {
 
-enum class Framework { MegatronCore, Megatron2021, Nemo, TorchTitan, DeepSpeed2021, Composer };
+enum class Framework { MegatronCore, Megatron2021, Nemo, TorchTitan, DeepSpeed2021, Composer, MaxText };
 // FP8 GEMMs and their scaling granularity: one scale per tensor (Transformer Engine's delayed
 // scaling, torchao's tensorwise), per row (torchao rowwise), per 128-element block (DeepSeek-V3,
 // MXFP8 on Blackwell).
@@ -72,8 +72,8 @@ struct FrameworkPreset {
   bool overlap_grad_reduce;
   bool overlap_param_gather;
   bool compile;  // element-wise kernels fused (see StrategySpec::compile)
-  // `compile` is torch.compile (TorchTitan): compiled kernels are launched from generated code
-  // rather than op by op through the dispatcher.
+  // `compile` is a compiler's (torch.compile in TorchTitan, XLA in MaxText): compiled kernels are
+  // launched from generated code rather than op by op through the dispatcher.
   bool compile_is_torch_compile;
   bool limit_all_gathers;  // see StrategySpec::limit_all_gathers
   int fsdp_version;        // see StrategySpec::fsdp_version

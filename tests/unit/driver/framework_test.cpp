@@ -183,6 +183,48 @@ TEST_CASE("TP overlap hides much of tensor parallelism's cost on H100") {
   CHECK(hidden < 0.2);
 }
 
+TEST_CASE("a TPU's collectives take none of its matrix units; NCCL's take SMs from the compute beside them") {
+  // TPU ICI collectives are moved by the chip's DMA engines (devices/tpu-*.json collective_engine
+  // "dma"); NCCL runs a thread block per channel and a pipelined reduce-scatter takes
+  // kernels.tp_overlap_sms SMs from the GEMM it overlaps (devices/h100-sxm5-80gb.json: "cores")
+  const auto w = test::gpt3_layers(4, 32);
+  const auto compute = [&](const std::string& topology, const std::string& keys) {
+    const auto r = run(job_on(topology, w, "tp=4,sp=on,gpus=16,recompute=selective," + keys));
+    REQUIRE(r.simulation);
+    return std::pair{r.simulation->breakdown.compute_s, r.simulation->step_time_s};
+  };
+  const auto [tpu_off, tpu_off_step] = compute("tpu-v5p-pod", "tp_overlap=off,overlap_grad_reduce=off");
+  const auto [tpu_on, tpu_on_step] = compute("tpu-v5p-pod", "tp_overlap=on,overlap_grad_reduce=on");
+  CHECK(tpu_on == doctest::Approx(tpu_off).epsilon(1e-9));  // the same kernels at the same rates
+  CHECK(tpu_on_step < tpu_off_step);                        // and the collectives hidden behind them
+  const auto [gpu_off, gpu_off_step] = compute("dgx-h100-superpod", "tp_overlap=off,overlap_grad_reduce=off");
+  const auto [gpu_on, gpu_on_step] = compute("dgx-h100-superpod", "tp_overlap=on,overlap_grad_reduce=on");
+  MESSAGE("compute per step: TPU " << tpu_off << " / " << tpu_on << " s, H100 " << gpu_off << " / " << gpu_on << " s");
+  CHECK(gpu_on > gpu_off * 1.01);  // the overlapped GEMMs run on 116 of 132 SMs
+  CHECK(gpu_on_step < gpu_off_step);
+}
+
+TEST_CASE("MaxText's preset: FSDP over the mesh, XLA's overlapped collectives, fused element-wise ops and loss") {
+  const auto job = test::make_job("tpu-v5p-pod", "llama3-8b", "framework=maxtext,tp=4,sp=on,gpus=64");
+  const auto& s = job.strategy;
+  CHECK(s.zero == 3);
+  CHECK(s.tp_overlap);
+  CHECK(s.overlap_grad_reduce);
+  CHECK(s.overlap_param_gather);
+  CHECK(s.compile);
+  CHECK(spec::launch_of(s) == spec::LaunchMode::Compiled);
+  CHECK(s.grad_reduce_dtype == spec::Dtype::Fp32);
+  CHECK(s.attention == spec::AttentionImpl::Flash);
+  CHECK(s.assumed.contains("tp_overlap"));
+  // the cross entropy fused into its reductions: flash-attn's fused loss's traffic, 2 and 4 bytes per logit
+  const auto ops = model::head_ops(job.workload.model, model::gpu_layer_shape(job));
+  const auto loss = std::find_if(ops.begin(), ops.end(), [](const model::Op& op) { return op.name == "loss"; });
+  REQUIRE(loss != ops.end());
+  const double logits = static_cast<double>(s.mb * 8192) * static_cast<double>(128256 / s.tp);
+  CHECK(loss->fwd_bytes == doctest::Approx(2 * logits));
+  CHECK(loss->bwd_bytes == doctest::Approx(4 * logits));
+}
+
 TEST_CASE("FP8 runs the linear layers at the FP8 peak with casts around them; the logits stay in bf16") {
   const auto bf16 = test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8");
   const auto fp8 = test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8,fp8=tensorwise");
