@@ -496,8 +496,8 @@ def bubbles():
 # asynchronous collectives overlapped with compute, tensor-parallel ones beside their matrix
 # products). base.yml's logical_axis_rules of the time shard activation_embed over the tensor axis:
 # the activations between blocks are split over the tp group as under sp=on.
-# remat "minimal" (jax checkpoint_dots_with_no_batch_dims: the weight products' outputs saved, the
-# attention and element-wise ops recomputed) is closest to recompute=selective (core attention).
+# remat "minimal" is recompute=dots (jax checkpoint_dots_with_no_batch_dims, layers/models.py at
+# 76bd53b0f: the weight products' outputs saved, the attention and element-wise ops recomputed).
 # The rows run with full rematerialisation whose hardware FLOP rate (the printed MFU times 8/6: a
 # second forward) is above the fastest any matrix product runs in the model (v6e's fitted GEMM
 # ceiling, 0.9075 of the peak, times kernels.sustained_fraction 0.84: 0.762) are known gaps: 512B
@@ -525,7 +525,7 @@ def maxtext_multislice():
                               "tied_embeddings": True, "dropout": False},
                     "training": {"seq_len": 2048, "global_batch": m["per_device_batch"] * chips, "dtype": "bf16",
                                  "optimizer": "adamw"}}
-        recompute = "selective" if m["remat"] == "minimal" else "full"
+        recompute = "dots" if m["remat"] == "minimal" else "full"
         strategy = (f"framework=maxtext,tp={tp},sp=on,zero=3,zero_group={per_slice // tp},gpus={chips},"
                     f"mb={m['per_device_batch'] * tp},recompute={recompute}")
         hardware_rate = row["mfu"] * (8 / 6 if recompute == "full" else 1)

@@ -63,6 +63,7 @@ StepFlops step_flops(const spec::Job& job) {
         break;
       case spec::Recompute::Selective:
       case spec::Recompute::Op:
+      case spec::Recompute::Dots:
         recompute += replayed_fwd_flops(ops, layer_checkpoint(job, model, whole, is_moe_layer(model, layer), false));
         break;
       case spec::Recompute::None:

@@ -147,6 +147,9 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
 }  // namespace
 
 Bytes runtime_memory(const spec::Job& job, const spec::MemoryTuning& assumptions, int nccl_channels) {
+  // a chip whose DMA engines move collectives (TPU ICI) keeps no per-peer FIFOs of a collective
+  // library: the transfers read and write the program's own buffers
+  if (!job.cluster.device.collectives_take_cores) return assumptions.runtime_reserved;
   const auto& s = job.strategy;
   constexpr double kNetPeerChannels = 2;  // NCCL_NCHANNELS_PER_NET_PEER's default
   const double channels = std::max(1, nccl_channels);

@@ -227,6 +227,30 @@ LayerCheckpoint op_policy(const std::vector<Op>& ops, const ModelSpec& m, const 
   return c;
 }
 
+// JAX's checkpoint_dots_with_no_batch_dims (MaxText's remat_policy "minimal"): the output of every
+// dot_general without batch dimensions is saved, which is every product of activations and weights
+// (grouped expert GEMMs included); the attention core (a custom kernel, or dots with batch and head
+// dimensions) and every element-wise op are recomputed from them in the backward. What is saved is
+// the product's value as the program shards it: under sequence parallelism the row-parallel
+// products' outputs after their reduce-scatter, a sequence shard.
+LayerCheckpoint dots_policy(const std::vector<Op>& ops, const LayerShape& s, double layer_input, double total) {
+  LayerCheckpoint c{.kept = layer_input};
+  const double e = static_cast<double>(s.activation_bytes);
+  const double sp_shard = s.sp ? static_cast<double>(s.tp) : 1.0;
+  for (const auto& op : ops) {
+    const auto* g = std::get_if<Gemm>(&op.shape);
+    if (g == nullptr || op.attention_core) {
+      replay(c.replayed, op.name);
+      continue;
+    }
+    const bool row_parallel = op.name == "out_proj" || op.name == "fc2" || op.name == "shared_fc2";
+    c.kept += e * static_cast<double>(g->m) * static_cast<double>(g->n) * static_cast<double>(g->count) /
+              (row_parallel ? sp_shard : 1.0);
+  }
+  c.rebuilt = std::max(0.0, total - layer_input);
+  return c;
+}
+
 }  // namespace
 
 namespace {
@@ -247,6 +271,8 @@ LayerCheckpoint policy_checkpoint(const spec::Job& job, const ModelSpec& m, cons
       return {.kept = input, .rebuilt = total - input, .whole_layer = true};
     case spec::Recompute::Op:
       return op_policy(layer_ops(m, s, moe), m, s, input, total);
+    case spec::Recompute::Dots:
+      return dots_policy(layer_ops(m, s, moe), s, input, total);
     case spec::Recompute::Selective:
       break;
   }

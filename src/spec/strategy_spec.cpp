@@ -17,8 +17,11 @@ constexpr std::array<Choice<Schedule>, 5> kSchedules{{{"gpipe", Schedule::GPipe}
                                                       {"interleaved", Schedule::Interleaved},
                                                       {"zb-h1", Schedule::ZbH1},
                                                       {"dualpipev", Schedule::DualPipeV}}};
-constexpr std::array<Choice<Recompute>, 4> kRecompute{
-    {{"none", Recompute::None}, {"selective", Recompute::Selective}, {"full", Recompute::Full}, {"op", Recompute::Op}}};
+constexpr std::array<Choice<Recompute>, 5> kRecompute{{{"none", Recompute::None},
+                                                       {"selective", Recompute::Selective},
+                                                       {"full", Recompute::Full},
+                                                       {"op", Recompute::Op},
+                                                       {"dots", Recompute::Dots}}};
 // Megatron-Core's names (transformer_config.py recompute_modules)
 constexpr std::array<Choice<RecomputeModule>, 7> kRecomputeModules{{{"core_attn", RecomputeModule::CoreAttn},
                                                                     {"layernorm", RecomputeModule::Layernorm},

@@ -19,7 +19,7 @@ enum class Schedule { GPipe, OneFOneB, Interleaved, ZbH1, DualPipeV };
 // nothing; Megatron's selective recomputation of `recompute_modules` (the attention core by
 // default); every layer's whole forward (full, per block); TorchTitan's per-op policy (op: the
 // outputs of every other matmul and of attention kept, the rest recomputed).
-enum class Recompute { None, Selective, Full, Op };
+enum class Recompute { None, Selective, Full, Op, Dots };
 // Megatron-Core's --recompute-modules (megatron/core/transformer/transformer_config.py).
 enum class RecomputeModule { CoreAttn, Layernorm, Mlp, Moe, MoeAct, SharedExperts, MlaUpProj };
 // Megatron-LM's --recompute-method with --recompute-num-layers N: the first N layers of each chunk

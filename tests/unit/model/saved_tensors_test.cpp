@@ -114,6 +114,35 @@ TEST_CASE("TorchTitan's op policy keeps the block input, every other matmul's ou
         doctest::Approx(2 * tokens * h * (kv * d) + 2 * tokens * a * d * h + 2 * tokens * h * f).epsilon(1e-9));
 }
 
+TEST_CASE("JAX's dots policy (MaxText's minimal remat) keeps the block input and every weight product's output") {
+  const auto job = job_of("dots");
+  const auto c = layer_checkpoint(job, job.workload.model, gpu_layer_shape(job), false, false);
+  // q 2·a·d, k and v 2·kv·d each, wo's output 2h, w1 and w3 2·2f, w2's output 2h; the block input 2h
+  const double kept = 2 * h + 2 * a * d + 2 * 2 * kv * d + 2 * h + 2 * 2 * f + 2 * h;
+  CHECK(c.kept / kTokens == doctest::Approx(kept).epsilon(1e-12));
+  CHECK_FALSE(c.whole_layer);
+  const auto share = [&](std::string_view op) {
+    for (const auto& r : c.replayed)
+      if (r.op == op) return r.share;
+    return 0.0;
+  };
+  // no GEMM replayed; the attention kernel and every element-wise one are
+  for (const auto* gemm : {"qkv", "out_proj", "fc1", "fc2"}) CHECK(share(gemm) == 0.0);
+  CHECK(share("attention") == 1.0);
+  CHECK(share("norm1") == 1.0);
+  SUBCASE("under TP with SP each product's output is its shard: the heads', the MLP's, or the sequence's") {
+    const auto tp = test::make_job("dgx-h100-superpod", job.workload, "gpus=8,tp=8,sp=on,mb=2,recompute=dots");
+    const auto shard = layer_checkpoint(tp, tp.workload.model, gpu_layer_shape(tp), false, false);
+    CHECK(shard.kept / kTokens == doctest::Approx(kept / 8).epsilon(1e-12));
+  }
+  // the recomputed FLOPs are the attention core's forward: 4·T·s·a·d per layer (the full square,
+  // as docs/model.md "FLOPs" counts it)
+  const auto flops = step_flops(job);
+  const double tokens = 16.0 * 8192;
+  CHECK((flops.hardware - flops.model) / job.workload.model.layers ==
+        doctest::Approx(4 * tokens * 8192 * a * d).epsilon(1e-9));
+}
+
 TEST_CASE("Megatron's recompute_modules drop what each module makes and replay its kernels") {
   const auto m = llama8b();
   const auto kept = [&](const std::string& modules) {
