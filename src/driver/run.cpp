@@ -36,8 +36,9 @@ void simulate(RunReport& r, const spec::Job& job, const lower::LoweringOptions& 
   for (auto& f : s.per_stage) {
     const Bytes transient{f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)] +
                           f.memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Buffers)]};
-    f.reserve =
-        (model::fragmentation_bytes(transient, lowering.memory) + (f.peak_after_loss ? loss_cached : Bytes{})).count;
+    if (job.strategy.caching_allocator)
+      f.reserve =
+          (model::fragmentation_bytes(transient, lowering.memory) + (f.peak_after_loss ? loss_cached : Bytes{})).count;
     f.peak_memory += f.reserve;
     s.peak_memory = std::max(s.peak_memory, f.peak_memory);
   }

@@ -226,9 +226,10 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
                   .activations = Bytes::saturating_from_double(stage_activation_bytes(job, stage, first_layer)),
                   .buffers = Bytes::saturating_from_double(buffers)},
         .held_buffers = Bytes::saturating_from_double(held)};
-    sm.bytes.fragmentation = fragmentation_bytes(sm.bytes.activations + sm.bytes.buffers, assumptions);
+    if (job.strategy.caching_allocator)
+      sm.bytes.fragmentation = fragmentation_bytes(sm.bytes.activations + sm.bytes.buffers, assumptions);
     // the closed form puts the last stage's peak at its loss
-    if (static_cast<int>(stage) == spec::head_stage(job))
+    if (job.strategy.caching_allocator && static_cast<int>(stage) == spec::head_stage(job))
       sm.bytes.fragmentation = sm.bytes.fragmentation + Bytes::saturating_from_double(loss_cached_bytes(
                                                             job.workload.model, gpu_layer_shape(job)));
     sm.bytes.buffers = sm.bytes.buffers + runtime;

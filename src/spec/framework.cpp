@@ -24,6 +24,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile = true,
      .compile_is_torch_compile = false,
      .limit_all_gathers = false,
+     .caching_allocator = true,
      .fsdp_version = 2,
      .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Delayed,
@@ -50,6 +51,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile = true,
      .compile_is_torch_compile = false,
      .limit_all_gathers = false,
+     .caching_allocator = true,
      .fsdp_version = 2,
      .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Delayed,
@@ -74,6 +76,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile = true,
      .compile_is_torch_compile = false,
      .limit_all_gathers = false,
+     .caching_allocator = true,
      .fsdp_version = 2,
      .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Delayed,
@@ -99,6 +102,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile = false,
      .compile_is_torch_compile = true,
      .limit_all_gathers = false,
+     .caching_allocator = true,
      .fsdp_version = 2,
      .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Current,
@@ -126,6 +130,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile = true,
      .compile_is_torch_compile = false,
      .limit_all_gathers = false,
+     .caching_allocator = true,
      .fsdp_version = 1,
      .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Delayed,
@@ -150,6 +155,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile = true,
      .compile_is_torch_compile = false,
      .limit_all_gathers = true,
+     .caching_allocator = true,
      .fsdp_version = 1,
      .optimizer_impl = OptimizerImpl::ForLoop,
      .fp8_scaling = Fp8Scaling::Delayed,
@@ -177,6 +183,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile = true,
      .compile_is_torch_compile = true,
      .limit_all_gathers = false,
+     .caching_allocator = false,
      .fsdp_version = 2,
      .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Current,
@@ -197,7 +204,8 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
                "(configs/v5p/*.sh LIBTPU_INIT_ARGS: xla_tpu_enable_async_collective_fusion, "
                "xla_tpu_enable_async_collective_fusion_fuse_all_gather, xla_tpu_overlap_compute_collective_tc, "
                "xla_enable_async_collective_permute); the cross entropy fused into its reductions over the "
-               "logits; attention='flash' (Pallas splash attention on TPU)"},
+               "logits; attention='flash' (Pallas splash attention on TPU); XLA assigns every buffer of the "
+               "program when it compiles it (no caching allocator)"},
 }};
 
 }  // namespace

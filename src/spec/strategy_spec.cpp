@@ -44,6 +44,7 @@ constexpr std::array<Choice<OptimizerImpl>, 3> kOptimizerImpls{
 constexpr std::array<Choice<LaunchMode>, 3> kLaunch{
     {{"eager", LaunchMode::Eager}, {"compiled", LaunchMode::Compiled}, {"cuda_graphs", LaunchMode::CudaGraphs}}};
 constexpr std::array<Choice<CpComm>, 2> kCpComm{{{"all_gather", CpComm::AllGather}, {"ring", CpComm::Ring}}};
+constexpr std::array<Choice<bool>, 2> kAllocators{{{"caching", true}, {"static", false}}};
 constexpr std::array<Choice<bool>, 4> kSwitch{{{"on", true}, {"off", false}, {"true", true}, {"false", false}}};
 constexpr std::array<Choice<ParallelDim>, 5> kDims{{{"tp", ParallelDim::Tp},
                                                     {"cp", ParallelDim::Cp},
@@ -165,6 +166,8 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   s.sp_saves_gathered = read_switch(r, "sp_saves_gathered", preset.sp_saves_gathered);
   s.launch = r.optional_choice<LaunchMode>("launch", kLaunch);
   s.limit_all_gathers = preset_switch("limit_all_gathers", preset.limit_all_gathers, preset.limit_all_gathers);
+  s.caching_allocator = r.choice_or<bool>("allocator", preset.caching_allocator, kAllocators);
+  if (!r.has("allocator") && !preset.caching_allocator) assume("allocator", "static");
   s.fsdp_version = static_cast<int>(r.integer_or("fsdp_version", preset.fsdp_version, {1, 2}));
   if (!r.has("fsdp_version") && s.zero == 3) assume("fsdp_version", std::to_string(s.fsdp_version));
   s.optimizer_impl = r.choice_or<OptimizerImpl>("optimizer_impl", preset.optimizer_impl, kOptimizerImpls);
@@ -344,6 +347,8 @@ std::string strategy_text(const StrategySpec& s) {
     out += fmt::format(",limit_all_gathers={}", on_off(s.limit_all_gathers));
   if (s.optimizer_impl != preset.optimizer_impl)
     out += fmt::format(",optimizer_impl={}", optimizer_impl_name(s.optimizer_impl));
+  if (s.caching_allocator != preset.caching_allocator)
+    out += fmt::format(",allocator={}", s.caching_allocator ? "caching" : "static");
   if (s.first_stage_layers) out += fmt::format(",first_stage_layers={}", *s.first_stage_layers);
   if (s.last_stage_layers) out += fmt::format(",last_stage_layers={}", *s.last_stage_layers);
   if (s.order != defaults.order) out += fmt::format(",order={}", order_text(s.order));

@@ -76,6 +76,7 @@ struct FrameworkPreset {
   // launched from generated code rather than op by op through the dispatcher.
   bool compile_is_torch_compile;
   bool limit_all_gathers;  // see StrategySpec::limit_all_gathers
+  bool caching_allocator;  // see StrategySpec::caching_allocator
   int fsdp_version;        // see StrategySpec::fsdp_version
   OptimizerImpl optimizer_impl;
   Fp8Scaling fp8_scaling;

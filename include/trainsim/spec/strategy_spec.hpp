@@ -141,6 +141,11 @@ struct StrategySpec {
   // an all-gather until the parameters gathered two units earlier are freed, so at most two units'
   // parameters are gathered at once and the host runs at most that far ahead of the device.
   bool limit_all_gathers = false;
+  // How device memory is handed out (`allocator`): `caching` (PyTorch's CUDA caching allocator,
+  // which reserves beyond the live tensors: memory.fragmentation of the transient memory and the
+  // loss's cached block) or `static` (a compiler assigns every buffer of the step ahead of time,
+  // as XLA does: the reserve is the live tensors).
+  bool caching_allocator = true;
   // ZeRO-3 as PyTorch's FSDP implements it, which sets the memory-bound copies around its
   // collectives (docs/model.md "Frameworks"): 1, FullyShardedDataParallel's FlatParameter (each
   // unit all-gathered into one flat buffer the modules view; the unsharded gradient cast to the

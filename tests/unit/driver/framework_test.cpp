@@ -124,7 +124,8 @@ TEST_CASE("a preset fills the keys left out, an explicit key wins, and the assum
 TEST_CASE("the inline text of a resolved strategy reads back as the same strategy") {
   for (const auto* text : {"framework=nemo,tp=2,sp=on,gpus=8", "framework=torchtitan,gpus=8,compile=on,fp8=rowwise",
                            "tp=2,sp=on,gpus=8,tp_overlap=on,grad_reduce_dtype=bf16,overlap_grad_reduce=on",
-                           "framework=megatron-2021,tp=2,gpus=8,attention=flash,recompute=full,recompute_layers=2"}) {
+                           "framework=megatron-2021,tp=2,gpus=8,attention=flash,recompute=full,recompute_layers=2",
+                           "framework=maxtext,tp=2,sp=on,gpus=8,allocator=caching", "gpus=8,allocator=static"}) {
     CAPTURE(text);
     const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", text);
     const auto again = test::make_job("dgx-h100-superpod", "llama3-8b", spec::strategy_text(job.strategy));
@@ -223,6 +224,21 @@ TEST_CASE("MaxText's preset: FSDP over the mesh, XLA's overlapped collectives, f
   const double logits = static_cast<double>(s.mb * 8192) * static_cast<double>(128256 / s.tp);
   CHECK(loss->fwd_bytes == doctest::Approx(2 * logits));
   CHECK(loss->bwd_bytes == doctest::Approx(4 * logits));
+  // XLA assigns the step's buffers when it compiles it: no caching allocator's reserve beyond the live
+  // tensors, where PyTorch's keeps memory.fragmentation of the transient memory
+  CHECK_FALSE(s.caching_allocator);
+  CHECK(s.assumed.contains("allocator"));
+  const auto w = test::gpt3_layers(4, 32);
+  const auto reserve = [&](const std::string& keys) {
+    const auto r = run(job_on("tpu-v5p-pod", w, "tp=4,sp=on,gpus=16,recompute=dots," + keys));
+    REQUIRE(r.simulation);
+    return std::pair{r.simulation->peak_memory, r.simulation->live_peak_memory};
+  };
+  const auto [xla_peak, xla_live] = reserve("framework=maxtext");
+  CHECK(xla_peak == xla_live);
+  const auto [cached_peak, cached_live] = reserve("framework=maxtext,allocator=caching");
+  CHECK(cached_live == xla_live);
+  CHECK(cached_peak > cached_live);
 }
 
 TEST_CASE("FP8 runs the linear layers at the FP8 peak with casts around them; the logits stay in bf16") {
