@@ -192,6 +192,19 @@ std::vector<double> mm_shares(const Op& op, const ModelSpec& m, const LayerShape
   return {1.0};
 }
 
+// A row-parallel GEMM's output: autograd saves it for no backward (the residual add needs nothing),
+// so a policy that keeps it holds it beside what autograd saves.
+bool row_parallel(std::string_view op) {
+  return op == "out_proj" || op == "fc2" || op == "shared_fc2";
+}
+
+// What a layer's replay rebuilds during its backward: the tensors autograd saves that the policy did
+// not keep (`kept` less the kept tensors autograd does not save), so that the backward holds what
+// autograd saves and those.
+double rebuilt_beside(double total, double kept, double kept_outside) {
+  return std::max(0.0, total - (kept - kept_outside));
+}
+
 // TorchTitan's per-op policy (torchtitan/distributed/activation_checkpoint.py, _save_list and
 // _custom_policy): the outputs of every other aten.mm (the 1st, 3rd, ...) of a block and of the
 // attention kernel are saved; everything else is recomputed in the backward.
@@ -199,6 +212,7 @@ LayerCheckpoint op_policy(const std::vector<Op>& ops, const ModelSpec& m, const 
                           double total) {
   LayerCheckpoint c{.kept = layer_input};
   const double e = static_cast<double>(s.activation_bytes);
+  double outside = 0;  // kept bytes autograd does not save
   int mm = 0;
   for (const auto& op : ops) {
     if (op.attention_core) {
@@ -216,14 +230,16 @@ LayerCheckpoint op_policy(const std::vector<Op>& ops, const ModelSpec& m, const 
     const auto& g = std::get<Gemm>(op.shape);
     double replayed = 0;
     for (const double share : shares) {
-      if (++mm % 2 == 1)
-        c.kept += e * static_cast<double>(g.m) * static_cast<double>(g.n) * share;
-      else
+      if (++mm % 2 == 1) {
+        const double bytes = e * static_cast<double>(g.m) * static_cast<double>(g.n) * share;
+        c.kept += bytes;
+        if (row_parallel(op.name)) outside += bytes;
+      } else
         replayed += share;
     }
     if (replayed > 0) replay(c.replayed, op.name, replayed);
   }
-  c.rebuilt = std::max(0.0, total - layer_input);
+  c.rebuilt = rebuilt_beside(total, c.kept, outside);
   return c;
 }
 
@@ -236,6 +252,7 @@ LayerCheckpoint op_policy(const std::vector<Op>& ops, const ModelSpec& m, const 
 LayerCheckpoint dots_policy(const std::vector<Op>& ops, const LayerShape& s, double layer_input, double total) {
   LayerCheckpoint c{.kept = layer_input};
   const double e = static_cast<double>(s.activation_bytes);
+  double outside = 0;  // kept bytes autograd does not save
   const double sp_shard = s.sp ? static_cast<double>(s.tp) : 1.0;
   for (const auto& op : ops) {
     const auto* g = std::get_if<Gemm>(&op.shape);
@@ -243,11 +260,13 @@ LayerCheckpoint dots_policy(const std::vector<Op>& ops, const LayerShape& s, dou
       replay(c.replayed, op.name);
       continue;
     }
-    const bool row_parallel = op.name == "out_proj" || op.name == "fc2" || op.name == "shared_fc2";
-    c.kept += e * static_cast<double>(g->m) * static_cast<double>(g->n) * static_cast<double>(g->count) /
-              (row_parallel ? sp_shard : 1.0);
+    const bool row = row_parallel(op.name);
+    const double bytes = e * static_cast<double>(g->m) * static_cast<double>(g->n) * static_cast<double>(g->count) /
+                         (row ? sp_shard : 1.0);
+    c.kept += bytes;
+    if (row) outside += bytes;
   }
-  c.rebuilt = std::max(0.0, total - layer_input);
+  c.rebuilt = rebuilt_beside(total, c.kept, outside);
   return c;
 }
 

@@ -42,12 +42,15 @@ double per_token(const std::vector<SavedTensor>& t) {
   return total_bytes(t) / kTokens;
 }
 
+// What autograd saves per token of a Llama 3 8B layer with flash attention, by hand: norm inputs
+// 2h each and their fp32 rstd (4); the QKV GEMM's input 2h; q 2·a·d, k and v 2·kv·d; the fp32
+// log-sum-exp 4a; the output projection's input 2·a·d; the MLP's input 2h; SwiGLU's gate and up
+// 2·2f; the second GEMM's input 2f
+constexpr double kAutogradSaves =
+    2 * (2 * h + 4) + 2 * h + 2 * a * d + 2 * 2 * kv * d + 4 * a + 2 * a * d + 2 * h + 2 * 2 * f + 2 * f;
+
 TEST_CASE("a Llama layer with flash attention keeps, per token, what each op saves") {
-  // norm inputs 2h each and their fp32 rstd (4); the QKV GEMM's input 2h; q 2·a·d, k and v 2·kv·d;
-  // the fp32 log-sum-exp 4a; the output projection's input 2·a·d; the MLP's input 2h; SwiGLU's gate and
-  // up 2·2f; the second GEMM's input 2f
-  const double expected = 2 * (2 * h + 4) + 2 * h + 2 * a * d + 2 * 2 * kv * d + 4 * a + 2 * a * d + 2 * h +
-                          2 * 2 * f + 2 * f;
+  const double expected = kAutogradSaves;
   CHECK(per_token(saved_tensors(llama8b(), shape(), {}, false)) == doctest::Approx(expected).epsilon(1e-12));
 
   SUBCASE("eager PyTorch adds each norm's fp32 upcast and SwiGLU's silu output") {
@@ -94,6 +97,8 @@ TEST_CASE("TorchTitan's op policy keeps the block input, every other matmul's ou
   const double kept = 2 * h + 2 * a * d + 2 * kv * d + 2 * f + 2 * h + 2 * a * d + 4 * a;
   CHECK(c.kept / kTokens == doctest::Approx(kept).epsilon(1e-12));
   CHECK_FALSE(c.whole_layer);
+  // the layer's backward holds what autograd saves and the kept w2 output, which it does not save
+  CHECK((c.kept + c.rebuilt) / kTokens == doctest::Approx(kAutogradSaves + 2 * h).epsilon(1e-12));
   // replayed: wk (its share of the fused QKV GEMM), wo, w3 (half the first MLP GEMM), and the
   // element-wise kernels; never attention
   const auto share = [&](std::string_view op) {
@@ -121,6 +126,8 @@ TEST_CASE("JAX's dots policy (MaxText's minimal remat) keeps the block input and
   const double kept = 2 * h + 2 * a * d + 2 * 2 * kv * d + 2 * h + 2 * 2 * f + 2 * h;
   CHECK(c.kept / kTokens == doctest::Approx(kept).epsilon(1e-12));
   CHECK_FALSE(c.whole_layer);
+  // the layer's backward holds what autograd saves and the kept wo and w2 outputs, which it does not
+  CHECK((c.kept + c.rebuilt) / kTokens == doctest::Approx(kAutogradSaves + 2 * h + 2 * h).epsilon(1e-12));
   const auto share = [&](std::string_view op) {
     for (const auto& r : c.replayed)
       if (r.op == op) return r.share;
