@@ -3,29 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
-#include <queue>
 
 #include <fmt/format.h>
 
+#include "sim/event_queue.hpp"
 #include "sim/flow_solver.hpp"
 #include "trainsim/util/error.hpp"
 
 namespace trainsim::sim {
 namespace {
-
-enum class EventKind : std::uint8_t { LatencyDone, Finish };
-
-struct Event {
-  Duration time;
-  std::uint32_t task;
-  std::uint64_t sequence;
-  std::uint32_t version;
-  EventKind kind;
-  // std::priority_queue is a max-heap: "greater" pops first
-  friend bool operator<(const Event& a, const Event& b) {
-    return std::tie(a.time, a.sequence) > std::tie(b.time, b.sequence);
-  }
-};
 
 // A transfer on a link and its share of the link's capacity.
 struct OnLink {
@@ -125,12 +111,15 @@ class Engine {
     for (std::uint32_t t = 0; t < g_.num_tasks(); ++t) try_start(t);
     while (!events_.empty() || !dirty_.empty() || !dirty_links_.empty()) {
       // every change at this instant is in: new rates for the transfers they touched, once
-      if ((!dirty_.empty() || !dirty_links_.empty()) && (events_.empty() || events_.top().time > now_)) {
+      if ((!dirty_.empty() || !dirty_links_.empty()) && (events_.empty() || events_.top_time() > now_)) {
         solve_dirty();
         continue;
       }
       const Event e = events_.top();
       events_.pop();
+      // the next event's task starts loading while this one is handled: the tasks of an
+      // every-rank step are tens of millions, each one's records far from the last one's
+      if (!events_.empty()) prefetch(events_.top().task);
       ++timeline_.events;
       now_ = e.time;
       if (e.kind == EventKind::LatencyDone) {
@@ -148,7 +137,13 @@ class Engine {
 
  private:
   void push(Duration at, std::uint32_t task, EventKind kind, std::uint32_t version = 0) {
-    events_.push(Event{at, task, sequence_++, version, kind});
+    events_.push(Event{at, task, version, kind});
+  }
+
+  void prefetch(std::uint32_t task) const {
+    g_.prefetch(TaskId{task});
+    __builtin_prefetch(&state_[task]);
+    __builtin_prefetch(&timeline_.tasks[task]);
   }
 
   bool at_head_of_streams(std::uint32_t task) const {
@@ -482,8 +477,7 @@ class Engine {
 
   const TaskGraph& g_;
   Timeline timeline_;
-  std::priority_queue<Event> events_;
-  std::uint64_t sequence_ = 0;
+  EventQueue events_;
   Duration now_ = Duration::zero();
   // Per task: until it starts, how many of its dependencies have not ended; from then on, its flow
   // (slots reused) while it runs, or kNoSlot. One array for both: an every-rank step has tens of
