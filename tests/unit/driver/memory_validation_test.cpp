@@ -289,10 +289,11 @@ TEST_CASE("FP8 weight copies by GEMM layout: the transpose only where FP8 GEMMs 
 
 // NVIDIA's Megatron-Bridge performance tables (the bridge-* regression cases of results/reference/,
 // each a run NVIDIA timed): every one ran on its GPUs, so every one must fit.
-TEST_CASE("every Megatron-Bridge performance run fits its GPUs" * doctest::test_suite("volume")) {
+// The regression cases whose name starts with `prefix` that fit their GPUs, simulated.
+int runs_that_fit(const std::string& prefix) {
   int rows = 0;
   for (const auto& entry : std::filesystem::directory_iterator(test::source_path("results/reference"))) {
-    if (entry.path().filename().string().rfind("bridge-", 0) != 0) continue;
+    if (entry.path().filename().string().rfind(prefix, 0) != 0) continue;
     const auto run = spec::load_json_file(entry.path().string()).at("run");
     CAPTURE(entry.path().filename().string());
     const spec::Sources sources{.topology = "t", .workload = "w", .strategy = "s"};
@@ -305,7 +306,17 @@ TEST_CASE("every Megatron-Bridge performance run fits its GPUs" * doctest::test_
     CHECK(r.fits);
     ++rows;
   }
-  CHECK(rows == 14);
+  return rows;
+}
+
+TEST_CASE("every Megatron-Bridge performance run fits its GPUs" * doctest::test_suite("volume")) {
+  CHECK(runs_that_fit("bridge-") == 14);
+}
+
+// MLPerf Training v5.1's Llama 3.1 8B runs (four MI355X systems, one 64-H100 system; no
+// recomputation, FP8 weights, bf16 gradients) ran: each fits.
+TEST_CASE("every MLPerf Llama 3.1 8B run fits its GPUs" * doctest::test_suite("volume")) {
+  CHECK(runs_that_fit("mlperf51-") == 5);
 }
 
 }  // namespace memory_validation_test
