@@ -170,6 +170,21 @@ case('workload-missing-training', f'run -t {T} -w @w.json -s tp=8', 2,
 case('workload-dtype-not-on-device', f'run -t {T} -w @w.json -s tp=8,gpus=64', 2,
      f'error: @w.json: /training/dtype: fp8 has no peak_flops entry for device "A100-SXM4-80GB" in {T}',
      {'w.json': work(training__dtype='fp8')})
+case('device-collective-engine', 'run -t @t.json -w workloads/gpt3-175b.json -s tp=8', 2,
+     'error: @t.json: /device/collective_engine: "rdma" is not valid; expected one of: cores, dma (did you mean "dma"?)',
+     {'t.json': topo(device__collective_engine='rdma')})
+case('workload-lora-unknown-module', f'run -t {T} -w @w.json -s tp=8', 2,
+     'error: @w.json: /training/lora/modules: element 1, "lm_head", is not one of qkv, out_proj, fc1, fc2',
+     {'w.json': work(training__lora={'rank': 16, 'modules': ['qkv', 'lm_head']})})
+case('workload-lora-rank-zero', f'run -t {T} -w @w.json -s tp=8', 2,
+     'error: @w.json: /training/lora/modules: expected a non-empty array of qkv, out_proj, fc1, fc2\n'
+     'error: @w.json: /training/lora/rank: 0 is out of range; expected an integer in [1, 65536]',
+     {'w.json': work(training__lora={'rank': 0, 'modules': []})})
+case('workload-lora-on-experts', 'run -t topologies/dgx-h100-superpod.json -w @w.json -s ep=8,gpus=8', 2,
+     'error: @w.json: /training/lora: LoRA is modelled on dense layers (qkv, out_proj, fc1, fc2); this model has experts',
+     {'w.json': dict(json.load(open(f'{root}/workloads/qwen3-30b-a3b.json')),
+                     training=dict(json.load(open(f'{root}/workloads/qwen3-30b-a3b.json'))['training'],
+                                   lora={'rank': 16, 'modules': ['qkv']}))})
 case('workload-huge-seq', f'run -t {T} -w @w.json -s tp=8', 2,
      'error: @w.json: /training/seq_len: 1000000000000 is out of range; expected an integer in [1, 16777216]',
      {'w.json': work(training__seq_len=10**12)})
@@ -272,7 +287,7 @@ case('memory-headroom-out-of-range', f'{RUN} tp=8,gpus=8 --memory-headroom 2', 2
 case('strategy-key-in-capitals', f'{RUN} TP=8,gpus=8', 2,
      'error: strategy "TP=8,gpus=8": /TP: unknown key "TP" (did you mean "tp"?)')
 case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
-     'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: attention, compile, cp, '
+     'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: allocator, attention, compile, cp, '
      'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, framework, fsdp_version, gpus, grad_reduce_dtype, '
      'last_stage_layers, launch, limit_all_gathers, loss, mb, offload_layers, optimizer_impl, order, overlap_grad_reduce, overlap_moe_comm, '
      'overlap_param_gather, pp, recompute, recompute_layers, '
@@ -313,7 +328,7 @@ case('recompute-uniform-without-layers', f'{R64},recompute=full,recompute_method
      'recompute_method=uniform needs recompute_layers (the layers of each checkpointed group)')
 case('recompute-policy-unknown', f'{RUN} tp=8,gpus=8,recompute=partial', 2,
      'error: strategy "tp=8,gpus=8,recompute=partial": /recompute: "partial" is not valid; expected one of: none, '
-     'selective, full, op')
+     'selective, full, op, dots')
 case('fp8-param-gather-without-fp8', f'{RUN} tp=8,gpus=8,fp8_param_gather=on', 2,
      'error: strategy "tp=8,gpus=8,fp8_param_gather=on": /fp8_param_gather: fp8_param_gather=on needs an FP8 recipe '
      '(fp8=tensorwise, or training.dtype fp8)')

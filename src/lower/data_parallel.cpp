@@ -66,6 +66,14 @@ DataParallel::UnitParams DataParallel::unit_params(int /*stage*/, int unit) cons
   return {p.dense, p.expert};
 }
 
+DataParallel::UnitParams DataParallel::grad_params(int stage, int unit) const {
+  const auto& job = ctx_.job();
+  if (!job.workload.training.lora) return unit_params(stage, unit);
+  // LoRA: the adapters beside each layer's linear layers; the embedding and the head are frozen
+  if (unit < 0) return {0, 0};
+  return {model::lora_params_on_gpu(job.workload.model, *job.workload.training.lora, job.strategy.tp), 0};
+}
+
 void DataParallel::build_buckets(int stage) {
   auto& st = stages_[static_cast<std::size_t>(stage)];
   for (int c = 0; c < ctx_.job().strategy.vpp; ++c) {
@@ -73,7 +81,7 @@ void DataParallel::build_buckets(int stage) {
     std::reverse(units.begin(), units.end());  // gradients appear in backward order
     Bucket current;
     for (const int u : units) {
-      const auto p = unit_params(stage, u);
+      const auto p = grad_params(stage, u);
       current.dense += p.dense;
       current.expert += p.expert;
       ++current.pending;
@@ -319,7 +327,7 @@ void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatc
   ctx_.wait(stage, StreamKind::DpComm, last);
   if (zero_ == 3 && keep_for_step_) {
     // gradients accumulate unsharded until the last micro-batch, then are reduce-scattered
-    const auto p = unit_params(stage, unit);
+    const auto p = grad_params(stage, unit);
     const auto g = grad_bytes_;
     if (microbatch == 0)
       ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers, true);
@@ -334,7 +342,7 @@ void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatc
     // every micro-batch: the unit's full gradients exist until their reduce-scatter ends; FSDP holds
     // them in the reduce dtype (FSDP1 replaces the gradient by its cast, FSDP2 copies it into the
     // reduce-scatter input and frees it)
-    const auto p = unit_params(stage, unit);
+    const auto p = grad_params(stage, unit);
     const double g =
         reduce_copy_bytes_per_param() > 0 ? grad_bytes_ : model::weight_bytes(ctx_.job().workload.training.dtype);
     ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers, true);
@@ -396,7 +404,7 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
 
 Duration DataParallel::optimizer_step_time(int stage) const {
   const auto& job = ctx_.job();
-  const auto p = model::stage_params(job).at(static_cast<std::size_t>(stage));
+  const auto p = model::trainable_stage_params(job).at(static_cast<std::size_t>(stage));
   const double shards = zero_ >= 1 ? static_cast<double>(spec::zero_shards(job)) : 1.0;
   // experts shard over the ranks holding the same experts, in groups no larger than zero_group
   const double expert_ranks = static_cast<double>(job.dp * job.strategy.cp / spec::ep_outer(job.strategy));
@@ -431,10 +439,9 @@ Duration DataParallel::stream_lower_bound(int stage) {
       const int kind = unit_kind(ctx_.job().workload.model, u);
       auto it = per_kind.find(kind);
       if (it == per_kind.end()) {
-        const auto p = unit_params(stage, u);
         it = per_kind
-                 .emplace(kind, uncontended(stage, gather_steps(p)) * gathers +
-                                    uncontended(stage, reduce_steps(p, true)) * reductions)
+                 .emplace(kind, uncontended(stage, gather_steps(unit_params(stage, u))) * gathers +
+                                    uncontended(stage, reduce_steps(grad_params(stage, u), true)) * reductions)
                  .first;
       }
       total += it->second;

@@ -81,6 +81,8 @@ class DataParallel {
   };
 
   UnitParams unit_params(int stage, int unit) const;
+  // the unit's parameters that train, whose gradients are reduced (under LoRA its adapters)
+  UnitParams grad_params(int stage, int unit) const;
   GatherKey gather_key(int unit, int microbatch, bool forward) const;
   // The gathers a pass issues: its own unit's unless already gathered, then the next unit's
   // (the prefetch) unless already gathered.

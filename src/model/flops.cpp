@@ -36,6 +36,16 @@ double replayed_fwd_flops(const std::vector<Op>& ops, const LayerCheckpoint& che
   return flops;
 }
 
+namespace {
+// The weight-gradient FLOPs among `ops`, which frozen weights (LoRA) skip.
+double linear_weight_grad_flops(const std::vector<Op>& ops) {
+  double flops = 0;
+  for (const auto& op : ops)
+    if (multiplies_weights(op)) flops += op.bwd_weight_flops;
+  return flops;
+}
+}  // namespace
+
 StepFlops step_flops(const spec::Job& job) {
   // Count the whole batch on one unsharded "GPU": sharding changes who computes, not how much.
   spec::ModelSpec model = job.workload.model;
@@ -44,6 +54,7 @@ StepFlops step_flops(const spec::Job& job) {
                          .seq_len = job.workload.training.seq_len,
                          .activation_bytes = 2};
   StepFlops f;
+  const bool frozen = job.workload.training.lora.has_value();  // no weight gradients of the base model
   double recompute = 0;
   // the share of the layers full recomputation recomputes (all, or recompute_layers per chunk)
   double recomputed_share = 1.0;
@@ -56,7 +67,7 @@ StepFlops step_flops(const spec::Job& job) {
   for (int layer = 0; layer < model.layers; ++layer) {
     const auto ops = layer_ops(model, whole, is_moe_layer(model, layer));
     const auto flops = sum_flops(ops);
-    f.model += flops.total();
+    f.model += flops.total() - (frozen ? linear_weight_grad_flops(ops) : 0.0);
     switch (job.strategy.recompute) {
       case spec::Recompute::Full:
         recompute += flops.fwd * recomputed_share;
@@ -70,7 +81,8 @@ StepFlops step_flops(const spec::Job& job) {
         break;
     }
   }
-  f.model += sum_flops(head_ops(model, whole)).total();
+  const auto head = head_ops(model, whole);
+  f.model += sum_flops(head).total() - (frozen ? linear_weight_grad_flops(head) : 0.0);
   f.hardware = f.model + recompute;
   f.per_token = f.model / (static_cast<double>(job.workload.training.global_batch) *
                            static_cast<double>(job.workload.training.seq_len));

@@ -220,7 +220,8 @@ KernelContext kernel_context(const spec::Job& job, const spec::KernelTuning& tun
           .attention = spec::attention_of(job.strategy),
           .tuning = tuning,
           .fp8 = casts,
-          .eager = !job.strategy.compile};
+          .eager = !job.strategy.compile,
+          .frozen_weights = job.workload.training.lora.has_value()};
 }
 
 CastTraffic fp8_cast_traffic(const Gemm& g, Pass pass, const KernelContext& ctx) {
@@ -293,6 +294,7 @@ Duration kernel_time(const Op& op, Pass pass, const KernelContext& ctx) {
         using T = std::decay_t<decltype(shape)>;
         if constexpr (std::is_same_v<T, Gemm>) {
           const auto& g = shape;
+          if (ctx.frozen_weights && pass == Pass::BackwardWeight && multiplies_weights(op)) return 0.0;
           const auto dtype = g.linear ? ctx.gemm_dtype : ctx.dtype;
           const auto casts = g.linear ? fp8_cast_traffic(g, pass, ctx) : CastTraffic{};
           const double cast = casts.bytes / hbm(ctx) + casts.kernels * ctx.tuning.kernel_gap.seconds();
@@ -325,6 +327,7 @@ int kernel_launches(const Op& op, Pass pass, const KernelContext& ctx) {
       [&](const auto& shape) -> int {
         using T = std::decay_t<decltype(shape)>;
         if constexpr (std::is_same_v<T, Gemm>) {
+          if (ctx.frozen_weights && pass == Pass::BackwardWeight && multiplies_weights(op)) return 0;
           return 1 + (shape.linear ? fp8_cast_traffic(shape, pass, ctx).kernels : 0);
         } else if constexpr (std::is_same_v<T, AttentionCore>) {
           if (pass == Pass::BackwardWeight) return 0;

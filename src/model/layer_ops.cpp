@@ -233,6 +233,11 @@ std::vector<Op> head_ops(const ModelSpec& model, const LayerShape& shape) {
   };
 }
 
+bool multiplies_weights(const Op& op) {
+  const auto* g = std::get_if<Gemm>(&op.shape);
+  return g != nullptr && (g->linear || op.name == "logits" || op.name == "router");
+}
+
 OpFlops sum_flops(const std::vector<Op>& ops) {
   OpFlops f;
   for (const auto& op : ops) {

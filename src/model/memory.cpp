@@ -196,25 +196,38 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
   // experts shard over the ranks that hold the same experts
   const std::int64_t expert_shards = std::max<std::int64_t>(1, dense_shards / spec::ep_outer(st));
   const auto params = stage_params(job);
+  const auto trainable = trainable_stage_params(job);  // under LoRA the adapters only
+  const StateBytesPerParam weights_only{.weights = per_param.weights, .grads = 0, .optimizer = 0};
+  const StateBytesPerParam states_only{.weights = 0, .grads = per_param.grads, .optimizer = per_param.optimizer};
 
   const Bytes runtime = runtime_memory(job, assumptions, nccl_channels);
   MemoryEstimate estimate;
   int first_layer = 0;
   for (std::size_t stage = 0; stage < params.size(); ++stage) {
     const auto& p = params[stage];
-    const auto dense = model_state_bytes(p.dense, st.zero, dense_shards, per_param);
-    const auto expert = model_state_bytes(p.expert, st.zero, expert_shards, per_param);
+    const auto& t = trainable[stage];
+    // every weight is held; gradients and optimizer states only for those that train
+    // (under LoRA the adapters' own weights beside the frozen ones)
+    const double adapters = job.workload.training.lora ? t.dense : 0.0;
+    auto dense = model_state_bytes(p.dense + adapters, st.zero, dense_shards, weights_only);
+    auto expert = model_state_bytes(p.expert, st.zero, expert_shards, weights_only);
+    const auto dense_states = model_state_bytes(t.dense, st.zero, dense_shards, states_only);
+    const auto expert_states = model_state_bytes(t.expert, st.zero, expert_shards, states_only);
+    dense.grads = dense_states.grads;
+    dense.optimizer = dense_states.optimizer;
+    expert.grads = expert_states.grads;
+    expert.optimizer = expert_states.optimizer;
     double buffers = 0;  // allocated and freed during the step; the runtime's are added below
     // ZeRO-3 gathers the current and the prefetched layer and holds one layer's full gradient
     // before its reduce-scatter; ZeRO-2 reduces one layer's gradient bucket at a time.
     if (st.zero == 3) {
-      buffers += (2 * per_param.weights + per_param.grads) * p.largest_layer;
+      buffers += 2 * per_param.weights * p.largest_layer + per_param.grads * t.largest_layer;
       // without resharding after the forward, the stage's gathered parameters are all held at the
       // end of a forward; under a pipeline schedule, for the whole step with unreduced gradients
       if (!spec::reshard_after_forward_of(st))
-        buffers += (per_param.weights + (st.pp > 1 ? per_param.grads : 0.0)) * p.total();
+        buffers += per_param.weights * p.total() + (st.pp > 1 ? per_param.grads * t.total() : 0.0);
     }
-    if (st.zero == 2) buffers += per_param.grads * p.largest_layer;
+    if (st.zero == 2) buffers += per_param.grads * t.largest_layer;
     const double held = fp8_copies * p.total();
     buffers += held;
     StageMemory sm{

@@ -154,6 +154,44 @@ std::vector<StageParams> stage_params(const spec::Job& job) {
   return stages;
 }
 
+double lora_params_on_gpu(const ModelSpec& model, const spec::LoraSpec& lora, int tp) {
+  const double h = static_cast<double>(model.hidden);
+  const double t = static_cast<double>(tp);
+  const double d = static_cast<double>(model.head_dim);
+  const double ffn = static_cast<double>(model.ffn_hidden) * (model.mlp == spec::MlpKind::Swiglu ? 2 : 1);
+  double params = 0;
+  for (const auto module : lora.modules) {
+    // a column-parallel layer's A takes the whole input and its B gives this GPU's output shard; a
+    // row-parallel layer's A takes this GPU's input shard and its B gives the whole output
+    // (Megatron-Core's ParallelLinearAdapter)
+    switch (module) {
+      case spec::LoraModule::Qkv:
+        params += h + static_cast<double>(model.heads + 2 * model.kv_heads) * d / t;
+        break;
+      case spec::LoraModule::OutProj:
+        params += static_cast<double>(model.heads) * d / t + h;
+        break;
+      case spec::LoraModule::Fc1:
+        params += h + ffn / t;
+        break;
+      case spec::LoraModule::Fc2:
+        params += static_cast<double>(model.ffn_hidden) / t + h;
+        break;
+    }
+  }
+  return params * lora.rank;
+}
+
+std::vector<StageParams> trainable_stage_params(const spec::Job& job) {
+  const auto& lora = job.workload.training.lora;
+  if (!lora) return stage_params(job);
+  const double per_layer = lora_params_on_gpu(job.workload.model, *lora, job.strategy.tp);
+  std::vector<StageParams> stages;
+  for (const int layers : job.stage_layers)
+    stages.push_back({.dense = per_layer * layers, .expert = 0, .largest_layer = per_layer});
+  return stages;
+}
+
 StageParams layer_params_on_gpu(const ModelSpec& model, bool moe, int tp, int ep, int etp) {
   return layer_share(model, moe, tp, ep, etp);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "trainsim/util/error.hpp"
 
@@ -362,12 +363,66 @@ double backward_working_bytes(const ModelSpec& m, const LayerShape& s, const Sav
 
 SaveOptions save_options(const spec::Job& job) {
   const auto& s = job.strategy;
-  return {.fused_attention = spec::is_fused(spec::attention_of(s)),
-          .eager = !s.compile,
-          .fp8_saved_casts =
-              spec::fp8_of(s) != spec::Fp8Recipe::Off && spec::framework_preset(s.framework).fp8_saves_casts,
-          .repeat_kv = s.repeat_kv};
+  return {
+      .fused_attention = spec::is_fused(spec::attention_of(s)),
+      .eager = !s.compile,
+      .fp8_saved_casts = spec::fp8_of(s) != spec::Fp8Recipe::Off && spec::framework_preset(s.framework).fp8_saves_casts,
+      .repeat_kv = s.repeat_kv,
+      .lora = job.workload.training.lora ? &*job.workload.training.lora : nullptr};
 }
+
+namespace {
+
+std::optional<spec::LoraModule> lora_module_of(std::string_view op) {
+  if (op == "qkv") return spec::LoraModule::Qkv;
+  if (op == "out_proj") return spec::LoraModule::OutProj;
+  if (op == "fc1") return spec::LoraModule::Fc1;
+  if (op == "fc2") return spec::LoraModule::Fc2;
+  return std::nullopt;
+}
+
+// Under LoRA a frozen linear layer needs no input for a weight gradient: its saved input goes
+// unless an adapter sits beside it, whose A then keeps the input in the activations' dtype (not an
+// FP8 cast: the adapter runs in bf16), or under dropout the dropped input and the mask; and each
+// adapter keeps A's rank-wide output for B's gradient. A fused attention's output, which the output
+// projection reads, stays the attention's own.
+void apply_lora(std::vector<SavedTensor>& out, const spec::LoraSpec& lora, const Sizes& z, double linear_in) {
+  const auto adapted = [&](spec::LoraModule m) {
+    return std::find(lora.modules.begin(), lora.modules.end(), m) != lora.modules.end();
+  };
+  const auto dropout = [&](std::vector<SavedTensor>& into, std::string_view op, double elements) {
+    into.push_back({.op = op, .what = "input (LoRA: dropped copy)", .bytes = z.e * elements});
+    into.push_back({.op = op, .what = "input (LoRA: dropout mask)", .bytes = elements});
+  };
+  std::vector<SavedTensor> kept;
+  for (const auto& t : out) {
+    if (t.op == "attention" && t.what == "output" && adapted(spec::LoraModule::OutProj) && lora.dropout > 0)
+      dropout(kept, "out_proj", t.bytes / z.e);  // the attention's output, which stays the attention's
+    const auto module = lora_module_of(t.op);
+    if (!module || !t.what.starts_with("input")) {
+      kept.push_back(t);
+      continue;
+    }
+    const bool fused_output = t.what.find("FP8 cast") != std::string_view::npos;  // the attention's output's cast
+    if (!adapted(*module) || fused_output) continue;
+    const double elements = t.bytes / z.linear_e;
+    if (lora.dropout > 0)
+      dropout(kept, t.op, elements);
+    else
+      kept.push_back(
+          {.op = t.op, .what = "input (LoRA: A's input)", .bytes = z.e * elements, .dropped_by = t.dropped_by});
+  }
+  const double r = static_cast<double>(lora.rank);
+  for (const auto m : lora.modules) {
+    const bool column = m == spec::LoraModule::Qkv || m == spec::LoraModule::Fc1;
+    kept.push_back({.op = spec::lora_module_name(m),
+                    .what = "LoRA A's output",
+                    .bytes = z.e * r * (column ? linear_in : z.tokens)});
+  }
+  out = std::move(kept);
+}
+
+}  // namespace
 
 std::vector<SavedTensor> saved_tensors(const ModelSpec& m, const LayerShape& s, const SaveOptions& o, bool moe) {
   SIM_ASSERT(!moe || m.moe, "an MoE layer needs a model with experts");
@@ -393,6 +448,7 @@ std::vector<SavedTensor> saved_tensors(const ModelSpec& m, const LayerShape& s, 
     mlp_tensors(t, "act", "fc2", m, z, z.tokens, static_cast<double>(m.ffn_hidden) / z.tp, LayerPart::Mlp,
                 LayerPart::None);
   t.add("residual2", "dropout mask", mask * z.tokens_sp * z.h);
+  if (o.lora != nullptr) apply_lora(out, *o.lora, z, linear_in);
   return out;
 }
 

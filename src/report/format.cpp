@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "trainsim/model/params.hpp"
 #include "trainsim/util/error.hpp"
 
 namespace trainsim::report {
@@ -131,6 +133,17 @@ std::string human_count(double count) {
   if (count >= 1e9) return fmt::format("{:.2f} B", count / 1e9);
   if (count >= 1e6) return fmt::format("{:.2f} M", count / 1e6);
   return fmt::format("{:.0f}", count);
+}
+
+// "; LoRA rank 16 on qkv, out_proj: 65.5 M train" (empty without LoRA)
+std::string lora_text(const spec::Job& job) {
+  const auto& lora = job.workload.training.lora;
+  if (!lora) return {};
+  std::vector<std::string_view> modules;
+  for (const auto m : lora->modules) modules.push_back(spec::lora_module_name(m));
+  const double trainable = model::lora_params_on_gpu(job.workload.model, *lora, 1) * job.workload.model.layers;
+  return fmt::format("; LoRA rank {} on {}: {} train, the rest frozen", lora->rank, fmt::join(modules, ", "),
+                     human_count(trainable));
 }
 
 namespace {
@@ -413,7 +426,8 @@ std::string to_table(const RunReport& r) {
   }
   line("precision", precision_text(r));
   line("micro-batches", fmt::format("{} per step and pipeline", job.micro_batches));
-  line("parameters", fmt::format("{} total, {} per GPU", human_count(r.params_total), human_count(r.params_per_gpu)));
+  line("parameters", fmt::format("{} total, {} per GPU{}", human_count(r.params_total), human_count(r.params_per_gpu),
+                                 lora_text(job)));
   // the Megatron-LM formula counts a dense GPT: no cross-check for a mixture of experts
   line("model FLOPs/step", job.workload.model.moe ? fmt::format("{:.4g}", r.flops.model)
                                                   : fmt::format("{:.4g} (Megatron formula {:.4g})", r.flops.model,

@@ -1,5 +1,6 @@
 #include "trainsim/spec/workload_spec.hpp"
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 
@@ -116,12 +117,44 @@ ModelSpec read_model(Reader r) {
   return m;
 }
 
+constexpr std::array<Choice<LoraModule>, 4> kLoraModules{
+    {{"qkv", LoraModule::Qkv}, {"out_proj", LoraModule::OutProj}, {"fc1", LoraModule::Fc1}, {"fc2", LoraModule::Fc2}}};
+
+LoraSpec read_lora(Reader r) {
+  LoraSpec lora;
+  lora.rank = static_cast<int>(r.integer("rank", {1, 1 << 16}));
+  lora.dropout = r.number_or("dropout", 0.0, {0.0, 0.99});
+  std::vector<std::string_view> names;
+  for (const auto& c : kLoraModules) names.push_back(c.name);
+  const auto* modules = r.value("modules");
+  if (modules == nullptr || !modules->is_array() || modules->empty()) {
+    r.error_at("modules", fmt::format("expected a non-empty array of {}", fmt::join(names, ", ")));
+  } else {
+    for (std::size_t i = 0; i < modules->size(); ++i) {
+      const auto& m = (*modules)[i];
+      const auto it = m.is_string() ? std::find_if(kLoraModules.begin(), kLoraModules.end(),
+                                                   [&](const auto& c) { return c.name == m.get<std::string>(); })
+                                    : kLoraModules.end();
+      if (it == kLoraModules.end()) {
+        r.error_at("modules", fmt::format("element {}, {}, is not one of {}", i, describe(m), fmt::join(names, ", ")));
+      } else if (std::find(lora.modules.begin(), lora.modules.end(), it->value) != lora.modules.end()) {
+        r.error_at("modules", fmt::format("element {}, \"{}\", is given twice", i, it->name));
+      } else {
+        lora.modules.push_back(it->value);
+      }
+    }
+  }
+  r.finish();
+  return lora;
+}
+
 TrainingSpec read_training(Reader r) {
   TrainingSpec t;
   t.seq_len = r.integer("seq_len", {1, 1 << 24});
   t.global_batch = r.integer("global_batch", {1, 1 << 30});
   t.dtype = r.choice<Dtype>("dtype", kTrainingDtypes);
   t.optimizer = r.choice<Optimizer>("optimizer", kOptimizers);
+  if (auto lora = r.optional_object("lora")) t.lora = read_lora(*lora);
   r.finish();
   return t;
 }
@@ -150,9 +183,28 @@ Optimizer optimizer_named(std::string_view name, const std::string& source) {
   return named(kOptimizers, name, source, "optimizer");
 }
 
+std::string_view lora_module_name(LoraModule module) {
+  return choice_name<LoraModule>(kLoraModules, module);
+}
+
 std::string_view optimizer_name(Optimizer optimizer) {
   return choice_name<Optimizer>(kOptimizers, optimizer);
 }
+
+namespace {
+// LoRA adapters sit beside a dense layer's four linear layers; an MoE block's experts and
+// multi-head latent attention's projections have no adapter placement here.
+void check_lora(const WorkloadSpec& w, const std::string& source) {
+  if (!w.training.lora) return;
+  if (w.model.moe)
+    throw SpecError(source, "/training/lora",
+                    "LoRA is modelled on dense layers (qkv, out_proj, fc1, fc2); this model has experts");
+  if (w.model.mla)
+    throw SpecError(source, "/training/lora",
+                    "LoRA is modelled on dense layers (qkv, out_proj, fc1, fc2); this model has multi-head latent "
+                    "attention");
+}
+}  // namespace
 
 WorkloadSpec read_workload_spec(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw SpecError(source, "", fmt::format("expected a JSON object, got {}", describe(json)));
@@ -171,6 +223,7 @@ WorkloadSpec read_workload_spec(const nlohmann::json& json, const std::string& s
     root.error_at("training", "missing; expected an object with seq_len, global_batch, dtype, optimizer");
   root.finish();
   diagnostics.throw_if_any(source);
+  check_lora(w, source);
   return w;
 }
 
@@ -219,6 +272,7 @@ WorkloadSpec read_hf_workload(const nlohmann::json& config, const std::string& c
   Diagnostics diagnostics;
   w.training = read_training(Reader(training, "/training", diagnostics));
   diagnostics.throw_if_any(source);
+  check_lora(w, source);
   return w;
 }
 

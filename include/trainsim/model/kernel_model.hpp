@@ -41,6 +41,8 @@ struct KernelContext {
   Fp8Casts fp8;
   // Element-wise ops run op by op in eager PyTorch (no torch.compile): more kernels and HBM passes.
   bool eager = false;
+  // The linear layers' weights do not train (LoRA): no weight-gradient GEMMs.
+  bool frozen_weights = false;
 };
 
 // Bytes one FP8 linear layer's casts move in a pass, per element of the operands involved, and

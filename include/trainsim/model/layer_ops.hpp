@@ -109,5 +109,8 @@ struct OpFlops {
   double total() const { return fwd + bwd; }
 };
 OpFlops sum_flops(const std::vector<Op>& ops);
+// Whether the op multiplies activations by the model's weights (a linear layer, the logits, the
+// router), so that its backward computes a weight gradient unless the weights are frozen.
+bool multiplies_weights(const Op& op);
 
 }  // namespace trainsim::model

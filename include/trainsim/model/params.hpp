@@ -49,6 +49,12 @@ struct StageParams {
 bool is_moe_layer(const spec::ModelSpec& model, int layer);
 
 std::vector<StageParams> stage_params(const spec::Job& job);
+// The parameters that train (with gradients and optimizer states): all of them, or under LoRA only
+// the adapters (docs/model.md "Fine-tuning with LoRA").
+std::vector<StageParams> trainable_stage_params(const spec::Job& job);
+// One layer's LoRA adapters on one GPU under tensor parallelism: rank × (in + out) per adapted
+// linear layer, in and out as this GPU holds them.
+double lora_params_on_gpu(const spec::ModelSpec& model, const spec::LoraSpec& lora, int tp);
 
 // One layer's parameters on one GPU under tensor and expert parallelism (before ZeRO).
 StageParams layer_params_on_gpu(const spec::ModelSpec& model, bool moe, int tp, int ep, int etp);

@@ -45,6 +45,9 @@ struct SaveOptions {
   bool eager = false;           // element-wise ops one by one (compile=off): their own intermediates
   bool fp8_saved_casts = false;  // the linear layers' inputs kept as their FP8 casts (Transformer Engine)
   bool repeat_kv = false;        // K and V materialised at the query heads' count before attention
+  // LoRA: the base weights frozen, so a linear layer saves its input only for its adapter's A
+  // (its dropped copy and dropout mask under dropout), and each adapter saves A's output for B
+  const spec::LoraSpec* lora = nullptr;
 };
 SaveOptions save_options(const spec::Job& job);
 

@@ -66,11 +66,27 @@ struct ModelSpec {
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };
 
+// The linear layers of a dense transformer layer a LoRA adapter may sit beside (Megatron-Core's
+// linear_qkv, linear_proj, linear_fc1, linear_fc2).
+enum class LoraModule { Qkv, OutProj, Fc1, Fc2 };
+
+// Low-rank adaptation (Hu et al. 2021): every weight of the model frozen, and beside each chosen
+// linear layer W (in × out) a trainable pair A (in × rank) and B (rank × out) whose product is added
+// to its output, with dropout on the adapter's input (docs/model.md "Fine-tuning with LoRA").
+struct LoraSpec {
+  int rank = 0;
+  std::vector<LoraModule> modules;  // in the order given, no repeats
+  double dropout = 0;               // on the adapter's input: its mask and the dropped input are saved
+  friend bool operator==(const LoraSpec&, const LoraSpec&) = default;
+};
+std::string_view lora_module_name(LoraModule module);
+
 struct TrainingSpec {
   std::int64_t seq_len = 0;
   std::int64_t global_batch = 0;  // sequences per optimizer step
   Dtype dtype = Dtype::Bf16;
   Optimizer optimizer = Optimizer::Adam;
+  std::optional<LoraSpec> lora;  // fine-tuning with LoRA: only the adapters train
   friend bool operator==(const TrainingSpec&, const TrainingSpec&) = default;
 };
 

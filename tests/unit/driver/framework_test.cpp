@@ -143,6 +143,25 @@ TEST_CASE("gradients reduced in fp32 move twice the bytes of bf16 and cost 2 mor
   CHECK(fp32.memory.peak().bytes.grads.as_double() == doctest::Approx(2 * bf16.memory.peak().bytes.grads.as_double()));
 }
 
+TEST_CASE("under LoRA the data-parallel reduction carries the adapters' gradients and no weight gradient is computed") {
+  auto w = test::tiny_gpt(8, 32, 512);
+  const auto full = run(job_on("dgx-h100-superpod", w, "gpus=16"));
+  w.training.lora = spec::LoraSpec{.rank = 8, .modules = {spec::LoraModule::Qkv, spec::LoraModule::Fc2}};
+  const auto job = job_on("dgx-h100-superpod", w, "gpus=16");
+  const auto lora = run(job);
+  const double all = model::stage_params(job).at(0).total();
+  const double adapters = model::trainable_stage_params(job).at(0).total();
+  REQUIRE(adapters == doctest::Approx(8 * model::lora_params_on_gpu(job.workload.model, *w.training.lora, 1)));
+  // the same all-reduces over the same ranks, of adapters instead of every parameter (the 8-byte
+  // gradient-norm all-reduces aside)
+  CHECK(comm_bytes(lora, lower::Category::DpComm) / comm_bytes(full, lower::Category::DpComm) ==
+        doctest::Approx(adapters / all).epsilon(0.02));
+  // the backward loses the weight-gradient GEMMs: the step's FLOPs fall by 2·T·(weights), which is
+  // a third of the linear layers' work
+  CHECK(lora.flops.hardware < full.flops.hardware * 0.75);
+  CHECK(lora.simulation->step_time_s < full.simulation->step_time_s);
+}
+
 TEST_CASE("overlapping the gradient reduction with the backward shortens the step by at most the reduction") {
   const auto w = test::tiny_gpt(8, 32, 512);
   const auto after = run(job_on("dgx-h100-superpod", w, "gpus=16,overlap_grad_reduce=off"));

@@ -276,3 +276,65 @@ TEST_CASE("Megatron's uniform method keeps one input per group of N layers and r
 }
 
 }  // namespace saved_tensors_test
+
+namespace saved_tensors_test {
+
+// LoRA (Hu et al. 2021) on Llama 3 8B: rank 16 beside the QKV and output projections, every base
+// weight frozen.
+spec::Job lora_job(const std::vector<spec::LoraModule>& modules, double dropout = 0, const std::string& extra = "") {
+  auto job = job_of("none");
+  auto w = job.workload;
+  w.training.lora = spec::LoraSpec{.rank = 16, .modules = modules, .dropout = dropout};
+  return test::make_job("dgx-h100-superpod", w, "gpus=8,mb=2,zero=1,attention=flash,recompute=none" + extra);
+}
+
+TEST_CASE("LoRA adapters hold rank x (in + out) per adapted linear layer, in and out as a GPU holds them") {
+  const auto m = llama8b();
+  const spec::LoraSpec all{
+      .rank = 16,
+      .modules = {spec::LoraModule::Qkv, spec::LoraModule::OutProj, spec::LoraModule::Fc1, spec::LoraModule::Fc2}};
+  // q, k and v fused: h in, (a + 2·kv)·d out; the output projection a·d in, h out; SwiGLU's w1 and w3
+  // fused: h in, 2f out; w2 f in, h out
+  const double per_layer = 16 * ((h + (a + 2 * kv) * d) + (a * d + h) + (h + 2 * f) + (f + h));
+  CHECK(model::lora_params_on_gpu(m, all, 1) == doctest::Approx(per_layer).epsilon(1e-12));
+  // under TP 8 the column-parallel layers' B and the row-parallel layers' A are split
+  const double tp8 = 16 * ((h + (a + 2 * kv) * d / 8) + (a * d / 8 + h) + (h + 2 * f / 8) + (f / 8 + h));
+  CHECK(model::lora_params_on_gpu(m, all, 8) == doctest::Approx(tp8).epsilon(1e-12));
+}
+
+TEST_CASE("under LoRA every weight is held, gradients and optimizer states only for the adapters") {
+  const auto job = lora_job({spec::LoraModule::Qkv, spec::LoraModule::OutProj});
+  const double adapters = 32 * 16 * ((h + (a + 2 * kv) * d) + (a * d + h));
+  const double weights = static_cast<double>(model::count_params(job.workload.model, 8192).total());
+  const auto e = estimate_memory(job, {}, 1).stages.at(0).bytes;
+  // bf16 weights (2 bytes), fp32 gradients (Megatron's main_grad: the megatron-core preset reduces
+  // in fp32), fp32 master weights and Adam's moments (12) sharded over 8 (ZeRO-1)
+  CHECK(static_cast<double>(e.params.count) == doctest::Approx(2 * (weights + adapters)).epsilon(1e-6));
+  CHECK(static_cast<double>(e.grads.count) == doctest::Approx(4 * adapters).epsilon(1e-6));
+  CHECK(static_cast<double>(e.optimizer.count) == doctest::Approx(12 * adapters / 8).epsilon(1e-6));
+}
+
+TEST_CASE("under LoRA the step computes no weight gradient of the frozen model") {
+  const auto full = job_of("none");
+  const auto lora = lora_job({spec::LoraModule::Qkv, spec::LoraModule::OutProj});
+  // every weight product's gradient, 2·T·(its weights): the layers' linear weights and the output layer
+  const double tokens = 16.0 * 8192;
+  const double linear = 32 * (h * (a + 2 * kv) * d + a * d * h + h * 2 * f + f * h) + 128256 * h;
+  CHECK(step_flops(full).model - step_flops(lora).model == doctest::Approx(2 * tokens * linear).epsilon(1e-9));
+}
+
+TEST_CASE("under LoRA a frozen linear layer saves no input; an adapter keeps A's input and output") {
+  const auto per_token_of = [](const spec::Job& job) {
+    return per_token(saved_tensors(job.workload.model, gpu_layer_shape(job), save_options(job), false));
+  };
+  // the MLP's frozen GEMMs drop their inputs (2h and 2f); the QKV projection's input stays for its
+  // adapter, the attention's output for the attention; A's outputs, 2·rank each, are added
+  const auto plain = lora_job({spec::LoraModule::Qkv, spec::LoraModule::OutProj});
+  CHECK(per_token_of(plain) == doctest::Approx(kAutogradSaves - 2 * h - 2 * f + 2 * (2 * 16)).epsilon(1e-12));
+  // dropout on the adapters' inputs keeps each one's dropped copy (2 bytes) and mask (1) instead
+  const auto dropout = lora_job({spec::LoraModule::Qkv, spec::LoraModule::OutProj}, 0.1);
+  CHECK(per_token_of(dropout) ==
+        doctest::Approx(kAutogradSaves - 2 * h - 2 * f + 2 * (2 * 16) + h + 3 * a * d).epsilon(1e-12));
+}
+
+}  // namespace saved_tensors_test
