@@ -654,6 +654,54 @@ def mlperf_llama31_8b():
                  known_gap=gap is not None, note=gap)
 
 
+# MLPerf Training v5.0/v5.1's Llama 2 70B LoRA on AMD Instinct (reference/collected/machines/
+# mlperf_training_llama2_70b_lora.json): NeMo 1 PEFT, rank-16 adapters with dropout 0.1 beside the
+# fused QKV and the output projection, FP8 weights, full recomputation of the first 21 layers on the
+# MI300X; one node with fused Adam, several with the distributed optimizer and context parallelism.
+LORA_TOPOLOGY = {"MI300X": "topologies/mi300x-cluster.json", "MI355X": "topologies/mi355x-cluster.json"}
+
+
+def lora_topology(gpu):
+    if gpu in LORA_TOPOLOGY:
+        return LORA_TOPOLOGY[gpu]
+    # the MI325X in the MI300X's node and fabric (the same OAM platform and 8 x 400G NICs)
+    with open(os.path.join(ROOT, "topologies", "mi300x-cluster.json")) as f:
+        t = json.load(f)
+    t.pop("sources", None)
+    t.update(name="mi325x-cluster", device="mi325x-256gb")
+    return t
+
+
+def mlperf_llama2_70b_lora():
+    ref = load("collected/machines/mlperf_training_llama2_70b_lora.json")
+    for row in ref["rows"]:
+        workload = load_workload("llama3-70b")
+        workload["name"] = "llama2-70b-lora"
+        workload["model"]["vocab"] = 32000  # Llama 2's tokenizer; otherwise Llama 3 70B's shape
+        workload["training"] = {"seq_len": row["seq_len"], "global_batch": row["global_batch"], "dtype": "fp8",
+                                "optimizer": "adamw",
+                                "lora": {"rank": 16, "modules": ["qkv", "out_proj"], "dropout": 0.1}}
+        recompute = f"full,recompute_layers={row['recompute_layers']}" if row["recompute_layers"] else "none"
+        strategy = (f"framework=nemo,tp={row['tp']},pp={row['pp']},cp={row['cp']},gpus={row['gpus']},"
+                    f"mb={row['micro_batch']},zero={1 if row['nodes'] > 1 else 0},recompute={recompute},"
+                    "fp8_param_gather=on")
+        samples = row["samples_per_s_median"]
+        step = row["global_batch"] / samples
+        case = f"mlperf{row['round'][1:].replace('.', '')}-llama2-70b-lora-{row['gpu'].lower()}-{row['gpus']}gpus-{slug(row['submitter'])}"
+        # the CDNA3 parts (MI300X, MI325X) under this stack: slower than the model on every row, by a
+        # cause not found (their FP8 and BF16 GEMM rates are fitted to AMD's hipBLASLt measurements;
+        # the MI355X, the same stack on CDNA4, agrees): docs/validation.md "MLPerf LoRA"
+        gap = ("MI300X/MI325X (CDNA3) under ROCm Transformer Engine FP8 with LoRA: every row slower than the model "
+               "by a cause not identified; the GEMM rates are fitted to AMD's hipBLASLt microbenchmarks and the "
+               "MI355X row of the same stack agrees") if row["gpu"] in ("MI300X", "MI325X") else None
+        run_case(case, "MLPerf Training v5.0-v5.1, Llama 2 70B LoRA (FP8)",
+                 f"{row['submitter']}, {row['gpus']} {row['gpu']} ({row['nodes']} node{'s' if row['nodes'] > 1 else ''}), "
+                 f"MLPerf {row['round']}: {samples} samples/s of 8,192 tokens, median of 10 runs (step {step:.4f} s derived; "
+                 f"{row['result']}; reference/collected/machines/mlperf_training_llama2_70b_lora.json)",
+                 workload, strategy, "/step_time_s", round(step, 4), topology=lora_topology(row["gpu"]),
+                 known_gap=gap is not None, note=gap)
+
+
 def load_workload(name):
     with open(os.path.join(ROOT, "workloads", name + ".json")) as f:
         w = json.load(f)
@@ -678,3 +726,4 @@ if __name__ == "__main__":
     maxtext_multislice()
     megatron_bridge()
     mlperf_llama31_8b()
+    mlperf_llama2_70b_lora()
