@@ -296,6 +296,16 @@ ordered_json to_json(const RunReport& r) {
   out["strategy"] = strategy_json(job);
   out["params_total"] = rounded(r.params_total);
   out["params_per_gpu"] = rounded(r.params_per_gpu);
+  if (const auto& lora = job.workload.training.lora) {
+    // only under LoRA, so that other reports keep their bytes
+    std::vector<std::string_view> modules;
+    for (const auto m : lora->modules) modules.push_back(spec::lora_module_name(m));
+    out["lora"] = {{"rank", lora->rank},
+                   {"modules", modules},
+                   {"dropout", lora->dropout},
+                   {"params_trainable",
+                    rounded(model::lora_params_on_gpu(job.workload.model, *lora, 1) * job.workload.model.layers)}};
+  }
   out["gpus"] = job.gpus;
   if (r.simulation) {
     const auto& s = *r.simulation;

@@ -145,7 +145,8 @@ TEST_CASE("gradients reduced in fp32 move twice the bytes of bf16 and cost 2 mor
 
 TEST_CASE("under LoRA the data-parallel reduction carries the adapters' gradients and no weight gradient is computed") {
   auto w = test::tiny_gpt(8, 32, 512);
-  const auto full = run(job_on("dgx-h100-superpod", w, "gpus=16"));
+  const auto full_job = job_on("dgx-h100-superpod", w, "gpus=16");
+  const auto full = run(full_job);
   w.training.lora = spec::LoraSpec{.rank = 8, .modules = {spec::LoraModule::Qkv, spec::LoraModule::Fc2}};
   const auto job = job_on("dgx-h100-superpod", w, "gpus=16");
   const auto lora = run(job);
@@ -160,6 +161,10 @@ TEST_CASE("under LoRA the data-parallel reduction carries the adapters' gradient
   // a third of the linear layers' work
   CHECK(lora.flops.hardware < full.flops.hardware * 0.75);
   CHECK(lora.simulation->step_time_s < full.simulation->step_time_s);
+  // the JSON report states the adapters; a report without LoRA has no such key
+  CHECK(report::to_json(lora).at("lora").at("params_trainable").get<double>() ==
+        doctest::Approx(8 * model::lora_params_on_gpu(job.workload.model, *w.training.lora, 1)));
+  CHECK_FALSE(report::to_json(full).contains("lora"));
 }
 
 TEST_CASE("overlapping the gradient reduction with the backward shortens the step by at most the reduction") {
