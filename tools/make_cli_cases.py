@@ -174,7 +174,7 @@ case('device-collective-engine', 'run -t @t.json -w workloads/gpt3-175b.json -s 
      'error: @t.json: /device/collective_engine: "rdma" is not valid; expected one of: cores, dma (did you mean "dma"?)',
      {'t.json': topo(device__collective_engine='rdma')})
 case('workload-lora-unknown-module', f'run -t {T} -w @w.json -s tp=8', 2,
-     'error: @w.json: /training/lora/modules: element 1, "lm_head", is not one of qkv, out_proj, fc1, fc2',
+     'error: @w.json: /training/lora/modules/1: "lm_head" is not one of qkv, out_proj, fc1, fc2',
      {'w.json': work(training__lora={'rank': 16, 'modules': ['qkv', 'lm_head']})})
 case('workload-lora-rank-zero', f'run -t {T} -w @w.json -s tp=8', 2,
      'error: @w.json: /training/lora/modules: expected a non-empty array of qkv, out_proj, fc1, fc2\n'

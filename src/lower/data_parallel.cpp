@@ -328,6 +328,7 @@ void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatc
   if (zero_ == 3 && keep_for_step_) {
     // gradients accumulate unsharded until the last micro-batch, then are reduce-scattered
     const auto p = grad_params(stage, unit);
+    if (p.dense + p.expert <= 0) return;  // a frozen unit (LoRA's embedding and head): nothing to reduce
     const auto g = grad_bytes_;
     if (microbatch == 0)
       ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers, true);
@@ -343,6 +344,7 @@ void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatc
     // them in the reduce dtype (FSDP1 replaces the gradient by its cast, FSDP2 copies it into the
     // reduce-scatter input and frees it)
     const auto p = grad_params(stage, unit);
+    if (p.dense + p.expert <= 0) return;  // a frozen unit: nothing to reduce
     const double g =
         reduce_copy_bytes_per_param() > 0 ? grad_bytes_ : model::weight_bytes(ctx_.job().workload.training.dtype);
     ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers, true);
@@ -367,7 +369,8 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
   const auto& job = ctx_.job();
   const int pp = ctx_.stages();
   // Megatron keeps the tied word embedding on the first and last stages: their gradients are summed.
-  if (pp > 1 && job.workload.model.tied_embeddings && spec::head_stage(job) != 0) {
+  // (under LoRA the embedding is frozen: no gradient to sum)
+  if (pp > 1 && job.workload.model.tied_embeddings && spec::head_stage(job) != 0 && !job.workload.training.lora) {
     const double params = static_cast<double>((job.workload.model.vocab + job.strategy.tp - 1) / job.strategy.tp) *
                           static_cast<double>(job.workload.model.hidden);
     ctx_.wait(0, StreamKind::DpComm, last_compute.front());

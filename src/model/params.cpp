@@ -156,30 +156,31 @@ std::vector<StageParams> stage_params(const spec::Job& job) {
 
 double lora_params_on_gpu(const ModelSpec& model, const spec::LoraSpec& lora, int tp) {
   const double h = static_cast<double>(model.hidden);
-  const double t = static_cast<double>(tp);
-  const double d = static_cast<double>(model.head_dim);
-  const double ffn = static_cast<double>(model.ffn_hidden) * (model.mlp == spec::MlpKind::Swiglu ? 2 : 1);
+  const double qkv = static_cast<double>(model.heads + 2 * model.kv_heads) * static_cast<double>(model.head_dim);
+  const double attention_out = static_cast<double>(model.heads) * static_cast<double>(model.head_dim);
+  const double ffn = static_cast<double>(model.ffn_hidden);
+  const double fc1 = ffn * (model.mlp == spec::MlpKind::Swiglu ? 2 : 1);
   double params = 0;
   for (const auto module : lora.modules) {
-    // a column-parallel layer's A takes the whole input and its B gives this GPU's output shard; a
-    // row-parallel layer's A takes this GPU's input shard and its B gives the whole output
-    // (Megatron-Core's ParallelLinearAdapter)
     switch (module) {
       case spec::LoraModule::Qkv:
-        params += h + static_cast<double>(model.heads + 2 * model.kv_heads) * d / t;
+        params += h + qkv;
         break;
       case spec::LoraModule::OutProj:
-        params += static_cast<double>(model.heads) * d / t + h;
+        params += attention_out + h;
         break;
       case spec::LoraModule::Fc1:
-        params += h + ffn / t;
+        params += h + fc1;
         break;
       case spec::LoraModule::Fc2:
-        params += static_cast<double>(model.ffn_hidden) / t + h;
+        params += ffn + h;
         break;
     }
   }
-  return params * lora.rank;
+  // NeMo's ParallelLinearAdapter splits both matrices over the tensor-parallel ranks: a
+  // column-parallel layer's A over the rank (its output gathered) and B over the output, a
+  // row-parallel layer's A over the input and B over the output (gathered)
+  return params * lora.rank / static_cast<double>(tp);
 }
 
 std::vector<StageParams> trainable_stage_params(const spec::Job& job) {

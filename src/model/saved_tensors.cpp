@@ -386,18 +386,24 @@ std::optional<spec::LoraModule> lora_module_of(std::string_view op) {
 // FP8 cast: the adapter runs in bf16), or under dropout the dropped input and the mask; and each
 // adapter keeps A's rank-wide output for B's gradient. A fused attention's output, which the output
 // projection reads, stays the attention's own.
-void apply_lora(std::vector<SavedTensor>& out, const spec::LoraSpec& lora, const Sizes& z, double linear_in) {
+void apply_lora(std::vector<SavedTensor>& out, const spec::LoraSpec& lora, const Sizes& z) {
   const auto adapted = [&](spec::LoraModule m) {
     return std::find(lora.modules.begin(), lora.modules.end(), m) != lora.modules.end();
   };
-  const auto dropout = [&](std::vector<SavedTensor>& into, std::string_view op, double elements) {
-    into.push_back({.op = op, .what = "input (LoRA: dropped copy)", .bytes = z.e * elements});
-    into.push_back({.op = op, .what = "input (LoRA: dropout mask)", .bytes = elements});
-  };
   std::vector<SavedTensor> kept;
+  // the adapter's input for A's gradient: under dropout its dropped copy and mask instead
+  const auto keep_input = [&](std::string_view op, double elements, LayerPart dropped_by) {
+    if (lora.dropout <= 0) {
+      kept.push_back({.op = op, .what = "input (LoRA: A's input)", .bytes = z.e * elements, .dropped_by = dropped_by});
+      return;
+    }
+    kept.push_back({.op = op, .what = "input (LoRA: dropped copy)", .bytes = z.e * elements, .dropped_by = dropped_by});
+    kept.push_back({.op = op, .what = "input (LoRA: dropout mask)", .bytes = elements, .dropped_by = dropped_by});
+  };
   for (const auto& t : out) {
+    // a fused attention's output, which the attention keeps and the output projection's adapter reads
     if (t.op == "attention" && t.what == "output" && adapted(spec::LoraModule::OutProj) && lora.dropout > 0)
-      dropout(kept, "out_proj", t.bytes / z.e);  // the attention's output, which stays the attention's
+      keep_input("out_proj", t.bytes / z.e, t.dropped_by);
     const auto module = lora_module_of(t.op);
     if (!module || !t.what.starts_with("input")) {
       kept.push_back(t);
@@ -405,20 +411,15 @@ void apply_lora(std::vector<SavedTensor>& out, const spec::LoraSpec& lora, const
     }
     const bool fused_output = t.what.find("FP8 cast") != std::string_view::npos;  // the attention's output's cast
     if (!adapted(*module) || fused_output) continue;
-    const double elements = t.bytes / z.linear_e;
-    if (lora.dropout > 0)
-      dropout(kept, t.op, elements);
-    else
-      kept.push_back(
-          {.op = t.op, .what = "input (LoRA: A's input)", .bytes = z.e * elements, .dropped_by = t.dropped_by});
+    // a column-parallel layer's adapter reads the whole sequence (gathered under SP), a row-parallel
+    // one its input shard, as the base layer saved it
+    const bool column = *module == spec::LoraModule::Qkv || *module == spec::LoraModule::Fc1;
+    keep_input(t.op, column ? z.tokens * z.h : t.bytes / z.linear_e, t.dropped_by);
   }
+  // A's output (its rank gathered) for B's gradient, over every token
   const double r = static_cast<double>(lora.rank);
-  for (const auto m : lora.modules) {
-    const bool column = m == spec::LoraModule::Qkv || m == spec::LoraModule::Fc1;
-    kept.push_back({.op = spec::lora_module_name(m),
-                    .what = "LoRA A's output",
-                    .bytes = z.e * r * (column ? linear_in : z.tokens)});
-  }
+  for (const auto m : lora.modules)
+    kept.push_back({.op = spec::lora_module_name(m), .what = "LoRA A's output", .bytes = z.e * r * z.tokens});
   out = std::move(kept);
 }
 
@@ -448,7 +449,7 @@ std::vector<SavedTensor> saved_tensors(const ModelSpec& m, const LayerShape& s, 
     mlp_tensors(t, "act", "fc2", m, z, z.tokens, static_cast<double>(m.ffn_hidden) / z.tp, LayerPart::Mlp,
                 LayerPart::None);
   t.add("residual2", "dropout mask", mask * z.tokens_sp * z.h);
-  if (o.lora != nullptr) apply_lora(out, *o.lora, z, linear_in);
+  if (o.lora != nullptr) apply_lora(out, *o.lora, z);
   return out;
 }
 

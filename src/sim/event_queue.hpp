@@ -13,6 +13,8 @@
 namespace trainsim::sim {
 
 enum class EventKind : std::uint8_t { LatencyDone, Finish };
+// EventQueue packs the kind into the lowest bit of the push order
+static_assert(static_cast<int>(EventKind::LatencyDone) == 0 && static_cast<int>(EventKind::Finish) == 1);
 
 struct Event {
   Duration time;

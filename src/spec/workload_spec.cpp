@@ -130,15 +130,16 @@ LoraSpec read_lora(Reader r) {
   if (modules == nullptr || !modules->is_array() || modules->empty()) {
     r.error_at("modules", fmt::format("expected a non-empty array of {}", fmt::join(names, ", ")));
   } else {
+    auto list = r.child("modules");  // element errors at /modules/<i>
     for (std::size_t i = 0; i < modules->size(); ++i) {
       const auto& m = (*modules)[i];
       const auto it = m.is_string() ? std::find_if(kLoraModules.begin(), kLoraModules.end(),
                                                    [&](const auto& c) { return c.name == m.get<std::string>(); })
                                     : kLoraModules.end();
       if (it == kLoraModules.end()) {
-        r.error_at("modules", fmt::format("element {}, {}, is not one of {}", i, describe(m), fmt::join(names, ", ")));
+        list.error_at(std::to_string(i), fmt::format("{} is not one of {}", describe(m), fmt::join(names, ", ")));
       } else if (std::find(lora.modules.begin(), lora.modules.end(), it->value) != lora.modules.end()) {
-        r.error_at("modules", fmt::format("element {}, \"{}\", is given twice", i, it->name));
+        list.error_at(std::to_string(i), fmt::format("\"{}\" is given twice", it->name));
       } else {
         lora.modules.push_back(it->value);
       }

@@ -52,8 +52,8 @@ std::vector<StageParams> stage_params(const spec::Job& job);
 // The parameters that train (with gradients and optimizer states): all of them, or under LoRA only
 // the adapters (docs/model.md "Fine-tuning with LoRA").
 std::vector<StageParams> trainable_stage_params(const spec::Job& job);
-// One layer's LoRA adapters on one GPU under tensor parallelism: rank × (in + out) per adapted
-// linear layer, in and out as this GPU holds them.
+// One layer's LoRA adapters on one GPU: rank × (in + out) per adapted linear layer, split over the
+// tensor-parallel ranks (NeMo's ParallelLinearAdapter shards both A and B).
 double lora_params_on_gpu(const spec::ModelSpec& model, const spec::LoraSpec& lora, int tp);
 
 // One layer's parameters on one GPU under tensor and expert parallelism (before ZeRO).
