@@ -1,6 +1,7 @@
 #include "trainsim/model/params.hpp"
 
 #include <algorithm>
+#include <array>
 
 namespace trainsim::model {
 namespace {
@@ -160,22 +161,13 @@ double lora_params_on_gpu(const ModelSpec& model, const spec::LoraSpec& lora, in
   const double attention_out = static_cast<double>(model.heads) * static_cast<double>(model.head_dim);
   const double ffn = static_cast<double>(model.ffn_hidden);
   const double fc1 = ffn * (model.mlp == spec::MlpKind::Swiglu ? 2 : 1);
+  // in and out of each adaptable layer, in LoraModule's order: qkv, out_proj, fc1, fc2
+  const std::array<double, 4> in{h, attention_out, h, ffn};
+  const std::array<double, 4> out{qkv, h, fc1, h};
   double params = 0;
   for (const auto module : lora.modules) {
-    switch (module) {
-      case spec::LoraModule::Qkv:
-        params += h + qkv;
-        break;
-      case spec::LoraModule::OutProj:
-        params += attention_out + h;
-        break;
-      case spec::LoraModule::Fc1:
-        params += h + fc1;
-        break;
-      case spec::LoraModule::Fc2:
-        params += ffn + h;
-        break;
-    }
+    const auto i = static_cast<std::size_t>(module);
+    params += in.at(i) + out.at(i);
   }
   // NeMo's ParallelLinearAdapter splits both matrices over the tensor-parallel ranks: a
   // column-parallel layer's A over the rank (its output gathered) and B over the output, a
