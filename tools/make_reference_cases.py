@@ -623,13 +623,14 @@ def megatron_bridge():
 # FP8 weights and the distributed optimizer, bf16 gradient reduction, no recomputation; the four
 # MI355X systems run AMD's one config (8 GPUs, data parallel, overlaps left at Megatron-Core's
 # default, off); Cisco's H100 run is 8 nodes on a 400G Ethernet fabric with both overlaps on.
-MLPERF_TOPOLOGY = {"MI355X": "topologies/mi355x-cluster.json", "H100": "topologies/h100-roce-llama3.json"}
+MLPERF_TOPOLOGY = {"MI355X": "topologies/mi355x-cluster.json", "H100": "topologies/h100-roce-llama3.json",
+                   "B200": "topologies/dgx-b200.json"}
 
 
 def mlperf_llama31_8b():
     ref = load("collected/machines/mlperf_training_v51_llama31_8b.json")
     for row in ref["rows"]:
-        gpu = "MI355X" if "MI355X" in row["gpu"] else "H100"
+        gpu = next(g for g in MLPERF_TOPOLOGY if g in row["gpu"])
         workload = load_workload("llama3-8b")
         workload["training"] = {"seq_len": row["seq_len"], "global_batch": row["global_batch"], "dtype": "fp8",
                                 "optimizer": "adamw"}
@@ -646,6 +647,8 @@ def mlperf_llama31_8b():
         gap = (f"an NGC 25.01-based MLPerf stack without CUDA graphs at {row['global_batch'] * 8192 / step / row['gpus']:,.0f} "
                "tokens/s per GPU, where NVIDIA's NeMo 25.11 table measured 14,451 for the same model and micro-batch on "
                "8 H100s: the run is slower than the H100 kernels the model is fitted to") if gpu == "H100" else None
+        if gpu == "B200":
+            gap = BLACKWELL_GAP
         run_case(case, "MLPerf Training v5.1, Llama 3.1 8B pretraining (FP8)",
                  f"{row['submitter']}, {row['system']}, {row['gpus']} {gpu}: {samples} samples/s of 8,192 tokens, "
                  f"median of {row['samples_per_s']['result_files']} runs (step {step:.4f} s derived; "

@@ -313,10 +313,10 @@ TEST_CASE("every Megatron-Bridge performance run fits its GPUs" * doctest::test_
   CHECK(runs_that_fit("bridge-") == 14);
 }
 
-// MLPerf Training v5.1's Llama 3.1 8B runs (four MI355X systems, one 64-H100 system; no
-// recomputation, FP8 weights, bf16 gradients) ran: each fits.
+// MLPerf Training v5.1's Llama 3.1 8B runs (four MI355X systems, one 64-H100 system, three B200
+// systems of 8-64 GPUs; no recomputation, FP8 weights, bf16 gradients) ran: each fits.
 TEST_CASE("every MLPerf Llama 3.1 8B run fits its GPUs" * doctest::test_suite("volume")) {
-  CHECK(runs_that_fit("mlperf51-llama31-8b-") == 5);
+  CHECK(runs_that_fit("mlperf51-llama31-8b-") == 8);
 }
 
 }  // namespace memory_validation_test
