@@ -20,7 +20,8 @@ LayerShape gpu_layer_shape(const spec::Job& job) {
                     .loss_fused_linear = s.loss == spec::LossImpl::FusedLinear,
                     .loss_traffic = spec::loss_traffic_per_logit(
                         s.loss, s.compile && spec::framework_preset(s.framework).compile_is_torch_compile),
-                    .sp_saves_gathered = s.sp_saves_gathered};
+                    .sp_saves_gathered = s.sp_saves_gathered,
+                    .lora = job.workload.training.lora ? &*job.workload.training.lora : nullptr};
 }
 
 double replayed_fwd_flops(const std::vector<Op>& ops, const LayerCheckpoint& checkpoint) {
@@ -52,7 +53,8 @@ StepFlops step_flops(const spec::Job& job) {
   if (model.moe) model.moe->capacity_factor = 1.0;  // padding slots are not model work
   const LayerShape whole{.micro_batch = job.workload.training.global_batch,
                          .seq_len = job.workload.training.seq_len,
-                         .activation_bytes = 2};
+                         .activation_bytes = 2,
+                         .lora = job.workload.training.lora ? &*job.workload.training.lora : nullptr};
   StepFlops f;
   const bool frozen = job.workload.training.lora.has_value();  // no weight gradients of the base model
   double recompute = 0;

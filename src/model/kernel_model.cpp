@@ -190,7 +190,13 @@ constexpr EagerOp kEagerOps[] = {{"norm1", 9.0, 6},
                                  {"shared_act", 10.0 / 6.0, 2},
                                  {"loss", 1.0, 4},
                                  {"q_norm", 9.0, 6},
-                                 {"kv_norm", 9.0, 6}};
+                                 {"kv_norm", 9.0, 6},
+                                 // a LoRA adapter: dropout, A, B, the scaling and the add (its
+                                 // traffic is already the unfused kernels')
+                                 {"qkv_lora", 1.0, 5},
+                                 {"out_proj_lora", 1.0, 5},
+                                 {"fc1_lora", 1.0, 5},
+                                 {"fc2_lora", 1.0, 5}};
 
 // The time an element-wise op adds beyond its fused pass when it runs eagerly.
 double eager_extra_seconds(const Op& op, double fused_seconds, const KernelContext& ctx) {

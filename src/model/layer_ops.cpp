@@ -1,6 +1,7 @@
 #include "trainsim/model/layer_ops.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "trainsim/util/error.hpp"
@@ -199,6 +200,40 @@ std::string_view op_class_name(OpClass cls) {
   return "?";
 }
 
+// A LoRA adapter beside a linear layer of `tokens` × `in` → `out` (as this GPU holds it): dropout
+// on the input, A (in × r), B (r × out) and the add into the layer's output, each a kernel over
+// HBM (rank r is too narrow for the matrix units to matter). Forward: the dropout reads the input
+// and writes its copy and mask, A reads the copy, B writes its product, the add reads it and the
+// output and writes the output. Backward: B's and A's gradients read the output gradient twice,
+// A's the dropped input; the input gradient is written, added into the layer's (read twice,
+// written) and passed back through the dropout (read with the mask, written).
+Op lora_adapter(std::string_view name, const Gemm& g, double rank, double dropout, double e) {
+  const double tokens = static_cast<double>(g.m);
+  const double in = static_cast<double>(g.k);
+  const double out = static_cast<double>(g.n);
+  const double drop = dropout > 0 ? (2 * e + 1) * tokens * in : 0.0;
+  const double fwd = drop + e * tokens * in + e * tokens * out + 3 * e * tokens * out;
+  const double bwd = 2 * e * tokens * out + e * tokens * in + e * tokens * in + 3 * e * tokens * in + drop;
+  const double flops = 2 * tokens * rank * (in + out);
+  Op op = elementwise(name, fwd, bwd);
+  op.fwd_flops = flops;
+  op.bwd_data_flops = flops;
+  op.bwd_weight_flops = flops;
+  return op;
+}
+
+void add_lora_adapters(std::vector<Op>& ops, const spec::LoraSpec& lora, double e) {
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kAdapters{
+      {{"qkv", "qkv_lora"}, {"out_proj", "out_proj_lora"}, {"fc1", "fc1_lora"}, {"fc2", "fc2_lora"}}};
+  for (const auto module : lora.modules) {
+    const auto& [base, adapter] = kAdapters.at(static_cast<std::size_t>(module));
+    const auto at = std::find_if(ops.begin(), ops.end(), [&](const Op& op) { return op.name == base; });
+    if (at == ops.end()) continue;
+    const auto g = std::get<Gemm>(at->shape);
+    ops.insert(at + 1, lora_adapter(adapter, g, static_cast<double>(lora.rank), lora.dropout, e));
+  }
+}
+
 std::vector<Op> layer_ops(const ModelSpec& model, const LayerShape& shape, bool moe) {
   SIM_ASSERT(shape.tp >= 1 && shape.cp >= 1 && shape.ep >= 1, "parallel degrees must be positive");
   SIM_ASSERT(!moe || model.moe, "an MoE layer needs a model with experts");
@@ -211,6 +246,7 @@ std::vector<Op> layer_ops(const ModelSpec& model, const LayerShape& shape, bool 
     add_dense_mlp(ops, model, shape, d);
   const double mask = model.dropout ? 1 : 0;
   ops.push_back(elementwise("residual2", (3 * d.e + mask) * d.tokens_sp * d.h, (2 * d.e + mask) * d.tokens_sp * d.h));
+  if (shape.lora != nullptr) add_lora_adapters(ops, *shape.lora, d.e);
   return ops;
 }
 

@@ -84,6 +84,8 @@ struct LayerShape {
   // Under SP the column-parallel linears save their all-gathered input (DTensor's, TorchTitan)
   // rather than the sequence shard they gather again in the backward (Megatron-LM).
   bool sp_saves_gathered = false;
+  // LoRA adapters beside the listed linear layers (training.lora), priced as memory-bound kernels
+  const spec::LoraSpec* lora = nullptr;
   // MoE parallel folding: tokens reach the experts sequence-sharded (T/tp per rank), the experts
   // whole, the expert-parallel group spanning the tensor-parallel ranks.
   bool folded() const { return tp > 1 && etp == 1; }

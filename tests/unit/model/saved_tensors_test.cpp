@@ -316,10 +316,14 @@ TEST_CASE("under LoRA every weight is held, gradients and optimizer states only 
 TEST_CASE("under LoRA the step computes no weight gradient of the frozen model") {
   const auto full = job_of("none");
   const auto lora = lora_job({spec::LoraModule::Qkv, spec::LoraModule::OutProj});
-  // every weight product's gradient, 2·T·(its weights): the layers' linear weights and the output layer
+  // every weight product's gradient, 2·T·(its weights): the layers' linear weights and the output
+  // layer; the adapters add their own products, 2·T·r·(in + out) each forward, for the input's
+  // gradient and for their weights'
   const double tokens = 16.0 * 8192;
   const double linear = 32 * (h * (a + 2 * kv) * d + a * d * h + h * 2 * f + f * h) + 128256 * h;
-  CHECK(step_flops(full).model - step_flops(lora).model == doctest::Approx(2 * tokens * linear).epsilon(1e-9));
+  const double adapters = 32 * 3 * 2 * tokens * 16 * ((h + (a + 2 * kv) * d) + (a * d + h));
+  CHECK(step_flops(full).model - step_flops(lora).model ==
+        doctest::Approx(2 * tokens * linear - adapters).epsilon(1e-9));
 }
 
 TEST_CASE("under LoRA a frozen linear layer saves no input; an adapter keeps A's input and output") {
@@ -334,6 +338,26 @@ TEST_CASE("under LoRA a frozen linear layer saves no input; an adapter keeps A's
   const auto dropout = lora_job({spec::LoraModule::Qkv, spec::LoraModule::OutProj}, 0.1);
   CHECK(per_token_of(dropout) ==
         doctest::Approx(kAutogradSaves - 2 * h - 2 * f + 2 * (2 * 16) + h + 3 * a * d).epsilon(1e-12));
+}
+
+}  // namespace saved_tensors_test
+
+namespace saved_tensors_test {
+
+TEST_CASE("a LoRA adapter is priced as the memory-bound kernels it runs beside its layer") {
+  const auto job = lora_job({spec::LoraModule::Qkv}, 0.1);
+  const auto ops = layer_ops(job.workload.model, gpu_layer_shape(job), false);
+  const auto adapter = std::find_if(ops.begin(), ops.end(), [](const Op& op) { return op.name == "qkv_lora"; });
+  REQUIRE(adapter != ops.end());
+  CHECK((adapter - 1)->name == "qkv");  // right after the layer it adapts
+  // per token, bf16: dropout reads h and writes h and its 1-byte mask; A reads h; B writes out;
+  // the add reads out twice and writes it. Backward: the output gradient read twice, the dropped
+  // input read, the input gradient written and added (read twice, written), the dropout's backward
+  const double out = (a + 2 * kv) * d;
+  const double drop = (2 * 2 + 1) * h;
+  CHECK(adapter->fwd_bytes / kTokens == doctest::Approx(drop + 2 * h + 2 * out + 3 * 2 * out).epsilon(1e-12));
+  CHECK(adapter->bwd_bytes / kTokens == doctest::Approx(2 * 2 * out + 2 * h + 2 * h + 3 * 2 * h + drop).epsilon(1e-12));
+  CHECK(adapter->fwd_flops / kTokens == doctest::Approx(2 * 16 * (h + out)).epsilon(1e-12));
 }
 
 }  // namespace saved_tensors_test
