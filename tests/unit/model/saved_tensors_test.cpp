@@ -6,6 +6,7 @@
 #include "common/jobs.hpp"
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/memory.hpp"
+#include "trainsim/model/params.hpp"
 #include "trainsim/model/saved_tensors.hpp"
 
 using namespace trainsim;
