@@ -23,9 +23,9 @@ namespace {
 // The attention block's input projections: one QKV GEMM, or multi-head latent attention's down and
 // up projections with the latents' norms (model::layer_ops names them).
 constexpr std::array<std::string_view, 7> kQkv{"qkv", "q_down", "q_norm", "q_up", "kv_down", "kv_norm", "kv_up"};
-// LoRA adapters (layer_ops adds them beside the layers they adapt): run with the layer's
-// residual, outside the TP-overlapped GEMMs, whose chunks they would not join
-constexpr std::array<std::string_view, 4> kLoraAdapters{"qkv_lora", "out_proj_lora", "fc1_lora", "fc2_lora"};
+// LoRA adapters (model::kLoraAdapterOps, beside the layers they adapt) run with the layer's
+// residual, outside the TP-overlapped GEMMs, whose chunks they would not join.
+using model::kLoraAdapterOps;
 // Share of a layer's stored activations that zero-bubble schedules keep from B until W: the inputs
 // of the GEMMs (X of dW = Xᵀ·dY) and the output gradients.
 constexpr double kWeightGradShare = 0.5;
@@ -538,13 +538,13 @@ void Passes::unit_forward(Writer& w, int unit, Category category) {
     w.add(unit, {"act"}, fwd);
     w.pipelined("tp reduce-scatter", CollectiveKind::ReduceScatter, act, unit, {"fc2"}, fwd, false,
                 reduce_scatter_sm_share());
-    w.add(unit, kLoraAdapters, fwd);
+    w.add(unit, kLoraAdapterOps, fwd);
     w.add(unit, {"residual2"}, fwd);
     w.flush(category);
     return;
   }
   mlp_forward(w, unit, moe, category, tp_out, act);
-  w.add(unit, kLoraAdapters, fwd);
+  w.add(unit, kLoraAdapterOps, fwd);
   w.add(unit, {"residual2"}, fwd);
   w.flush(category);
 }
@@ -608,7 +608,7 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
   const bool moe = model::is_moe_layer(m, unit);
   const bool overlap = tp_overlap();
   w.add(unit, {"residual2"}, bwd);
-  w.add(unit, kLoraAdapters, bwd);
+  w.add(unit, kLoraAdapterOps, bwd);
   if (overlap && !moe) {
     // the output gradient's all-gather feeds fc2's data gradient; the input gradient's
     // reduce-scatter drains fc1's (Transformer Engine overlaps it with fc1's weight gradient)

@@ -21,7 +21,7 @@ LayerShape gpu_layer_shape(const spec::Job& job) {
                     .loss_traffic = spec::loss_traffic_per_logit(
                         s.loss, s.compile && spec::framework_preset(s.framework).compile_is_torch_compile),
                     .sp_saves_gathered = s.sp_saves_gathered,
-                    .lora = job.workload.training.lora ? &*job.workload.training.lora : nullptr};
+                    .lora = spec::lora_of(job.workload.training)};
 }
 
 double replayed_fwd_flops(const std::vector<Op>& ops, const LayerCheckpoint& checkpoint) {
@@ -39,7 +39,7 @@ double replayed_fwd_flops(const std::vector<Op>& ops, const LayerCheckpoint& che
 
 namespace {
 // The weight-gradient FLOPs among `ops`, which frozen weights (LoRA) skip.
-double linear_weight_grad_flops(const std::vector<Op>& ops) {
+double weight_grad_flops(const std::vector<Op>& ops) {
   double flops = 0;
   for (const auto& op : ops)
     if (multiplies_weights(op)) flops += op.bwd_weight_flops;
@@ -54,7 +54,7 @@ StepFlops step_flops(const spec::Job& job) {
   const LayerShape whole{.micro_batch = job.workload.training.global_batch,
                          .seq_len = job.workload.training.seq_len,
                          .activation_bytes = 2,
-                         .lora = job.workload.training.lora ? &*job.workload.training.lora : nullptr};
+                         .lora = spec::lora_of(job.workload.training)};
   StepFlops f;
   const bool frozen = job.workload.training.lora.has_value();  // no weight gradients of the base model
   double recompute = 0;
@@ -69,7 +69,7 @@ StepFlops step_flops(const spec::Job& job) {
   for (int layer = 0; layer < model.layers; ++layer) {
     const auto ops = layer_ops(model, whole, is_moe_layer(model, layer));
     const auto flops = sum_flops(ops);
-    f.model += flops.total() - (frozen ? linear_weight_grad_flops(ops) : 0.0);
+    f.model += flops.total() - (frozen ? weight_grad_flops(ops) : 0.0);
     switch (job.strategy.recompute) {
       case spec::Recompute::Full:
         recompute += flops.fwd * recomputed_share;
@@ -84,7 +84,7 @@ StepFlops step_flops(const spec::Job& job) {
     }
   }
   const auto head = head_ops(model, whole);
-  f.model += sum_flops(head).total() - (frozen ? linear_weight_grad_flops(head) : 0.0);
+  f.model += sum_flops(head).total() - (frozen ? weight_grad_flops(head) : 0.0);
   f.hardware = f.model + recompute;
   f.per_token = f.model / (static_cast<double>(job.workload.training.global_batch) *
                            static_cast<double>(job.workload.training.seq_len));

@@ -223,12 +223,9 @@ Op lora_adapter(std::string_view name, const Gemm& g, double rank, double dropou
 }
 
 void add_lora_adapters(std::vector<Op>& ops, const spec::LoraSpec& lora, double e) {
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kAdapters{
-      {{"qkv", "qkv_lora"}, {"out_proj", "out_proj_lora"}, {"fc1", "fc1_lora"}, {"fc2", "fc2_lora"}}};
   for (const auto module : lora.modules) {
-    // (no structured binding: clang 14 cannot capture one in the lambda below)
-    const std::string_view base = kAdapters.at(static_cast<std::size_t>(module)).first;
-    const std::string_view adapter = kAdapters.at(static_cast<std::size_t>(module)).second;
+    const std::string_view base = spec::lora_module_name(module);
+    const std::string_view adapter = kLoraAdapterOps.at(static_cast<std::size_t>(module));
     const auto at = std::find_if(ops.begin(), ops.end(), [&](const Op& op) { return op.name == base; });
     if (at == ops.end()) continue;
     const auto g = std::get<Gemm>(at->shape);

@@ -368,16 +368,15 @@ SaveOptions save_options(const spec::Job& job) {
       .eager = !s.compile,
       .fp8_saved_casts = spec::fp8_of(s) != spec::Fp8Recipe::Off && spec::framework_preset(s.framework).fp8_saves_casts,
       .repeat_kv = s.repeat_kv,
-      .lora = job.workload.training.lora ? &*job.workload.training.lora : nullptr};
+      .lora = spec::lora_of(job.workload.training)};
 }
 
 namespace {
 
+// The module a linear layer of the table is (layer_ops names each as its module).
 std::optional<spec::LoraModule> lora_module_of(std::string_view op) {
-  if (op == "qkv") return spec::LoraModule::Qkv;
-  if (op == "out_proj") return spec::LoraModule::OutProj;
-  if (op == "fc1") return spec::LoraModule::Fc1;
-  if (op == "fc2") return spec::LoraModule::Fc2;
+  for (const auto m : {spec::LoraModule::Qkv, spec::LoraModule::OutProj, spec::LoraModule::Fc1, spec::LoraModule::Fc2})
+    if (spec::lora_module_name(m) == op) return m;
   return std::nullopt;
 }
 

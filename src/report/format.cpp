@@ -135,15 +135,23 @@ std::string human_count(double count) {
   return fmt::format("{:.0f}", count);
 }
 
+std::vector<std::string_view> lora_module_names(const spec::LoraSpec& lora) {
+  std::vector<std::string_view> names;
+  for (const auto m : lora.modules) names.push_back(spec::lora_module_name(m));
+  return names;
+}
+
+// The adapters of the whole model.
+double lora_trainable_params(const spec::Job& job, const spec::LoraSpec& lora) {
+  return model::lora_params_on_gpu(job.workload.model, lora, 1) * job.workload.model.layers;
+}
+
 // "; LoRA rank 16 on qkv, out_proj: 65.5 M train" (empty without LoRA)
 std::string lora_text(const spec::Job& job) {
   const auto& lora = job.workload.training.lora;
   if (!lora) return {};
-  std::vector<std::string_view> modules;
-  for (const auto m : lora->modules) modules.push_back(spec::lora_module_name(m));
-  const double trainable = model::lora_params_on_gpu(job.workload.model, *lora, 1) * job.workload.model.layers;
-  return fmt::format("; LoRA rank {} on {}: {} train, the rest frozen", lora->rank, fmt::join(modules, ", "),
-                     human_count(trainable));
+  return fmt::format("; LoRA rank {} on {}: {} train, the rest frozen", lora->rank,
+                     fmt::join(lora_module_names(*lora), ", "), human_count(lora_trainable_params(job, *lora)));
 }
 
 namespace {
@@ -298,13 +306,10 @@ ordered_json to_json(const RunReport& r) {
   out["params_per_gpu"] = rounded(r.params_per_gpu);
   if (const auto& lora = job.workload.training.lora) {
     // only under LoRA, so that other reports keep their bytes
-    std::vector<std::string_view> modules;
-    for (const auto m : lora->modules) modules.push_back(spec::lora_module_name(m));
     out["lora"] = {{"rank", lora->rank},
-                   {"modules", modules},
+                   {"modules", lora_module_names(*lora)},
                    {"dropout", lora->dropout},
-                   {"params_trainable",
-                    rounded(model::lora_params_on_gpu(job.workload.model, *lora, 1) * job.workload.model.layers)}};
+                   {"params_trainable", rounded(lora_trainable_params(job, *lora))}};
   }
   out["gpus"] = job.gpus;
   if (r.simulation) {

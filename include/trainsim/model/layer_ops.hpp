@@ -1,6 +1,7 @@
 #pragma once
 // The kernels of one transformer layer on one GPU, with their shapes after tensor, context and
 // expert parallelism: the unit of work that FLOP counting, the kernel model and lowering share.
+#include <array>
 #include <cstdint>
 #include <string_view>
 #include <variant>
@@ -96,6 +97,10 @@ struct LayerShape {
 // Bytes of one hidden-state tensor of the micro-batch on this cp rank (b·s/cp·h elements): what a
 // TP collective of the layer, or a pipeline stage boundary, carries.
 double hidden_state_bytes(const spec::ModelSpec& model, const LayerShape& shape);
+
+// The op layer_ops adds beside each adapted linear layer under LoRA, in LoraModule's order (the
+// layer itself is named as the module: spec::lora_module_name).
+inline constexpr std::array<std::string_view, 4> kLoraAdapterOps{"qkv_lora", "out_proj_lora", "fc1_lora", "fc2_lora"};
 
 // The kernels of one transformer layer (dense MLP or MoE block).
 std::vector<Op> layer_ops(const spec::ModelSpec& model, const LayerShape& shape, bool moe);

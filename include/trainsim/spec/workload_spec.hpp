@@ -89,6 +89,10 @@ struct TrainingSpec {
   std::optional<LoraSpec> lora;  // fine-tuning with LoRA: only the adapters train
   friend bool operator==(const TrainingSpec&, const TrainingSpec&) = default;
 };
+// The LoRA spec, or null when every weight trains (for the model's option structs, which point).
+inline const LoraSpec* lora_of(const TrainingSpec& training) {
+  return training.lora ? &*training.lora : nullptr;
+}
 
 struct WorkloadSpec {
   std::string name;
