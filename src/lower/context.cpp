@@ -234,6 +234,12 @@ sim::CommWork Context::comm_work(const cost::CollectiveCost& c, Bytes bytes, boo
 
 namespace {
 
+std::uint32_t dims_mask(std::span<const ParallelDim> dims) {
+  std::uint32_t mask = 0;
+  for (const auto d : dims) mask |= 1u << static_cast<unsigned>(d);
+  return mask;
+}
+
 // The members of `group` (in placement order) that `subgroup` keeps for `rank`.
 std::vector<topo::DeviceId> narrow(std::vector<topo::DeviceId> group, int rank, Subgroup subgroup) {
   const auto n = group.size();
@@ -275,9 +281,7 @@ void Context::record(sim::TaskId task, cost::CollectiveKind kind, std::int64_t b
 
 const std::vector<Context::StageGroup>& Context::groups_of(int stage, std::span<const ParallelDim> dims,
                                                            Subgroup subgroup) {
-  std::uint32_t mask = 0;
-  for (const auto d : dims) mask |= 1u << static_cast<unsigned>(d);
-  auto [it, inserted] = stage_groups_.try_emplace({stage, mask, subgroup.size, subgroup.across});
+  auto [it, inserted] = stage_groups_.try_emplace({stage, dims_mask(dims), subgroup.size, subgroup.across});
   if (!inserted) return it->second;
   const auto& ranks = stage_ranks(stage);
   std::vector<bool> grouped(ranks.size(), false);
@@ -312,12 +316,17 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
                              std::string_view algorithm, Subgroup subgroup) {
   const auto& ranks = stage_ranks(stage);
   TaskList out(ranks.size(), kNoTask);
-  for (const auto& g : groups_of(stage, dims, subgroup)) {
-    auto c = costs_->cost(cost::make_collective(kind, bytes), g.group, algorithm);
-    if (fraction != 1.0) {
-      c.time = Duration::from_seconds(c.time.seconds() * fraction);
-      c.latency = Duration::from_seconds(c.latency.seconds() * fraction);
-    }
+  // tensor-parallel collectives block the compute stream (pipelined ones are charged in the GEMM)
+  const CallKey key{.stage = stage,
+                    .dims = dims_mask(dims),
+                    .subgroup = subgroup,
+                    .kind = kind,
+                    .bytes = bytes.count,
+                    .fraction = fraction,
+                    .overlaps_compute = stream != StreamKind::TpComm,
+                    .algorithm = std::string(algorithm)};
+  for (const auto& costed : costed_groups(key, dims, bytes)) {
+    const auto& g = *costed.group;
     streams_.clear();
     deps_.clear();
     for (const auto j : g.members) {
@@ -325,14 +334,46 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
       take_pending(ranks[j], stream, deps_);
     }
     std::sort(deps_.begin(), deps_.end());
-    // tensor-parallel collectives block the compute stream (pipelined ones are charged in the GEMM)
-    const auto work = comm_work(c, Bytes::from_double(bytes.as_double() * fraction), stream != StreamKind::TpComm);
+    const auto work =
+        costed.cost.plan != nullptr ? costed.work : comm_work(costed.cost, costed.bytes, key.overlaps_compute);
     const auto task = graph().add_task(name, streams_, work, deps_, static_cast<std::uint16_t>(category));
-    record(task, kind, Bytes::from_double(bytes.as_double() * fraction).count, static_cast<std::int64_t>(g.size), c);
+    record(task, kind, costed.bytes.count, static_cast<std::int64_t>(g.size), costed.cost);
     note(task, {.op = static_cast<std::int16_t>(kind), .group = g.work_group});
     for (const auto j : g.members) out[j] = task;
   }
   return out;
+}
+
+std::size_t Context::CallKeyHash::operator()(const CallKey& k) const {
+  std::size_t h = 0;
+  boost::hash_combine(h, k.stage);
+  boost::hash_combine(h, k.dims);
+  boost::hash_combine(h, k.subgroup.size);
+  boost::hash_combine(h, k.subgroup.across);
+  boost::hash_combine(h, static_cast<int>(k.kind));
+  boost::hash_combine(h, k.bytes);
+  boost::hash_combine(h, k.fraction);
+  boost::hash_combine(h, k.overlaps_compute);
+  boost::hash_combine(h, k.algorithm);
+  return h;
+}
+
+const std::vector<Context::CostedGroup>& Context::costed_groups(const CallKey& key, std::span<const ParallelDim> dims,
+                                                                Bytes bytes) {
+  if (const auto it = costed_.find(key); it != costed_.end()) return it->second;
+  std::vector<CostedGroup> out;
+  for (const auto& g : groups_of(key.stage, dims, key.subgroup)) {
+    auto c = costs_->cost(cost::make_collective(key.kind, bytes), g.group, key.algorithm);
+    if (key.fraction != 1.0) {
+      c.time = Duration::from_seconds(c.time.seconds() * key.fraction);
+      c.latency = Duration::from_seconds(c.latency.seconds() * key.fraction);
+    }
+    const auto scaled = Bytes::from_double(bytes.as_double() * key.fraction);
+    CostedGroup costed{.group = &g, .cost = std::move(c), .bytes = scaled, .work = {}};
+    if (costed.cost.plan != nullptr) costed.work = comm_work(costed.cost, scaled, key.overlaps_compute);
+    out.push_back(std::move(costed));
+  }
+  return costed_.emplace(key, std::move(out)).first->second;
 }
 
 Duration Context::uncontended(int stage, cost::CollectiveKind kind, Bytes bytes, std::span<const ParallelDim> dims,

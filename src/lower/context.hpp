@@ -7,6 +7,7 @@
 #include <set>
 #include <span>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -98,6 +99,7 @@ class Context {
   void take_pending(std::size_t rank_index, StreamKind kind, std::vector<sim::TaskId>& into);
   // Keeps how the collective `task` was costed, once per distinct choice (Lowered::collectives);
   // looked up by the task's interned label, most collectives repeating a choice already kept.
+  // `cost` outlives the lowering (one of costed_'s): the key keeps a view of its algorithm.
   void record(sim::TaskId task, cost::CollectiveKind kind, std::int64_t bytes, std::int64_t group_size,
               const cost::CollectiveCost& cost);
   struct ChoiceKey {
@@ -106,7 +108,7 @@ class Context {
     cost::Protocol protocol{};
     std::int64_t bytes = 0;
     std::int64_t group_size = 0;
-    std::string algorithm;
+    std::string_view algorithm;
     friend bool operator==(const ChoiceKey&, const ChoiceKey&) = default;
   };
   struct ChoiceKeyHash {
@@ -145,6 +147,35 @@ class Context {
     std::int32_t work_group = -1;  // Lowered::groups, with record_work
   };
   const std::vector<StageGroup>& groups_of(int stage, std::span<const spec::ParallelDim> dims, Subgroup subgroup);
+  // A collective call of a stage costed once (a pass issues the same calls for every micro-batch):
+  // each group's cost scaled to `fraction`, and its work when the cost model planned it.
+  struct CallKey {
+    int stage = 0;
+    std::uint32_t dims = 0;  // as a bit set
+    Subgroup subgroup;
+    cost::CollectiveKind kind{};
+    std::int64_t bytes = 0;
+    double fraction = 1.0;
+    bool overlaps_compute = false;
+    std::string algorithm;
+    friend bool operator==(const CallKey& a, const CallKey& b) {
+      return a.stage == b.stage && a.dims == b.dims && a.subgroup.size == b.subgroup.size &&
+             a.subgroup.across == b.subgroup.across && a.kind == b.kind && a.bytes == b.bytes &&
+             a.fraction == b.fraction && a.overlaps_compute == b.overlaps_compute && a.algorithm == b.algorithm;
+    }
+  };
+  struct CallKeyHash {
+    std::size_t operator()(const CallKey& k) const;
+  };
+  struct CostedGroup {
+    const StageGroup* group = nullptr;
+    cost::CollectiveCost cost;
+    Bytes bytes;         // the step's share of the collective's bytes
+    sim::CommWork work;  // (without a plan, a fresh load each time: comm_work)
+  };
+  const std::vector<CostedGroup>& costed_groups(const CallKey& key, std::span<const spec::ParallelDim> dims,
+                                                Bytes bytes);
+  std::unordered_map<CallKey, std::vector<CostedGroup>, CallKeyHash> costed_;
   static constexpr std::size_t kNotSimulated = ~std::size_t{0};
   std::vector<std::size_t> stage_position_;  // per rank: its position in its stage's list
   // by (stage, dims as a bit set, subgroup size, across), in the order of their first member

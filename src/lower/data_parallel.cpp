@@ -48,6 +48,7 @@ DataParallel::DataParallel(Context& ctx)
                  : 0,
              false},
       microbatches_(ctx.job().micro_batches),
+      trainable_(model::trainable_stage_params(ctx.job())),
       bucket_params_(std::max(ctx.options().min_bucket_params, 1e6 * static_cast<double>(ctx.job().dp))),
       stages_(static_cast<std::size_t>(ctx.stages())) {
   // Dense gradients reduce over every data-parallel rank (and context-parallel: CP ranks hold the
@@ -407,7 +408,7 @@ void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
 
 Duration DataParallel::optimizer_step_time(int stage) const {
   const auto& job = ctx_.job();
-  const auto p = model::trainable_stage_params(job).at(static_cast<std::size_t>(stage));
+  const auto& p = trainable_.at(static_cast<std::size_t>(stage));
   const double shards = zero_ >= 1 ? static_cast<double>(spec::zero_shards(job)) : 1.0;
   // experts shard over the ranks holding the same experts, in groups no larger than zero_group
   const double expert_ranks = static_cast<double>(job.dp * job.strategy.cp / spec::ep_outer(job.strategy));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lower/context.hpp"
+#include "trainsim/model/params.hpp"
 
 namespace trainsim::lower {
 
@@ -141,6 +142,7 @@ class DataParallel {
   double grad_bytes_;  // per gradient element reduced
   Subgroup shard_;     // the ranks ZeRO shards over (HSDP: part of the data-parallel group)
   std::int64_t microbatches_;
+  std::vector<model::StageParams> trainable_;  // per stage (model::trainable_stage_params)
   double bucket_params_;
   std::vector<StageState> stages_;
   std::vector<spec::ParallelDim> dense_dims_;

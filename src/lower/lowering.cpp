@@ -1,6 +1,8 @@
 #include "trainsim/lower/lowering.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -39,6 +41,10 @@ class Driver {
     gather_after_recv_ = shape.tp > 1 && !shape.sp;
     combined_ = s.overlap_moe_comm;
     full_activation_ = Bytes::from_double(act);
+    const auto all_passes = static_cast<std::size_t>(s.pp) * static_cast<std::size_t>(s.vpp) *
+                            static_cast<std::size_t>(ctx.job().micro_batches);
+    forward_out_.resize(all_passes);
+    backward_out_.resize(all_passes);
   }
 
   void run() {
@@ -73,7 +79,17 @@ class Driver {
   }
 
  private:
-  using Key = std::tuple<int, int, int>;  // stage, chunk, micro-batch
+  // The position of a stage's chunk's micro-batch in forward_out_ and backward_out_.
+  std::size_t key(int stage, int chunk, int microbatch) const {
+    const auto& job = ctx_.job();
+    SIM_ASSERT(stage >= 0 && stage < job.strategy.pp && chunk >= 0 && chunk < job.strategy.vpp && microbatch >= 0 &&
+                   microbatch < job.micro_batches,
+               "pass of stage {} chunk {} micro-batch {} outside the schedule", stage, chunk, microbatch);
+    return (static_cast<std::size_t>(stage) * static_cast<std::size_t>(job.strategy.vpp) +
+            static_cast<std::size_t>(chunk)) *
+               static_cast<std::size_t>(job.micro_batches) +
+           static_cast<std::size_t>(microbatch);
+  }
 
   spec::Schedule schedule() const { return ctx_.job().strategy.schedule; }
 
@@ -81,13 +97,13 @@ class Driver {
     const int pp = ctx_.stages();
     if (a.kind == PassKind::Forward) {
       const auto prev = previous_virtual(schedule(), stage, a.chunk, pp);
-      return !prev || forward_out_.contains({prev->stage, prev->chunk, a.microbatch});
+      return !prev || forward_out_[key(prev->stage, prev->chunk, a.microbatch)].has_value();
     }
     if (a.kind == PassKind::Backward) {
       const auto nxt = next_virtual(schedule(), stage, a.chunk, pp, ctx_.job().strategy.vpp);
-      return !nxt || backward_out_.contains({nxt->stage, nxt->chunk, a.microbatch});
+      return !nxt || backward_out_[key(nxt->stage, nxt->chunk, a.microbatch)].has_value();
     }
-    return backward_out_.contains({stage, a.chunk, a.microbatch});
+    return backward_out_[key(stage, a.chunk, a.microbatch)].has_value();
   }
 
   // Combined 1F1B pairs a forward and a backward pass that do not feed each other.
@@ -136,17 +152,19 @@ class Driver {
 
   TaskList emit(int stage, const Action& a) {
     const int pp = ctx_.stages();
-    const Key key{stage, a.chunk, a.microbatch};
+    const auto at = key(stage, a.chunk, a.microbatch);
     switch (a.kind) {
       case PassKind::Forward: {
         if (const auto prev = previous_virtual(schedule(), stage, a.chunk, pp))
-          receive(prev->stage, stage, forward_out_.at({prev->stage, prev->chunk, a.microbatch}), true, a.microbatch);
-        return forward_out_[key] = passes_.forward(stage, a.chunk, a.microbatch);
+          receive(prev->stage, stage, forward_out_[key(prev->stage, prev->chunk, a.microbatch)].value(), true,
+                  a.microbatch);
+        return *(forward_out_[at] = passes_.forward(stage, a.chunk, a.microbatch));
       }
       case PassKind::Backward: {
         if (const auto nxt = next_virtual(schedule(), stage, a.chunk, pp, ctx_.job().strategy.vpp))
-          receive(nxt->stage, stage, backward_out_.at({nxt->stage, nxt->chunk, a.microbatch}), false, a.microbatch);
-        return backward_out_[key] = passes_.backward(stage, a.chunk, a.microbatch);
+          receive(nxt->stage, stage, backward_out_[key(nxt->stage, nxt->chunk, a.microbatch)].value(), false,
+                  a.microbatch);
+        return *(backward_out_[at] = passes_.backward(stage, a.chunk, a.microbatch));
       }
       case PassKind::WeightGrad:
         return passes_.weight_grad(stage, a.chunk, a.microbatch);
@@ -162,8 +180,9 @@ class Driver {
   Bytes full_activation_;
   bool gather_after_recv_ = false;
   bool combined_ = false;  // combined 1F1B: pairs of passes on two lanes
-  std::map<Key, TaskList> forward_out_;
-  std::map<Key, TaskList> backward_out_;
+  // each pass's last compute tasks, once emitted (at key(stage, chunk, micro-batch))
+  std::vector<std::optional<TaskList>> forward_out_;
+  std::vector<std::optional<TaskList>> backward_out_;
 };
 
 }  // namespace

@@ -39,9 +39,9 @@ struct Share {
 
 class Passes::Writer {
  public:
-  // `prefix` is "F# ", "B# " or "W# "; '#' stands for the micro-batch.
-  Writer(Passes& passes, int stage, std::string prefix, int microbatch)
-      : p_(passes), stage_(stage), prefix_(std::move(prefix)), microbatch_(microbatch) {}
+  // `pass` is 'F', 'B' or 'W': the tasks' labels start "F# " ('#' stands for the micro-batch).
+  Writer(Passes& passes, int stage, char pass, int microbatch)
+      : p_(passes), stage_(stage), prefix_{pass, '#', ' '}, microbatch_(microbatch) {}
   // A writer that issues nothing and adds up, into `elapsed`, how long the pass keeps the compute
   // stream busy without contention: its kernels and the collectives the stream waits for; and, into
   // `launches` when given, what the host launches for it.
@@ -53,11 +53,10 @@ class Passes::Writer {
   }
   // (kernels `ops` names that the unit lacks are skipped)
   void add(int unit, std::span<const std::string_view> ops, const std::vector<Pass>& passes, double scale = 1.0) {
-    const auto& present = p_.ops_of(unit);
     for (const auto pass : passes)
       for (const auto op : ops)
-        if (std::any_of(present.begin(), present.end(), [&](const model::Op& o) { return o.name == op; }))
-          queued_.push_back({unit, {op, pass, 1, scale}});
+        if (const auto index = p_.op_index(unit, op); index != kNoOp)
+          queued_.push_back({unit, {op, index, pass, 1, scale}});
   }
 
   // A sequence-parallel collective pipelined with the GEMMs `ops` (tp_overlap): the GEMMs run in tp
@@ -85,7 +84,8 @@ class Passes::Writer {
 
   // One of `parts` equal blocks of a kernel.
   void add_part(int unit, std::string_view op, const std::vector<Pass>& passes, int parts) {
-    for (const auto pass : passes) queued_.push_back({unit, {op, pass, parts}});
+    const auto index = p_.op_index(unit, op);
+    for (const auto pass : passes) queued_.push_back({unit, {op, index, pass, parts}});
   }
 
   // The category of the kernels a collective cuts off (comm, comm_async, pipelined): a recomputed
@@ -104,15 +104,8 @@ class Passes::Writer {
       queued_.clear();
       return last_;
     }
-    // "F# L3 qkv..fc2", built in place: the graph interns it
-    label_ = prefix_;
-    append_unit_name(label_, unit);
-    label_ += ' ';
-    label_ += queued_.front().second.op;
-    label_ += "..";
-    label_ += queued_.back().second.op;
-    last_ =
-        p_.ctx_.compute(stage_, {label_, microbatch_}, p_.duration(unit, kernels), category, p_.work(unit, kernels));
+    last_ = p_.ctx_.compute(stage_, sim::TaskName::interned_label(compute_label(unit), microbatch_),
+                            p_.duration(unit, kernels), category, p_.work(unit, kernels));
     if (first_.empty()) first_ = last_;
     queued_.clear();
     return last_;
@@ -169,6 +162,28 @@ class Passes::Writer {
       const auto end = std::to_chars(digits.data(), digits.data() + digits.size(), unit).ptr;
       out.append(digits.data(), end);
     }
+  }
+
+  // The queued kernels' label, "F# L3 qkv..fc2", interned in the graph once per pass letter, unit
+  // and first and last op.
+  std::uint32_t compute_label(int unit) {
+    const auto& first = queued_.front().second;
+    const auto& last = queued_.back().second;
+    const bool keyed = first.index <= 0xffff && last.index <= 0xffff && unit > -(1 << 20) && unit < (1 << 20);
+    const auto key = (static_cast<std::uint64_t>(static_cast<unsigned char>(prefix_.front())) << 56) |
+                     (static_cast<std::uint64_t>(unit + (1 << 20)) << 32) |
+                     (static_cast<std::uint64_t>(first.index) << 16) | last.index;
+    if (keyed)
+      if (const auto it = p_.compute_labels_.find(key); it != p_.compute_labels_.end()) return it->second;
+    label_ = prefix_;
+    append_unit_name(label_, unit);
+    label_ += ' ';
+    label_ += first.op;
+    label_ += "..";
+    label_ += last.op;
+    const auto id = p_.ctx_.graph().intern(label_);
+    if (keyed) p_.compute_labels_.emplace(key, id);
+    return id;
   }
 
   Duration uncontended(CollectiveKind kind, Bytes bytes, std::span<const ParallelDim> dims, const Share& share) {
@@ -232,11 +247,21 @@ const std::vector<model::Op>& Passes::ops_of(int unit) {
     ops = model::head_ops(m, ctx_.shape());
   else
     ops = model::layer_ops(m, ctx_.shape(), key == 1);
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      SIM_ASSERT(ops[i].name != ops[j].name, "two ops named {} in one unit", ops[i].name);
   return ops_.emplace(key, std::move(ops)).first->second;
 }
 
+std::uint32_t Passes::op_index(int unit, std::string_view name) {
+  const auto& ops = ops_of(unit);
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].name == name) return static_cast<std::uint32_t>(i);
+  return kNoOp;
+}
+
 namespace {
-std::size_t kernel_hash(std::size_t seed, std::string_view op, model::Pass pass, int parts, double scale) {
+std::size_t kernel_hash(std::size_t seed, std::uint32_t op, model::Pass pass, int parts, double scale) {
   boost::hash_combine(seed, op);
   boost::hash_combine(seed, static_cast<int>(pass));
   boost::hash_combine(seed, parts);
@@ -247,13 +272,13 @@ std::size_t kernel_hash(std::size_t seed, std::string_view op, model::Pass pass,
 
 std::size_t Passes::DurationHash::operator()(const DurationKey& k) const {
   auto h = static_cast<std::size_t>(k.kind);
-  for (const auto& [op, pass, parts, scale] : k.kernels) h = kernel_hash(h, std::string_view(op), pass, parts, scale);
+  for (const auto& [op, pass, parts, scale] : k.kernels) h = kernel_hash(h, op, pass, parts, scale);
   return h;
 }
 
 std::size_t Passes::DurationHash::operator()(const DurationView& k) const {
   auto h = static_cast<std::size_t>(k.kind);
-  for (const auto& kernel : k.kernels) h = kernel_hash(h, kernel.op, kernel.pass, kernel.parts, kernel.scale);
+  for (const auto& kernel : k.kernels) h = kernel_hash(h, kernel.index, kernel.pass, kernel.parts, kernel.scale);
   return h;
 }
 
@@ -262,7 +287,7 @@ bool Passes::DurationEq::operator()(const DurationView& a, const DurationKey& b)
   for (std::size_t i = 0; i < a.kernels.size(); ++i) {
     const auto& [op, pass, parts, scale] = b.kernels[i];
     const auto& k = a.kernels[i];
-    if (k.op != op || k.pass != pass || k.parts != parts || k.scale != scale) return false;
+    if (k.index != op || k.pass != pass || k.parts != parts || k.scale != scale) return false;
   }
   return true;
 }
@@ -275,15 +300,14 @@ Duration Passes::duration(int unit, const std::vector<Kernel>& kernels) {
   const auto gap = ctx_.kernels().tuning.kernel_gap;
   auto total = Duration::zero();
   for (const auto& k : kernels) {
-    for (const auto& op : ops) {
-      if (op.name != k.op) continue;
-      const auto whole = Duration::from_seconds(model::kernel_time(op, k.pass, ctx_.kernels()).seconds() * k.scale);
-      // a block of a kernel: its share of the work, and a launch of its own
-      total += k.parts == 1 || whole <= gap ? whole : Duration::from_seconds((whole - gap).seconds() / k.parts) + gap;
-    }
+    if (k.index == kNoOp) continue;
+    const auto& op = ops[k.index];
+    const auto whole = Duration::from_seconds(model::kernel_time(op, k.pass, ctx_.kernels()).seconds() * k.scale);
+    // a block of a kernel: its share of the work, and a launch of its own
+    total += k.parts == 1 || whole <= gap ? whole : Duration::from_seconds((whole - gap).seconds() / k.parts) + gap;
   }
   DurationKey stored{key, {}};
-  for (const auto& k : kernels) stored.kernels.emplace_back(std::string(k.op), k.pass, k.parts, k.scale);
+  for (const auto& k : kernels) stored.kernels.emplace_back(k.index, k.pass, k.parts, k.scale);
   durations_.emplace(std::move(stored), total);
   return total;
 }
@@ -291,27 +315,28 @@ Duration Passes::duration(int unit, const std::vector<Kernel>& kernels) {
 TaskWork Passes::work(int unit, const std::vector<Kernel>& kernels) {
   TaskWork out;
   if (!ctx_.options().record_work) return out;
-  for (const auto& k : kernels)
-    for (const auto& op : ops_of(unit)) {
-      if (op.name != k.op) continue;
-      const double flops = k.pass == model::Pass::Forward        ? op.fwd_flops
-                           : k.pass == model::Pass::BackwardData ? op.bwd_data_flops
-                                                                 : op.bwd_weight_flops;
-      // the backward's memory-bound traffic is the data-gradient pass's
-      const double bytes = k.pass == model::Pass::Forward        ? op.fwd_bytes
-                           : k.pass == model::Pass::BackwardData ? op.bwd_bytes
-                                                                 : 0.0;
-      out.flops += flops / k.parts;
-      out.bytes += bytes / k.parts;
-    }
+  const auto& ops = ops_of(unit);
+  for (const auto& k : kernels) {
+    if (k.index == kNoOp) continue;
+    const auto& op = ops[k.index];
+    const double flops = k.pass == model::Pass::Forward        ? op.fwd_flops
+                         : k.pass == model::Pass::BackwardData ? op.bwd_data_flops
+                                                               : op.bwd_weight_flops;
+    // the backward's memory-bound traffic is the data-gradient pass's
+    const double bytes = k.pass == model::Pass::Forward        ? op.fwd_bytes
+                         : k.pass == model::Pass::BackwardData ? op.bwd_bytes
+                                                               : 0.0;
+    out.flops += flops / k.parts;
+    out.bytes += bytes / k.parts;
+  }
   return out;
 }
 
 int Passes::launches(int unit, const std::vector<Kernel>& kernels) {
   int n = 0;
+  const auto& ops = ops_of(unit);
   for (const auto& k : kernels)
-    for (const auto& op : ops_of(unit))
-      if (op.name == k.op) n += model::kernel_launches(op, k.pass, ctx_.kernels());
+    if (k.index != kNoOp) n += model::kernel_launches(ops[k.index], k.pass, ctx_.kernels());
   return n;
 }
 
@@ -724,7 +749,7 @@ std::set<int> Passes::recomputed_units(const std::vector<int>& units) const {
 }
 
 TaskList Passes::forward(int stage, int chunk, int microbatch) {
-  Writer w(*this, stage, "F# ", microbatch);
+  Writer w(*this, stage, 'F', microbatch);
   TaskList previous(ctx_.stage_ranks(stage).size(), kNoTask);
   // Megatron's uniform method keeps only each group's input
   const int group = spec::recompute_group(ctx_.job().strategy);
@@ -748,7 +773,7 @@ TaskList Passes::forward(int stage, int chunk, int microbatch) {
 }
 
 TaskList Passes::backward(int stage, int chunk, int microbatch) {
-  Writer w(*this, stage, "B# ", microbatch);
+  Writer w(*this, stage, 'B', microbatch);
   auto units = chunk_units(ctx_.job(), stage, chunk);
   const auto recomputed = recomputed_units(units);
   // each layer's index in its chunk, for Megatron's uniform groups
@@ -801,7 +826,7 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
 }
 
 TaskList Passes::weight_grad(int stage, int chunk, int microbatch) {
-  Writer w(*this, stage, "W# ", microbatch);
+  Writer w(*this, stage, 'W', microbatch);
   auto units = chunk_units(ctx_.job(), stage, chunk);
   const auto recomputed = recomputed_units(units);
   std::reverse(units.begin(), units.end());

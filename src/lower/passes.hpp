@@ -52,7 +52,8 @@ class Passes {
 
  private:
   struct Kernel {
-    std::string_view op;
+    std::string_view op;  // its name (ops_of(unit)[index].name when found)
+    std::uint32_t index;  // its position in ops_of(unit), or kNoOp
     model::Pass pass;
     int parts = 1;       // one of `parts` equal blocks of the kernel (ring attention)
     double scale = 1.0;  // slowed down by this factor (SMs lent to an overlapped collective)
@@ -116,11 +117,14 @@ class Passes {
   bool measure_blocking_comm_ = true;          // see unit_times
   std::size_t measure_position_ = 0;           // see measure_at
   std::map<int, std::vector<model::Op>> ops_;  // per unit kind: 0 dense, 1 MoE, embedding, head
-  // Kernel durations by unit kind and kernel list, looked up without building a key (a sweep lowers
-  // the same lists hundreds of thousands of times).
+  static constexpr std::uint32_t kNoOp = ~std::uint32_t{0};
+  // The position of the op named `name` in ops_of(unit), or kNoOp.
+  std::uint32_t op_index(int unit, std::string_view name);
+  // Kernel durations by unit kind and kernel list (each kernel by its op's position), looked up
+  // without building a key (a sweep lowers the same lists hundreds of thousands of times).
   struct DurationKey {
     int kind = 0;
-    std::vector<std::tuple<std::string, model::Pass, int, double>> kernels;
+    std::vector<std::tuple<std::uint32_t, model::Pass, int, double>> kernels;
   };
   struct DurationView {
     int kind = 0;
@@ -140,6 +144,8 @@ class Passes {
     bool operator()(const DurationKey& a, const DurationView& b) const { return (*this)(b, a); }
   };
   std::unordered_map<DurationKey, Duration, DurationHash, DurationEq> durations_;
+  // Interned compute-task labels by pass letter, unit, and first and last op (Writer::compute_label).
+  std::unordered_map<std::uint64_t, std::uint32_t> compute_labels_;
   std::map<std::pair<bool, bool>, model::LayerCheckpoint> checkpoints_;  // by (MoE, recomputed)
   std::map<std::tuple<int, char, bool>, Duration> host_times_;           // by (unit kind, pass, recomputed)
   std::map<int, UnitTimes> unit_times_;                                  // by unit kind

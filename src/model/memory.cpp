@@ -1,7 +1,9 @@
 #include "trainsim/model/memory.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <optional>
 
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/params.hpp"
@@ -113,9 +115,14 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   // Megatron's uniform method keeps each group's input only and rebuilds a whole group at once
   const int group = spec::recompute_group(st);
   double group_held = 0;
+  // every layer of a kind (dense or MoE, recomputed or not) keeps the same
+  std::array<std::optional<LayerCheckpoint>, 4> kinds;
   for (int i = 0; i < layers; ++i) {
-    const auto c = layer_checkpoint(job, m, shape, is_moe_layer(m, first_layer + i),
-                                    spec::recomputes_layer(st, i % chunk));
+    const bool moe = is_moe_layer(m, first_layer + i);
+    const bool recomputed = spec::recomputes_layer(st, i % chunk);
+    auto& kind = kinds[(moe ? 2 : 0) + (recomputed ? 1 : 0)];
+    if (!kind) kind = layer_checkpoint(job, m, shape, moe, recomputed);
+    const auto& c = *kind;
     if (group == 1) {
       per_layer_sum += c.kept;
       working_set = std::max(working_set, c.rebuilt + c.working);

@@ -49,7 +49,11 @@ TaskId TaskGraph::add_task(TaskName name, std::span<const StreamId> streams, Wor
              "more tasks than a task graph holds");
   const TaskId id{static_cast<std::uint32_t>(tasks_.size())};
   for (const auto d : deps) SIM_ASSERT(d < id, "task {} depends on a later task", name.label);
-  Record r{.label = intern(name.label), .category = category, .number = name.number};
+  SIM_ASSERT(name.interned == TaskName::kNotInterned || name.interned < names_.size(), "task label {} not interned",
+             name.interned);
+  Record r{.label = name.interned != TaskName::kNotInterned ? name.interned : intern(name.label),
+           .category = category,
+           .number = name.number};
   if (const auto* comm = std::get_if<CommWork>(&work)) {
     SIM_ASSERT(comm->load.index() < loads_.size(), "unknown load");
     r.duration = comm->transfer;

@@ -77,10 +77,18 @@ struct PoolInfo {
 // A task's name: a label, interned, and a number that replaces the label's '#' ("F# L3" with 12 is
 // "F12 L3"). Labels repeat across micro-batches; the numbers keep names cheap to store.
 struct TaskName {
+  static constexpr std::uint32_t kNotInterned = ~std::uint32_t{0};
   std::string_view label;
   std::int32_t number = -1;
+  std::uint32_t interned = kNotInterned;  // TaskGraph::intern(label), when the caller kept it
   TaskName(std::string_view l, std::int32_t n = -1) : label(l), number(n) {}  // NOLINT: implicit on purpose
   TaskName(const char* l) : label(l) {}                                       // NOLINT
+  // A label already interned in the graph the task goes to.
+  static TaskName interned_label(std::uint32_t id, std::int32_t n) {
+    TaskName t{std::string_view{}, n};
+    t.interned = id;
+    return t;
+  }
 };
 
 // Stored compactly (a simulation of every rank of a 1,024-GPU job holds tens of millions of
@@ -141,6 +149,9 @@ class TaskGraph {
   std::string name(TaskId t) const;
   // The task's label, before its number replaces the '#'.
   std::string_view label(TaskId t) const { return names_[tasks_[t.index()].label]; }
+  // A label's interned number (added once): a caller that issues the same label many times keeps
+  // it and names its tasks by TaskName::interned_label.
+  std::uint32_t intern(std::string_view name);
   // The label's interned number: tasks with equal labels have equal numbers.
   std::uint32_t label_id(TaskId t) const { return tasks_[t.index()].label; }
   // The number that replaces the label's '#' (a micro-batch), -1 without one.
@@ -185,7 +196,6 @@ class TaskGraph {
     MemoryEffect effect() const { return {PoolId{pool}, bytes, at_end != 0, static_cast<std::uint8_t>(kind)}; }
   };
   static_assert(sizeof(Memory) == 16);
-  std::uint32_t intern(std::string_view name);
   std::vector<Record> tasks_;
   std::vector<Comm> comms_;
   std::vector<std::uint32_t> stream_begin_{0};  // per task and one past: its range in task_streams_

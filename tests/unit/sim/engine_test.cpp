@@ -305,6 +305,13 @@ TEST_CASE("a stream's tasks in issue order, read again after the graph grew; fie
   CHECK(effects[1].bytes == 5);
   CHECK_FALSE(effects[1].at_end);
   CHECK_THROWS(g.add_task("x", a, compute(1), {}, 256));
+  // a label interned once names later tasks as the string would; an id never interned is refused
+  const auto id = g.intern("F# L1");
+  CHECK(id == g.label_id(t0));
+  const auto t4 = g.add_task(TaskName::interned_label(id, 3), c, compute(1));
+  CHECK(g.name(t4) == "F3 L1");
+  CHECK(g.label_id(t4) == g.label_id(t0));
+  CHECK_THROWS(g.add_task(TaskName::interned_label(1000, 3), c, compute(1)));
   const auto t = run(g);
   CHECK(t.tasks[t1.index()].start == us(1));
   CHECK(t.tasks[t3.index()].start == us(6));
