@@ -391,7 +391,7 @@ TaskList Context::collective_between(int stage_a, int stage_b, sim::TaskName nam
   on_b.assign(stage_ranks(stage_b).size(), kNoTask);
   for (const auto i : a) {
     const int ra = rank(i).rank;
-    const int rb = static_cast<int>(placement_.group(ParallelDim::Pp, ra)[static_cast<std::size_t>(stage_b)].value);
+    const int rb = pp_peer(ra, stage_b);
     const auto j = index_of_rank(rb);
     const auto c = costs_->cost(cost::AllReduce{bytes},
                                 cost::Group{{topo::DeviceId{static_cast<std::uint32_t>(std::min(ra, rb))},
@@ -412,6 +412,13 @@ TaskList Context::collective_between(int stage_a, int stage_b, sim::TaskName nam
   return out;
 }
 
+int Context::pp_peer(int rank, int stage) {
+  auto [it, inserted] = pp_groups_.try_emplace(rank);
+  if (inserted)
+    for (const auto d : placement_.group(ParallelDim::Pp, rank)) it->second.push_back(static_cast<int>(d.value));
+  return it->second.at(static_cast<std::size_t>(stage));
+}
+
 TaskList Context::transfer(int from, int to, sim::TaskName name, Bytes bytes, bool forward) {
   const auto send = forward ? StreamKind::PpSendNext : StreamKind::PpSendPrev;
   const auto recv = forward ? StreamKind::PpRecvPrev : StreamKind::PpRecvNext;
@@ -419,7 +426,7 @@ TaskList Context::transfer(int from, int to, sim::TaskName name, Bytes bytes, bo
   TaskList out(receivers.size(), kNoTask);
   for (const auto i : stage_ranks(from)) {
     const int src = rank(i).rank;
-    const int dst = static_cast<int>(placement_.group(ParallelDim::Pp, src)[static_cast<std::size_t>(to)].value);
+    const int dst = pp_peer(src, to);
     const auto j = index_of_rank(dst);
     const auto c = costs_->p2p(topo::DeviceId{static_cast<std::uint32_t>(src)},
                                topo::DeviceId{static_cast<std::uint32_t>(dst)}, bytes);

@@ -115,6 +115,9 @@ class Context {
     std::size_t operator()(const ChoiceKey& k) const;
   };
   std::size_t index_of_rank(int rank) const;
+  // The rank of `rank`'s pipeline group on `stage` (pp_groups_ keeps each group asked for).
+  int pp_peer(int rank, int stage);
+  std::unordered_map<int, std::vector<int>> pp_groups_;
   // With LoweringOptions::record_work: what `task` does, and a group's index in Lowered::groups.
   void note(sim::TaskId task, const TaskWork& work);
   std::int32_t work_group(std::vector<int> devices);

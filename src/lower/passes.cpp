@@ -238,8 +238,8 @@ Passes::Passes(Context& ctx, DataParallel& dp)
 const std::vector<model::Op>& Passes::ops_of(int unit) {
   const auto& m = ctx_.job().workload.model;
   const int key = unit_kind(m, unit);
-  auto it = ops_.find(key);
-  if (it != ops_.end()) return it->second;
+  auto& slot = ops_.at(static_cast<std::size_t>(key - kHeadUnit));  // kinds -2 .. 1
+  if (slot) return *slot;
   std::vector<model::Op> ops;
   if (key == kEmbeddingUnit)
     ops = model::embedding_ops(m, ctx_.shape());
@@ -250,13 +250,16 @@ const std::vector<model::Op>& Passes::ops_of(int unit) {
   for (std::size_t i = 0; i < ops.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       SIM_ASSERT(ops[i].name != ops[j].name, "two ops named {} in one unit", ops[i].name);
-  return ops_.emplace(key, std::move(ops)).first->second;
+  return slot.emplace(std::move(ops));
 }
 
 std::uint32_t Passes::op_index(int unit, std::string_view name) {
   const auto& ops = ops_of(unit);
-  for (std::size_t i = 0; i < ops.size(); ++i)
-    if (ops[i].name == name) return static_cast<std::uint32_t>(i);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const auto n = ops[i].name;  // most names differ in length or first letter: no call to compare
+    if (n.size() == name.size() && (n.empty() || n.front() == name.front()) && n == name)
+      return static_cast<std::uint32_t>(i);
+  }
   return kNoOp;
 }
 

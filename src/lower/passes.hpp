@@ -5,7 +5,9 @@
 // all-reduces (or, with SP, all-gathers and reduce-scatters), context-parallel K/V all-gathers,
 // expert-parallel all-to-alls, recomputation, and the activation memory each pass holds.
 // Private to lower/.
+#include <array>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -116,7 +118,8 @@ class Passes {
   bool split_;
   bool measure_blocking_comm_ = true;          // see unit_times
   std::size_t measure_position_ = 0;           // see measure_at
-  std::map<int, std::vector<model::Op>> ops_;  // per unit kind: 0 dense, 1 MoE, embedding, head
+  // per unit kind (unit_kind, from kHeadUnit): head, embedding, dense layer, MoE layer
+  std::array<std::optional<std::vector<model::Op>>, 4> ops_;
   static constexpr std::uint32_t kNoOp = ~std::uint32_t{0};
   // The position of the op named `name` in ops_of(unit), or kNoOp.
   std::uint32_t op_index(int unit, std::string_view name);
