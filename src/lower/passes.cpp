@@ -90,7 +90,38 @@ class Passes::Writer {
 
   // The category of the kernels a collective cuts off (comm, comm_async, pipelined): a recomputed
   // forward's kernels stay recompute between its tensor-, context- and expert-parallel collectives.
-  void kernel_category(Category category) { kernels_ = category; }
+  void kernel_category(Category category) {
+    kernels_ = category;
+    if (tape_ != nullptr) tape_->steps.push_back({.kind = TapeStep::Kind::KernelCategory, .category = category});
+  }
+
+  // Runs `body`, a unit's pass (`which`: 0 forward, 1 backward, 2 replay, with `arg`), or plays it
+  // back: a call taped earlier on this stage with the writer in the same state issues the same
+  // tasks in the same order, numbered with this micro-batch.
+  template <class Body>
+  void taped(int unit, int which, int arg, Body&& body) {
+    // measuring, taping already, mid-task, or asked not to
+    if (elapsed_ != nullptr || tape_ != nullptr || !queued_.empty() || !p_.ctx_.options().replay_passes) {
+      body();
+      return;
+    }
+    const TapeKey key{prefix_.front(), stage_, unit, which, arg, kernels_, last_.empty(), first_.empty()};
+    if (const auto it = p_.tapes_.find(key); it != p_.tapes_.end()) {
+      if (it->second.valid) {
+        play(it->second);
+        return;
+      }
+      body();
+      return;
+    }
+    Tape tape;
+    tape_ = &tape;
+    taped_out_.clear();
+    body();
+    tape_ = nullptr;
+    tape.queued = queued_;
+    p_.tapes_.emplace(key, std::move(tape));
+  }
 
   TaskList flush(Category category) {
     if (queued_.empty()) return last_;
@@ -104,9 +135,13 @@ class Passes::Writer {
       queued_.clear();
       return last_;
     }
-    last_ = p_.ctx_.compute(stage_, sim::TaskName::interned_label(compute_label(unit), microbatch_),
-                            p_.duration(unit, kernels), category, p_.work(unit, kernels));
-    if (first_.empty()) first_ = last_;
+    const auto label = compute_label(unit);
+    const auto duration = p_.duration(unit, kernels);
+    const auto work = p_.work(unit, kernels);
+    if (tape_ != nullptr)
+      tape_->steps.push_back(
+          {.kind = TapeStep::Kind::Compute, .category = category, .label = label, .duration = duration, .work = work});
+    compute(label, duration, category, work);
     queued_.clear();
     return last_;
   }
@@ -133,15 +168,41 @@ class Passes::Writer {
       if (launches_ != nullptr) ++launches_->collectives;
       return {};
     }
-    if (after_compute && !last_.empty()) p_.ctx_.wait(stage_, stream, last_);
+    if (after_compute && !last_.empty()) {
+      p_.ctx_.wait(stage_, stream, last_);
+      if (tape_ != nullptr) tape_->steps.push_back({.kind = TapeStep::Kind::WaitForLast, .stream = stream});
+    }
     label_ = prefix_;
     label_ += what;
-    return p_.ctx_.collective(stage_, {label_, microbatch_}, kind, bytes, dims, stream, category, share.fraction,
-                              share.algorithm);
+    const auto label = p_.ctx_.graph().intern(label_);
+    auto out = p_.ctx_.collective(stage_, sim::TaskName::interned_label(label, microbatch_), kind, bytes, dims, stream,
+                                  category, share.fraction, share.algorithm);
+    if (tape_ != nullptr) {
+      tape_->steps.push_back({.kind = TapeStep::Kind::Collective,
+                              .category = category,
+                              .stream = stream,
+                              .label = label,
+                              .collective = kind,
+                              .bytes = bytes,
+                              .dims = dims,
+                              .fraction = share.fraction,
+                              .algorithm = std::string(share.algorithm)});
+      taped_out_.emplace_back(tape_->steps.size() - 1, out);
+    }
+    return out;
   }
 
   void wait_for(const TaskList& tasks) {
-    if (elapsed_ == nullptr && !tasks.empty()) p_.ctx_.wait(stage_, StreamKind::Compute, tasks);
+    if (elapsed_ != nullptr || tasks.empty()) return;
+    p_.ctx_.wait(stage_, StreamKind::Compute, tasks);
+    if (tape_ == nullptr) return;
+    // the collective taped that gave these tasks (one from before the pass: the tape is never played)
+    const auto it =
+        std::find_if(taped_out_.begin(), taped_out_.end(), [&](const auto& o) { return o.second == tasks; });
+    if (it == taped_out_.end())
+      tape_->valid = false;
+    else
+      tape_->steps.push_back({.kind = TapeStep::Kind::WaitFor, .step = static_cast<std::uint32_t>(it->first)});
   }
 
   const TaskList& last() const { return last_; }
@@ -196,10 +257,45 @@ class Passes::Writer {
     return Duration::from_seconds(c.time.seconds() * share.fraction);
   }
 
+  void compute(std::uint32_t label, Duration duration, Category category, const TaskWork& work) {
+    last_ = p_.ctx_.compute(stage_, sim::TaskName::interned_label(label, microbatch_), duration, category, work);
+    if (first_.empty()) first_ = last_;
+  }
+
+  void play(const Tape& tape) {
+    auto& out = played_out_;
+    out.resize(tape.steps.size());
+    for (std::size_t i = 0; i < tape.steps.size(); ++i) {
+      const auto& step = tape.steps[i];
+      switch (step.kind) {
+        case TapeStep::Kind::Compute:
+          compute(step.label, step.duration, step.category, step.work);
+          break;
+        case TapeStep::Kind::WaitForLast:
+          p_.ctx_.wait(stage_, step.stream, last_);
+          break;
+        case TapeStep::Kind::Collective:
+          out[i] = p_.ctx_.collective(stage_, sim::TaskName::interned_label(step.label, microbatch_), step.collective,
+                                      step.bytes, step.dims, step.stream, step.category, step.fraction, step.algorithm);
+          break;
+        case TapeStep::Kind::WaitFor:
+          p_.ctx_.wait(stage_, StreamKind::Compute, out[step.step]);
+          break;
+        case TapeStep::Kind::KernelCategory:
+          kernels_ = step.category;
+          break;
+      }
+    }
+    queued_ = tape.queued;
+  }
+
   Passes& p_;
   int stage_;
   std::string prefix_;
   int microbatch_;
+  Tape* tape_ = nullptr;                                     // the tape being recorded
+  std::vector<std::pair<std::size_t, TaskList>> taped_out_;  // its collectives' tasks, by step
+  std::vector<TaskList> played_out_;                         // the collectives' tasks of a tape played
   std::vector<std::pair<int, Kernel>> queued_;
   std::string label_;                    // scratch space for task labels
   std::vector<Kernel> kernels_scratch_;  // and for the kernels of a task
@@ -762,7 +858,7 @@ TaskList Passes::forward(int stage, int chunk, int microbatch) {
     dp_.before_launch(stage, chunk, unit, microbatch, true);
     launch(stage, unit, 'F', false, microbatch);
     dp_.before_pass(stage, chunk, unit, microbatch, true, previous);
-    unit_forward(w, unit, Category::Compute);
+    w.taped(unit, 0, 0, [&] { unit_forward(w, unit, Category::Compute); });
     const auto last = w.last();
     dp_.after_pass(stage, unit, true, microbatch, last);
     const bool kept = unit < 0 || group == 1 || (layer - 1) % group == 0;
@@ -801,18 +897,18 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
         std::int64_t held = 0;
         for (int j = i - i % group; j <= i; ++j) {
           const int u = unit - (i - j);
-          replay(w, u, true);
+          w.taped(u, 2, 1, [&] { replay(w, u, true); });
           held += stored_activations(u, true) + rebuilt_activations(u, true);
         }
         ctx_.memory(stage, w.last(), held - stored_activations(unit - i % group, true), MemoryKind::Activations, true);
       }
     } else {
-      replay(w, unit, full);
+      w.taped(unit, 2, full ? 1 : 0, [&] { replay(w, unit, full); });
       if (rebuilt > 0) ctx_.memory(stage, w.last(), rebuilt, MemoryKind::Activations, true);
     }
     // the gradients the layer's backward holds at once, from its first kernel to its last
     w.mark_first();
-    unit_backward(w, unit, !split_);
+    w.taped(unit, 1, split_ ? 0 : 1, [&] { unit_backward(w, unit, !split_); });
     const std::int64_t working = unit < 0 ? 0 : static_cast<std::int64_t>(checkpoint(unit, full).working);
     if (working > 0 && !w.first().empty()) ctx_.memory(stage, w.first(), working, MemoryKind::Activations, false);
     const auto last = w.last();

@@ -62,6 +62,33 @@ class Passes {
   };
   // Compute kernels queued until the next communication (or the end of the unit).
   class Writer;
+  // A unit's pass (forward, backward, replay) as a Writer issued it on a stage: its tasks in order,
+  // each with what it was costed at, played back for the stage's later micro-batches instead of
+  // walking the unit's ops, kernels and collectives again (Writer::taped).
+  struct TapeStep {
+    enum class Kind : std::uint8_t { Compute, WaitForLast, Collective, WaitFor, KernelCategory };
+    Kind kind = Kind::Compute;
+    Category category = Category::Compute;  // of the task; KernelCategory: the writer's
+    StreamKind stream = StreamKind::Compute;
+    std::uint32_t label = 0;  // interned
+    std::uint32_t step = 0;   // WaitFor: the Collective step waited for
+    Duration duration;        // Compute
+    TaskWork work;
+    cost::CollectiveKind collective{};  // Collective
+    Bytes bytes;
+    std::span<const spec::ParallelDim> dims;  // (static arrays: kTp, kCp, ep_dims())
+    double fraction = 1.0;
+    std::string algorithm;
+  };
+  struct Tape {
+    std::vector<TapeStep> steps;
+    std::vector<std::pair<int, Kernel>> queued;  // kernels left queued at the end
+    bool valid = true;                           // false: waited on tasks from before the pass (played never)
+  };
+  // pass letter, stage, unit, which pass (0 forward, 1 backward, 2 replay) and its argument, and
+  // the writer's state: kernel category, no compute task yet, none since mark_first
+  using TapeKey = std::tuple<char, int, int, int, int, Category, bool, bool>;
+  std::map<TapeKey, Tape> tapes_;
 
   const std::vector<model::Op>& ops_of(int unit);
   Duration duration(int unit, const std::vector<Kernel>& kernels);

@@ -147,3 +147,62 @@ TEST_CASE("a job simulated on its reachable part of the cluster gives what the w
   CHECK(on_part.peak_memory == on_whole.peak_memory);
   CHECK(on_part.simulation->breakdown.exposed_comm_s == on_whole.simulation->breakdown.exposed_comm_s);
 }
+
+namespace {
+
+// Every task of a lowered step as a line: name, category, streams, work, dependencies and memory.
+std::vector<std::string> task_lines(const lower::Lowered& l) {
+  const auto& g = l.graph;
+  std::vector<std::string> out;
+  for (std::uint32_t i = 0; i < g.num_tasks(); ++i) {
+    const sim::TaskId t{i};
+    auto line = fmt::format("{} c{} s", g.name(t), g.category(t));
+    for (const auto s : g.streams(t)) line += fmt::format(" {}", s.value);
+    if (const auto w = g.work(t); const auto* c = std::get_if<sim::ComputeWork>(&w)) {
+      line += fmt::format(" compute {}", c->duration.ps);
+    } else {
+      const auto& comm = std::get<sim::CommWork>(w);
+      line += fmt::format(" comm {} {} {} {}", comm.latency.ps, comm.transfer.ps, comm.bytes, comm.compute_share);
+      for (const auto& share : g.load(comm.load)) line += fmt::format(" l{}:{}", share.link, share.share);
+    }
+    line += " d";
+    g.for_each_dependency(t, [&](sim::TaskId d) { line += fmt::format(" {}", d.value); });
+    g.for_each_memory(t, [&](const sim::MemoryEffect& m) {
+      line += fmt::format(" m{}:{}:{}:{}", m.pool.value, m.bytes, m.at_end, static_cast<int>(m.kind));
+    });
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a unit's pass played back for later micro-batches issues the tasks walking its ops would") {
+  // every way a pass is walked: tp with and without SP and its overlap, selective, full and uniform
+  // recomputation, cp (all-gather and ring), MoE with shared experts overlapped, interleaved and
+  // zero-bubble schedules, ZeRO-3 gathers between the units, two lanes of combined 1F1B
+  const std::vector<std::pair<std::string, std::string>> jobs = {
+      {"llama3-70b",
+       "tp=8,sp=on,tp_overlap=on,pp=4,vpp=5,schedule=interleaved,dp=4,mb=1,recompute=selective,"
+       "recompute_modules=core_attn+layernorm+mlp,gpus=128"},
+      {"llama3-70b", "tp=8,pp=4,dp=4,mb=1,recompute=full,recompute_method=uniform,recompute_layers=4,gpus=128"},
+      {"llama3-8b", "tp=4,cp=4,dp=4,zero=3,mb=1,cp_comm=ring,recompute=full,gpus=64"},
+      {"llama3-8b", "tp=2,cp=2,sp=on,pp=2,schedule=zb-h1,dp=16,mb=1,gpus=128"},
+      {"mixtral-8x7b", "tp=2,ep=8,pp=4,dp=8,zero=1,mb=1,recompute=full,gpus=64"},
+      {"qwen3-30b-a3b", "tp=1,ep=8,overlap_moe_comm=on,pp=2,vpp=8,dp=64,zero=3,mb=1,schedule=interleaved,gpus=128"},
+  };
+  for (const auto& workload_strategy : jobs) {
+    const auto& strategy = workload_strategy.second;
+    CAPTURE(strategy);
+    const auto job = test::make_job("dgx-h100-superpod", workload_strategy.first, strategy);
+    const auto tuning = driver::RunOptions{}.tunables(job.cluster).values;
+    const driver::ClusterModel cluster(job.cluster, tuning.collectives);
+    auto options = driver::RunOptions{}.lowering(tuning);
+    const auto played = lower::lower(job, *cluster.cost_model(), options);
+    options.replay_passes = false;
+    const auto walked = lower::lower(job, *cluster.cost_model(), options);
+    REQUIRE(played.graph.num_tasks() > 1000);
+    CHECK(task_lines(played) == task_lines(walked));
+    CHECK(played.collectives == walked.collectives);
+  }
+}
