@@ -228,8 +228,15 @@ std::vector<lower::DistinctGroup> straddling_groups(const spec::Job& job, std::v
     std::size_t worst_outside = 0;
     std::size_t least_outside = std::numeric_limits<std::size_t>::max();
     std::optional<int> worst;
+    const int stride = placement.stride(dim);
     for (int r = 0; r < placement.world_size(); ++r) {
       if (placement.coordinate(r, dim) != 0) continue;
+      // the group's devices are r, r + stride, ...: one domain when its first and last share one
+      if (static_cast<std::uint32_t>(r) / domain == static_cast<std::uint32_t>(r + (size - 1) * stride) / domain) {
+        ++groups;
+        least_outside = 0;
+        continue;
+      }
       const auto g = placement.group(dim, r);
       ++groups;
       std::map<std::uint32_t, std::size_t> per_domain;

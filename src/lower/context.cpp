@@ -33,6 +33,13 @@ std::vector<std::pair<int, std::int64_t>> simulated_ranks(const topo::Placement&
     for (int r = 0; r < p.world_size(); ++r) out.emplace_back(r, 1);
     return out;
   }
+  if (distinct.empty() && groups.empty()) {  // the first rank of each stage stands for its stage
+    std::int64_t stands_for = 1;
+    for (const auto d : kFoldedDims) stands_for *= p.size(d);
+    for (int stage = 0; stage < p.size(ParallelDim::Pp); ++stage)
+      out.emplace_back(stage * p.stride(ParallelDim::Pp), stands_for);
+    return out;
+  }
   constexpr std::size_t kDims = std::size(kFoldedDims);
   std::array<std::vector<int>, kDims> special;  // per dim: the distinct ranks' coordinates
   std::array<int, kDims> generic{};             // per dim: the first coordinate that is none of them

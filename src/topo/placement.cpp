@@ -67,6 +67,11 @@ int Placement::coordinate(int rank, ParallelDim dim) const {
   return d ? rank / d->stride % d->size : 0;
 }
 
+int Placement::stride(ParallelDim dim) const {
+  const auto* d = find(dim);
+  return d ? d->stride : 1;
+}
+
 std::vector<DeviceId> Placement::group(std::span<const ParallelDim> dims, int rank) const {
   SIM_ASSERT(rank >= 0 && rank < world_, "rank {} outside a world of {}", rank, world_);
   // Start from the rank with the group's coordinates zeroed, then enumerate them.

@@ -22,6 +22,8 @@ class Placement {
   int world_size() const { return world_; }
   int size(spec::ParallelDim dim) const;
   int coordinate(int rank, spec::ParallelDim dim) const;
+  // How far apart in rank (and device) numbers two neighbours along `dim` are (1 without it).
+  int stride(spec::ParallelDim dim) const;
   DeviceId device(int rank) const { return {static_cast<std::uint32_t>(rank)}; }
 
   // The devices of `rank`'s group along the given dimensions (all other coordinates fixed), in
