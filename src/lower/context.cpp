@@ -321,6 +321,19 @@ const std::vector<Context::StageGroup>& Context::groups_of(int stage, std::span<
 TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                              std::span<const ParallelDim> dims, StreamKind stream, Category category, double fraction,
                              std::string_view algorithm, Subgroup subgroup) {
+  return issue_collective(stage, name, kind, bytes, dims, stream, category, fraction, algorithm, subgroup, true);
+}
+
+TaskList Context::collective_again(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
+                                   std::span<const ParallelDim> dims, StreamKind stream, Category category,
+                                   double fraction, std::string_view algorithm) {
+  return issue_collective(stage, name, kind, bytes, dims, stream, category, fraction, algorithm, {}, false);
+}
+
+TaskList Context::issue_collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
+                                   std::span<const ParallelDim> dims, StreamKind stream, Category category,
+                                   double fraction, std::string_view algorithm, Subgroup subgroup,
+                                   bool record_choices) {
   const auto& ranks = stage_ranks(stage);
   TaskList out(ranks.size(), kNoTask);
   // tensor-parallel collectives block the compute stream (pipelined ones are charged in the GEMM)
@@ -344,7 +357,7 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
     const auto work =
         costed.cost.plan != nullptr ? costed.work : comm_work(costed.cost, costed.bytes, key.overlaps_compute);
     const auto task = graph().add_task(name, streams_, work, deps_, static_cast<std::uint16_t>(category));
-    record(task, kind, costed.bytes.count, static_cast<std::int64_t>(g.size), costed.cost);
+    if (record_choices) record(task, kind, costed.bytes.count, static_cast<std::int64_t>(g.size), costed.cost);
     note(task, {.op = static_cast<std::int16_t>(kind), .group = g.work_group});
     for (const auto j : g.members) out[j] = task;
   }

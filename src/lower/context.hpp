@@ -76,6 +76,11 @@ class Context {
   TaskList collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                       std::span<const spec::ParallelDim> dims, StreamKind stream, Category category,
                       double fraction = 1.0, std::string_view algorithm = "auto", Subgroup subgroup = {});
+  // The same collective as one issued before with the same arguments but the name's number (a
+  // pass played back): its costing choices are kept already (Lowered::collectives).
+  TaskList collective_again(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
+                            std::span<const spec::ParallelDim> dims, StreamKind stream, Category category,
+                            double fraction, std::string_view algorithm);
   // The longest time a group of the stage's ranks along `dims` takes for the collective alone on its
   // links (the cost model's answer, uncontended): no simulated collective takes less.
   Duration uncontended(int stage, cost::CollectiveKind kind, Bytes bytes, std::span<const spec::ParallelDim> dims,
@@ -115,6 +120,9 @@ class Context {
     std::size_t operator()(const ChoiceKey& k) const;
   };
   std::size_t index_of_rank(int rank) const;
+  TaskList issue_collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
+                            std::span<const spec::ParallelDim> dims, StreamKind stream, Category category,
+                            double fraction, std::string_view algorithm, Subgroup subgroup, bool record_choices);
   // The rank of `rank`'s pipeline group on `stage` (pp_groups_ keeps each group asked for).
   int pp_peer(int rank, int stage);
   std::unordered_map<int, std::vector<int>> pp_groups_;

@@ -105,7 +105,15 @@ class Passes::Writer {
       body();
       return;
     }
-    const TapeKey key{prefix_.front(), stage_, unit, which, arg, kernels_, last_.empty(), first_.empty()};
+    SIM_ASSERT(stage_ >= 0 && stage_ < (1 << 16) && unit >= kHeadUnit && unit < (1 << 24) && which >= 0 && which < 4 &&
+                   arg >= 0 && arg < 256 && static_cast<unsigned>(kernels_) < 16,
+               "pass of stage {} unit {} outside what a tape's key holds", stage_, unit);
+    const std::uint64_t key =
+        (static_cast<std::uint64_t>(static_cast<unsigned char>(prefix_.front())) << 56) |
+        (static_cast<std::uint64_t>(stage_) << 40) | (static_cast<std::uint64_t>(unit - kHeadUnit) << 16) |
+        (static_cast<std::uint64_t>(which) << 14) | (static_cast<std::uint64_t>(arg) << 6) |
+        (static_cast<std::uint64_t>(static_cast<unsigned>(kernels_) & 0xfu) << 2) |
+        (static_cast<std::uint64_t>(last_.empty()) << 1) | static_cast<std::uint64_t>(first_.empty());
     if (const auto it = p_.tapes_.find(key); it != p_.tapes_.end()) {
       if (it->second.valid) {
         play(it->second);
@@ -251,10 +259,17 @@ class Passes::Writer {
     auto& ctx = p_.ctx_;
     const auto& ranks = ctx.stage_ranks(stage_);
     const int rank = ctx.rank(ranks[std::min(p_.measure_position_, ranks.size() - 1)]).rank;
-    const auto c =
-        ctx.costs().cost(cost::make_collective(kind, bytes),
-                         ctx.costs().intern(cost::Group{ctx.placement().group(dims, rank)}), share.algorithm);
-    return Duration::from_seconds(c.time.seconds() * share.fraction);
+    std::uint32_t mask = 0;
+    for (const auto d : dims) mask |= 1u << static_cast<unsigned>(d);
+    auto [it, added] =
+        p_.uncontended_.try_emplace({rank, mask, kind, bytes.count, share.fraction, std::string(share.algorithm)});
+    if (added) {
+      const auto c =
+          ctx.costs().cost(cost::make_collective(kind, bytes),
+                           ctx.costs().intern(cost::Group{ctx.placement().group(dims, rank)}), share.algorithm);
+      it->second = Duration::from_seconds(c.time.seconds() * share.fraction);
+    }
+    return it->second;
   }
 
   void compute(std::uint32_t label, Duration duration, Category category, const TaskWork& work) {
@@ -275,8 +290,9 @@ class Passes::Writer {
           p_.ctx_.wait(stage_, step.stream, last_);
           break;
         case TapeStep::Kind::Collective:
-          out[i] = p_.ctx_.collective(stage_, sim::TaskName::interned_label(step.label, microbatch_), step.collective,
-                                      step.bytes, step.dims, step.stream, step.category, step.fraction, step.algorithm);
+          out[i] = p_.ctx_.collective_again(stage_, sim::TaskName::interned_label(step.label, microbatch_),
+                                            step.collective, step.bytes, step.dims, step.stream, step.category,
+                                            step.fraction, step.algorithm);
           break;
         case TapeStep::Kind::WaitFor:
           p_.ctx_.wait(stage_, StreamKind::Compute, out[step.step]);

@@ -85,10 +85,13 @@ class Passes {
     std::vector<std::pair<int, Kernel>> queued;  // kernels left queued at the end
     bool valid = true;                           // false: waited on tasks from before the pass (played never)
   };
-  // pass letter, stage, unit, which pass (0 forward, 1 backward, 2 replay) and its argument, and
-  // the writer's state: kernel category, no compute task yet, none since mark_first
-  using TapeKey = std::tuple<char, int, int, int, int, Category, bool, bool>;
-  std::map<TapeKey, Tape> tapes_;
+  // By pass letter, stage, unit, which pass (0 forward, 1 backward, 2 replay) and its argument, and
+  // the writer's state (kernel category, no compute task yet, none since mark_first), packed.
+  std::unordered_map<std::uint64_t, Tape> tapes_;
+  // Writer::uncontended's answers by rank, dims (as a bit set), collective, bytes, fraction and
+  // algorithm.
+  std::map<std::tuple<int, std::uint32_t, cost::CollectiveKind, std::int64_t, double, std::string>, Duration>
+      uncontended_;
 
   const std::vector<model::Op>& ops_of(int unit);
   Duration duration(int unit, const std::vector<Kernel>& kernels);
