@@ -187,29 +187,28 @@ class Engine {
     for (const auto s : g_.streams(id)) busy_[s.index()] = true;
     timeline_.tasks[task].start = now_;
     apply_memory(id, false);
-    const auto work = g_.work(id);
-    if (const auto* c = std::get_if<ComputeWork>(&work)) {
-      start_compute(task, c->duration);
+    if (!g_.is_transfer(id)) {
+      start_compute(task, g_.duration(id));
       return;
     }
-    const auto& comm = std::get<CommWork>(work);
-    if (contention_ && comm.compute_share > 0) hold(id, comm.compute_share);
-    if (comm.latency > Duration::zero())
-      push(now_ + comm.latency, task, EventKind::LatencyDone);
+    if (const double share = g_.compute_share(id); contention_ && share > 0) hold(id, share);
+    if (const auto latency = g_.latency(id); latency > Duration::zero())
+      push(now_ + latency, task, EventKind::LatencyDone);
     else
       begin_transfer(task);
   }
 
   void begin_transfer(std::uint32_t task) {
-    const auto comm = std::get<CommWork>(g_.work(TaskId{task}));
-    timeline_.transfer_starts[g_.transfer_index(TaskId{task})] = now_;
-    const auto& load = g_.load(comm.load);
-    if (comm.transfer <= Duration::zero() || load.empty()) {
-      push(now_ + comm.transfer, task, EventKind::Finish);
+    const TaskId id{task};
+    const auto transfer = g_.duration(id);
+    timeline_.transfer_starts[g_.transfer_index(id)] = now_;
+    const auto& load = g_.load(g_.load_of(id));
+    if (transfer <= Duration::zero() || load.empty()) {
+      push(now_ + transfer, task, EventKind::Finish);
       return;
     }
     auto& f = take_slot(task);
-    f.remaining_ps = static_cast<double>(comm.transfer.ps);
+    f.remaining_ps = static_cast<double>(transfer.ps);
     f.updated = now_;
     f.rate = 1.0;
     f.active = true;
@@ -330,14 +329,14 @@ class Engine {
             rerate(process);
           }
         }
-      } else if (const auto share = std::get<CommWork>(g_.work(id)).compute_share; share > 0) {
+      } else if (const auto share = g_.compute_share(id); share > 0) {
         hold(id, -share);
       }
     }
     if (slot(task) != kNoSlot && flow(task).active) {
       auto& mine = flow(task);
       mine.active = false;
-      const auto& load = g_.load(std::get<CommWork>(g_.work(id)).load);
+      const auto& load = g_.load(g_.load_of(id));
       for (std::uint32_t k = 0; k < load.size(); ++k) {
         const auto& s = load[k];
         auto& link = flows_on_link_[s.link];

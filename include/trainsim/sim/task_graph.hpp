@@ -120,6 +120,12 @@ class TaskGraph {
   const std::vector<LinkShare>& load(LoadId l) const { return loads_[l.index()]; }
 
   Work work(TaskId t) const;
+  // Parts of work(t) without building it (the engine reads them per event): a compute task's
+  // duration or a transfer's bandwidth-bound time; a transfer's latency, load and compute share.
+  Duration duration(TaskId t) const { return tasks_[t.index()].duration; }
+  Duration latency(TaskId t) const { return comms_[tasks_[t.index()].comm].latency; }
+  LoadId load_of(TaskId t) const { return comms_[tasks_[t.index()].comm].load; }
+  double compute_share(TaskId t) const { return comms_[tasks_[t.index()].comm].compute_share; }
   bool is_transfer(TaskId t) const { return tasks_[t.index()].comm != kCompute; }
   // A transfer's position among the graph's transfers (in the order they were added).
   std::uint32_t transfer_index(TaskId t) const { return tasks_[t.index()].comm; }
