@@ -127,16 +127,23 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
   std::vector<double> busy_s(lowered.ranks.size());
   std::vector<std::int64_t> exposed_ps(lowered.ranks.size());
   RankIntervals in;
+  std::vector<std::vector<Interval>> merged;  // per category, a rank's spans merged
   for (std::size_t r = 0; r < lowered.ranks.size(); ++r) {
     const auto& rank = lowered.ranks[r];
     by_stage[rank.stage].push_back(r);
     in.collect(g, timeline, rank);
     const auto& [compute, comm, per_category, exposable] = in;
     const auto busy = merged_spans(compute);
+    // each category's spans merged once; its exposable ones are the same list when every task of
+    // the category is on an exposable stream (collected in the same order)
+    merged.resize(per_category.size());
+    for (std::size_t cat = 0; cat < per_category.size(); ++cat) merged[cat] = merged_spans(per_category[cat]);
     for (std::size_t cat = 0; cat < exposable.size(); ++cat)
       if (!exposable[cat].empty())
         exposed_by_category[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
-            static_cast<double>(minus(merged_spans(exposable[cat]), busy)) * 1e-12 * weight[r] / n;
+            static_cast<double>(minus(
+                exposable[cat].size() == per_category[cat].size() ? merged[cat] : merged_spans(exposable[cat]), busy)) *
+            1e-12 * weight[r] / n;
     exposed_ps[r] = minus(merged_spans(comm), busy);
     const auto host_bound = host_bound_ps(g, timeline, rank);
     out.breakdown.host_bound_s += static_cast<double>(host_bound) * 1e-12 * weight[r] / n;
@@ -147,7 +154,7 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
     for (std::size_t cat = 0; cat < per_category.size(); ++cat)
       if (!per_category[cat].empty())
         comm_busy[std::string(lower::category_name(static_cast<lower::Category>(cat)))] +=
-            length(merged_spans(per_category[cat])) * 1e-12 * weight[r] / n;
+            length(merged[cat]) * 1e-12 * weight[r] / n;
     // launches the lowering left out (they could never hold the device back) still keep the host busy
     if (const auto s = static_cast<std::size_t>(rank.stage); s < lowered.unissued_host.size())
       comm_busy[std::string(lower::category_name(lower::Category::Host))] +=
