@@ -106,6 +106,31 @@ struct RankIntervals {
   }
 };
 
+// A stage's figures from its ranks' busy and exposed times (each rank weighed as it stands for).
+StageFigures stage_figures(const lower::Lowered& lowered, const sim::Timeline& timeline, int stage,
+                           const std::vector<std::size_t>& ranks, const std::vector<double>& weight,
+                           const std::vector<double>& busy_s, const std::vector<std::int64_t>& exposed_ps) {
+  const double step = timeline.makespan.seconds();
+  StageFigures f{.stage = stage};
+  double idle = 0;
+  double stage_weight = 0;
+  for (const auto r : ranks) stage_weight += weight[r];
+  for (const auto r : ranks) {
+    f.busy_s += busy_s[r] * weight[r] / stage_weight;
+    idle += (step - busy_s[r] - static_cast<double>(exposed_ps[r]) * 1e-12) * weight[r] / stage_weight;
+    const auto& pool = timeline.pools[lowered.ranks[r].pool.index()];
+    if (pool.peak > f.peak_memory) {
+      f.peak_memory = pool.peak;
+      f.memory_at_peak = pool.at_peak;
+      const auto& loss = lowered.ranks[r].first_loss;
+      f.peak_after_loss = loss && pool.peak_time >= timeline.tasks[loss->index()].start;
+    }
+  }
+  f.idle_s = std::max(0.0, idle);
+  f.bubble_fraction = step > 0 ? f.idle_s / step : 0;
+  return f;
+}
+
 }  // namespace
 
 Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timeline) {
@@ -171,25 +196,9 @@ Simulation summarize(const lower::Lowered& lowered, const sim::Timeline& timelin
   for (const auto& [category, seconds] : exposed_by_category) out.exposed_s.emplace_back(category, seconds);
 
   for (const auto& [stage, ranks] : by_stage) {
-    StageFigures f{.stage = stage};
-    double idle = 0;
-    double stage_weight = 0;
-    for (const auto r : ranks) stage_weight += weight[r];
-    for (const auto r : ranks) {
-      f.busy_s += busy_s[r] * weight[r] / stage_weight;
-      idle += (step - busy_s[r] - exposed_ps[r] * 1e-12) * weight[r] / stage_weight;
-      const auto& pool = timeline.pools[lowered.ranks[r].pool.index()];
-      if (pool.peak > f.peak_memory) {
-        f.peak_memory = pool.peak;
-        f.memory_at_peak = pool.at_peak;
-        const auto& loss = lowered.ranks[r].first_loss;
-        f.peak_after_loss = loss && pool.peak_time >= timeline.tasks[loss->index()].start;
-      }
-    }
-    f.idle_s = std::max(0.0, idle);
-    f.bubble_fraction = step > 0 ? f.idle_s / step : 0;
+    auto f = stage_figures(lowered, timeline, stage, ranks, weight, busy_s, exposed_ps);
     out.bubble_fraction += f.bubble_fraction / static_cast<double>(by_stage.size());
-    out.per_stage.push_back(f);
+    out.per_stage.push_back(std::move(f));
   }
   return out;
 }
