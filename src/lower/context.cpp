@@ -275,8 +275,10 @@ std::size_t Context::ChoiceKeyHash::operator()(const ChoiceKey& k) const {
   return h;
 }
 
-void Context::record(sim::TaskId task, cost::CollectiveKind kind, std::int64_t bytes, std::int64_t group_size,
-                     const cost::CollectiveCost& cost) {
+void Context::record(sim::TaskId task, cost::CollectiveKind kind, const CostedGroup& costed) {
+  const auto& cost = costed.cost;
+  const auto bytes = costed.bytes.count;
+  const auto group_size = static_cast<std::int64_t>(costed.group->size);
   if (!choices_.insert({graph().label_id(task), kind, cost.protocol, bytes, group_size, cost.algorithm}).second) return;
   out_->collectives.push_back({.label = std::string(graph().label(task)),
                                .op = std::string(cost::collective_name(kind)),
@@ -357,7 +359,7 @@ TaskList Context::issue_collective(int stage, sim::TaskName name, cost::Collecti
     const auto work =
         costed.cost.plan != nullptr ? costed.work : comm_work(costed.cost, costed.bytes, key.overlaps_compute);
     const auto task = graph().add_task(name, streams_, work, deps_, static_cast<std::uint16_t>(category));
-    if (record_choices) record(task, kind, costed.bytes.count, static_cast<std::int64_t>(g.size), costed.cost);
+    if (record_choices) record(task, kind, costed);
     note(task, {.op = static_cast<std::int16_t>(kind), .group = g.work_group});
     for (const auto j : g.members) out[j] = task;
   }

@@ -104,9 +104,10 @@ class Context {
   void take_pending(std::size_t rank_index, StreamKind kind, std::vector<sim::TaskId>& into);
   // Keeps how the collective `task` was costed, once per distinct choice (Lowered::collectives);
   // looked up by the task's interned label, most collectives repeating a choice already kept.
-  // `cost` outlives the lowering (one of costed_'s): the key keeps a view of its algorithm.
-  void record(sim::TaskId task, cost::CollectiveKind kind, std::int64_t bytes, std::int64_t group_size,
-              const cost::CollectiveCost& cost);
+  // `cost` is one of costed_'s, which lives as long as choices_: the key keeps a view of its
+  // algorithm.
+  struct CostedGroup;
+  void record(sim::TaskId task, cost::CollectiveKind kind, const CostedGroup& costed);
   struct ChoiceKey {
     std::uint32_t label = 0;
     cost::CollectiveKind kind{};

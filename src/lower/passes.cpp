@@ -105,8 +105,8 @@ class Passes::Writer {
       body();
       return;
     }
-    SIM_ASSERT(stage_ >= 0 && stage_ < (1 << 16) && unit >= kHeadUnit && unit < (1 << 24) && which >= 0 && which < 4 &&
-                   arg >= 0 && arg < 256 && static_cast<unsigned>(kernels_) < 16,
+    SIM_ASSERT(stage_ >= 0 && stage_ < (1 << 16) && unit >= kHeadUnit && unit - kHeadUnit < (1 << 24) && which >= 0 &&
+                   which < 4 && arg >= 0 && arg < 256 && static_cast<unsigned>(kernels_) < 16,
                "pass of stage {} unit {} outside what a tape's key holds", stage_, unit);
     const std::uint64_t key =
         (static_cast<std::uint64_t>(static_cast<unsigned char>(prefix_.front())) << 56) |
@@ -123,10 +123,15 @@ class Passes::Writer {
       return;
     }
     Tape tape;
-    tape_ = &tape;
-    taped_out_.clear();
-    body();
-    tape_ = nullptr;
+    {
+      struct Untape {  // (also when the body throws)
+        Writer& w;
+        ~Untape() { w.tape_ = nullptr; }
+      } untape{*this};
+      tape_ = &tape;
+      taped_out_.clear();
+      body();
+    }
     tape.queued = queued_;
     p_.tapes_.emplace(key, std::move(tape));
   }
@@ -192,7 +197,7 @@ class Passes::Writer {
                               .label = label,
                               .collective = kind,
                               .bytes = bytes,
-                              .dims = dims,
+                              .dims = {dims.begin(), dims.end()},
                               .fraction = share.fraction,
                               .algorithm = std::string(share.algorithm)});
       taped_out_.emplace_back(tape_->steps.size() - 1, out);
@@ -291,8 +296,8 @@ class Passes::Writer {
           break;
         case TapeStep::Kind::Collective:
           out[i] = p_.ctx_.collective_again(stage_, sim::TaskName::interned_label(step.label, microbatch_),
-                                            step.collective, step.bytes, step.dims, step.stream, step.category,
-                                            step.fraction, step.algorithm);
+                                            step.collective, step.bytes, std::span(step.dims.data(), step.dims.size()),
+                                            step.stream, step.category, step.fraction, step.algorithm);
           break;
         case TapeStep::Kind::WaitFor:
           p_.ctx_.wait(stage_, StreamKind::Compute, out[step.step]);

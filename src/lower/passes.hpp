@@ -76,7 +76,7 @@ class Passes {
     TaskWork work;
     cost::CollectiveKind collective{};  // Collective
     Bytes bytes;
-    std::span<const spec::ParallelDim> dims;  // (static arrays: kTp, kCp, ep_dims())
+    boost::container::small_vector<spec::ParallelDim, 2> dims;
     double fraction = 1.0;
     std::string algorithm;
   };

@@ -42,6 +42,8 @@ std::string TaskGraph::name(TaskId t) const {
 
 TaskId TaskGraph::add_task(TaskName name, std::span<const StreamId> streams, Work work, std::span<const TaskId> deps,
                            std::uint16_t category) {
+  // (an interned name's label, for the messages below)
+  if (name.interned != TaskName::kNotInterned && name.interned < names_.size()) name.label = names_[name.interned];
   SIM_ASSERT(!streams.empty(), "task {} on no stream", name.label);
   SIM_ASSERT(category < kCategoryLimit, "task {}: category {} out of range", name.label, category);
   SIM_ASSERT(tasks_.size() < kNone - 1 && task_streams_.size() + streams.size() < kNone &&

@@ -96,8 +96,8 @@ struct LoweringOptions {
   // Keep what each task does (Lowered::work): an exporter's need (Chakra), off otherwise.
   bool record_work = false;
   // Issue a unit's pass on a stage once by walking its ops, then play that back for the stage's
-  // later micro-batches (the same tasks, costed once; docs/architecture.md "Lowering"). Off: every
-  // pass walked afresh, the same graph (a test compares them).
+  // later micro-batches (the same tasks, costed once; docs/architecture.md "The path of `trainsim
+  // run`"). Off: every pass walked afresh, the same graph (a test compares them).
   bool replay_passes = true;
   // The job's memory estimate (model::estimate_memory with `memory` and `nccl_channels`) when the
   // caller has it already (the run report, the sweep's screen); computed again when null.

@@ -205,4 +205,25 @@ TEST_CASE("a unit's pass played back for later micro-batches issues the tasks wa
     CHECK(task_lines(played) == task_lines(walked));
     CHECK(played.collectives == walked.collectives);
   }
+  // what an exporter keeps of each task, and a rank simulated on its own (a straggler) beside the
+  // folded ones
+  const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", "tp=2,sp=on,pp=2,dp=32,mb=1,gpus=128");
+  const auto tuning = driver::RunOptions{}.tunables(job.cluster).values;
+  const driver::ClusterModel cluster(job.cluster, tuning.collectives);
+  auto options = driver::RunOptions{}.lowering(tuning);
+  options.record_work = true;
+  options.distinct_ranks = {9};
+  const auto played = lower::lower(job, *cluster.cost_model(), options);
+  options.replay_passes = false;
+  const auto walked = lower::lower(job, *cluster.cost_model(), options);
+  REQUIRE(played.ranks.size() > static_cast<std::size_t>(job.strategy.pp));
+  CHECK(task_lines(played) == task_lines(walked));
+  const auto work = [](const lower::Lowered& l) {
+    std::vector<std::tuple<double, double, int, int>> out;
+    for (const auto& w : l.work) out.emplace_back(w.flops, w.bytes, w.op, w.group);
+    return out;
+  };
+  REQUIRE(played.work.size() == played.graph.num_tasks());
+  CHECK(work(played) == work(walked));
+  CHECK(played.groups == walked.groups);
 }
