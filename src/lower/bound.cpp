@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "lower/context.hpp"
@@ -9,6 +10,7 @@
 #include "lower/passes.hpp"
 #include "trainsim/lower/schedule.hpp"
 #include "trainsim/model/params.hpp"
+#include "trainsim/util/error.hpp"
 
 namespace trainsim::lower {
 
@@ -37,15 +39,82 @@ struct StageTail {
   Duration tail, stream;
 };
 
+// A stage's chunk's passes of one micro-batch at least: forward, backward (with the full
+// recomputation's forward, and the weight gradients unless W is a pass of its own), W.
+struct ChunkPasses {
+  Duration forward, backward, weight;
+};
+
+// The step's critical path through the passes: each stage runs its passes in the schedule's order,
+// each after the one before it on the stage and after the pass it takes its input from (the
+// previous virtual stage's forward of the micro-batch, the next one's backward), each lasting at
+// least its uncontended time; then what must follow the stage's last pass. The pipeline's
+// bubbles, as the schedule makes them, are in it (the flow-shop terms below count the first
+// forward and the last backward only). Not under combined 1F1B, whose paired passes share the
+// device.
+Duration critical_path(const spec::Job& job, const std::vector<std::vector<ChunkPasses>>& chunks,
+                       const std::vector<StageTail>& tails) {
+  const auto& st = job.strategy;
+  const auto pp = static_cast<std::size_t>(st.pp);
+  const auto vpp = static_cast<std::size_t>(st.vpp);
+  const auto m = static_cast<std::size_t>(job.micro_batches);
+  const auto schedules = make_schedule(st.schedule, st.pp, st.vpp, job.micro_batches);
+  const auto at = [&](int stage, int chunk, int microbatch) {
+    return (static_cast<std::size_t>(stage) * vpp + static_cast<std::size_t>(chunk)) * m +
+           static_cast<std::size_t>(microbatch);
+  };
+  std::vector<std::optional<Duration>> forward_done(pp * vpp * m);
+  std::vector<std::optional<Duration>> backward_done(pp * vpp * m);
+  std::vector<std::size_t> next(pp, 0);
+  std::vector<Duration> free(pp, Duration::zero());  // when each stage's last pass so far ends
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (std::size_t s = 0; s < pp; ++s) {
+      const int stage = static_cast<int>(s);
+      for (; next[s] < schedules[s].size(); ++next[s]) {
+        const auto& a = schedules[s][next[s]];
+        std::optional<Duration> input = Duration::zero();
+        const auto& times = chunks[s][static_cast<std::size_t>(a.chunk)];
+        Duration length = times.weight;
+        if (a.kind == PassKind::Forward) {
+          length = times.forward;
+          if (const auto prev = previous_virtual(st.schedule, stage, a.chunk, st.pp))
+            input = forward_done[at(prev->stage, prev->chunk, a.microbatch)];
+        } else if (a.kind == PassKind::Backward) {
+          length = times.backward;
+          if (const auto nxt = next_virtual(st.schedule, stage, a.chunk, st.pp, st.vpp))
+            input = backward_done[at(nxt->stage, nxt->chunk, a.microbatch)];
+        }
+        if (!input) break;  // its input is not computed yet: another stage first
+        free[s] = std::max(free[s], *input) + length;
+        if (a.kind == PassKind::Forward) forward_done[at(stage, a.chunk, a.microbatch)] = free[s];
+        if (a.kind == PassKind::Backward) backward_done[at(stage, a.chunk, a.microbatch)] = free[s];
+        progress = true;
+      }
+    }
+  }
+  Duration bound = Duration::zero();
+  for (std::size_t s = 0; s < pp; ++s) {
+    SIM_ASSERT(next[s] == schedules[s].size(), "pipeline schedule of stage {} cannot proceed", s);
+    bound = std::max(bound, free[s] + tails[s].tail);
+  }
+  return bound;
+}
+
 // The bound of the stages' passes costed on the groups of each stage's rank at `position` (a
 // folded run's first rank, or the rank of a straddling group beside it).
-Duration bound_at(const spec::Job& job, const std::vector<StageTail>& tails, Passes& passes, std::size_t position) {
+// `chained`: each stage's rank at `position` takes its input from the one before (one rank per
+// stage), so the passes' critical path bounds the step too.
+Duration bound_at(const spec::Job& job, const std::vector<StageTail>& tails, Passes& passes, std::size_t position,
+                  bool chained) {
   passes.measure_at(position);
   const bool split = splits_weight_grad(job.strategy.schedule);
   const bool combined = job.strategy.overlap_moe_comm;
   Duration chain = Duration::zero();  // the first forward through the stages before
   Duration back = Duration::zero();   // the last backward back through them
   Duration bound = Duration::zero();
+  std::vector<std::vector<ChunkPasses>> chunks(static_cast<std::size_t>(job.strategy.pp),
+                                               std::vector<ChunkPasses>(static_cast<std::size_t>(job.strategy.vpp)));
   for (int s = 0; s < job.strategy.pp; ++s) {
     // per layer kind: the passes with their collectives, and without them
     std::map<int, std::pair<Passes::UnitTimes, Passes::UnitTimes>> times;
@@ -66,6 +135,11 @@ Duration bound_at(const spec::Job& job, const std::vector<StageTail>& tails, Pas
           it = times.emplace(kind, std::pair{t, combined ? passes.unit_times(s, unit, false) : t}).first;
         }
         const auto& [t, c] = it->second;
+        auto& passes_of_chunk = chunks[static_cast<std::size_t>(s)][static_cast<std::size_t>(chunk)];
+        passes_of_chunk.forward += t.forward;
+        passes_of_chunk.backward +=
+            t.backward_data + (recomputed ? t.forward : Duration::zero()) + (split ? Duration::zero() : t.weight);
+        passes_of_chunk.weight += split ? t.weight : Duration::zero();
         work.forward += c.forward;
         work.forward_comm += t.forward - c.forward;
         work.backward += c.backward_data;
@@ -87,7 +161,7 @@ Duration bound_at(const spec::Job& job, const std::vector<StageTail>& tails, Pas
     chain += first_forward;
     back += first_backward;
   }
-  return bound;
+  return combined || !chained ? bound : std::max(bound, critical_path(job, chunks, tails));
 }
 
 }  // namespace
@@ -106,7 +180,7 @@ Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, con
   for (int s = 0; s < job.strategy.pp; ++s) tails.push_back({dp.tail_lower_bound(s), dp.stream_lower_bound(s)});
   Duration bound = Duration::zero();
   for (std::size_t position = 0; position < positions; ++position)
-    bound = std::max(bound, bound_at(job, tails, passes, position));
+    bound = std::max(bound, bound_at(job, tails, passes, position, positions == 1));
   return bound;
 }
 

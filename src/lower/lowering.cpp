@@ -15,19 +15,6 @@
 namespace trainsim::lower {
 namespace {
 
-// The stage and chunk before and after a virtual stage in the model's order (spec::virtual_stage).
-std::optional<spec::StageChunk> previous_virtual(spec::Schedule schedule, int stage, int chunk, int pp) {
-  const int v = spec::virtual_stage(schedule, stage, chunk, pp);
-  if (v == 0) return std::nullopt;
-  return spec::at_virtual_stage(schedule, v - 1, pp);
-}
-
-std::optional<spec::StageChunk> next_virtual(spec::Schedule schedule, int stage, int chunk, int pp, int vpp) {
-  const int v = spec::virtual_stage(schedule, stage, chunk, pp);
-  if (v + 1 == pp * vpp) return std::nullopt;
-  return spec::at_virtual_stage(schedule, v + 1, pp);
-}
-
 class Driver {
  public:
   Driver(Context& ctx, DataParallel& dp, Passes& passes) : ctx_(ctx), dp_(dp), passes_(passes) {

@@ -190,6 +190,18 @@ std::vector<StageSchedule> make_schedule(Schedule schedule, int pp, int vpp, std
   return out;
 }
 
+std::optional<spec::StageChunk> previous_virtual(spec::Schedule schedule, int stage, int chunk, int pp) {
+  const int v = spec::virtual_stage(schedule, stage, chunk, pp);
+  if (v == 0) return std::nullopt;
+  return spec::at_virtual_stage(schedule, v - 1, pp);
+}
+
+std::optional<spec::StageChunk> next_virtual(spec::Schedule schedule, int stage, int chunk, int pp, int vpp) {
+  const int v = spec::virtual_stage(schedule, stage, chunk, pp);
+  if (v + 1 == pp * vpp) return std::nullopt;
+  return spec::at_virtual_stage(schedule, v + 1, pp);
+}
+
 std::string describe(const StageSchedule& s) {
   std::string out;
   for (const auto& a : s) {

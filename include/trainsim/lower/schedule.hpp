@@ -3,9 +3,11 @@
 // forward (F), backward (B) and — for zero-bubble schedules — weight-gradient (W) passes of each
 // micro-batch and model chunk. The engine then finds when each can run.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "trainsim/spec/job.hpp"
 #include "trainsim/spec/strategy_spec.hpp"
 
 namespace trainsim::lower {
@@ -35,6 +37,11 @@ bool splits_weight_grad(spec::Schedule schedule);
 // forward-backward pairs of the two chunks (which combined 1F1B overlaps), some W's deferred into
 // the cool-down; m ≥ 2p, bubble (p − 1)(F&B + B − 3W) per chunk's F, full B and W.
 std::vector<StageSchedule> make_schedule(spec::Schedule schedule, int pp, int vpp, std::int64_t microbatches);
+
+// The stage and chunk before and after a stage's chunk in the model's order (spec::virtual_stage):
+// where its forward's input comes from, and its backward's.
+std::optional<spec::StageChunk> previous_virtual(spec::Schedule schedule, int stage, int chunk, int pp);
+std::optional<spec::StageChunk> next_virtual(spec::Schedule schedule, int stage, int chunk, int pp, int vpp);
 
 // "F0.0 B0.0 ..." for tests and debugging.
 std::string describe(const StageSchedule& s);

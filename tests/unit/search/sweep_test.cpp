@@ -164,6 +164,33 @@ TEST_CASE("under ZeRO-3 the bound counts every gather and reduce-scatter of the 
   CHECK(bound >= 16 * 8 * 2 * one);
 }
 
+TEST_CASE("the bound counts the pipeline's bubble as the schedule makes it") {
+  // 4 stages and 4 micro-batches of 16: 1F1B idles (p − 1)/(m + p − 1) = 3/7 of the step on each
+  // stage, and no pass can start before the one whose output it takes, so the critical path
+  // through the passes is (m + p − 1)(F + B) and the bound nearly the simulated step (the flow-shop
+  // terms alone, the first forward and the last backward through the other stages, leave 3 B out)
+  const auto cluster = test::fat_tree_cluster(4, 8, true, 2);
+  const driver::ClusterModel model(cluster, {});
+  const auto owned = model.cost_model();
+  for (const char* schedule : {"1f1b", "zb-h1"}) {
+    CAPTURE(schedule);
+    const auto job = spec::resolve_job(
+        cluster, test::gpt3_layers(8, 64),
+        spec::read_strategy_spec(
+            spec::parse_inline_strategy(fmt::format("tp=8,pp=4,gpus=32,mb=16,schedule={}", schedule), "s"), "s"),
+        kSources);
+    REQUIRE(job.micro_batches == 4);
+    const driver::RunOptions run;
+    const double bound =
+        lower::step_time_lower_bound(job, *owned, run.lowering(run.tunables(cluster).values)).seconds();
+    const auto report = driver::build_run_report(job, run, owned.get());
+    const double step = report.simulation->step_time_s;
+    CHECK(bound <= step);
+    CHECK(bound >= 0.97 * step);
+    CHECK(report.simulation->bubble_fraction >= (std::string(schedule) == "1f1b" ? 0.35 : 0.2));
+  }
+}
+
 TEST_CASE("the bounded search finds exactly what simulating every candidate finds" * doctest::test_suite("volume")) {
   const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
   const auto workload = test::tiny_gpt(8, 64);
