@@ -8,6 +8,7 @@
 
 #include "trainsim/html/html.hpp"
 #include "trainsim/util/error.hpp"
+#include "trainsim/util/utf8.hpp"
 
 namespace trainsim::html {
 namespace {
@@ -69,10 +70,7 @@ std::string escape(std::string_view text) {
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
-    // the length of a well-formed UTF-8 sequence starting here, or 0
-    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    for (std::size_t k = 1; n > 1 && k < n; ++k)
-      if (i + k >= text.size() || (static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) n = 0;
+    const auto n = utf8_sequence_length(text, i);
     if (n == 0) {
       out += "\xef\xbf\xbd";  // U+FFFD
       ++i;

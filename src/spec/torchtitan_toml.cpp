@@ -12,6 +12,7 @@
 
 #include "trainsim/spec/launch_config.hpp"
 #include "trainsim/spec/reader.hpp"
+#include "trainsim/util/utf8.hpp"
 
 namespace trainsim::spec {
 namespace {
@@ -469,11 +470,27 @@ class TitanReader {
 // Nesting and dotted keys bounded before toml11 sees the text: its parser recurses once per level
 // of nested arrays and inline tables (100,000 levels overflowed the stack) and handles a key of n
 // dotted parts in time quadratic in n (100,000 parts never finished). One linear pass outside
-// strings and comments: brackets and braces open at once, and dotted parts in a row.
+// strings and comments: brackets and braces open at once, and dotted parts in a row. And the
+// document is UTF-8, as TOML 1.0 requires, before toml11 reads it: toml11 3.7 (Debian 12) reads
+// past its buffer when it reports a literal string that is not (its issue #199, fixed in 3.8).
 constexpr int kMaxTomlDepth = 64;
 constexpr int kMaxTomlDottedParts = 64;
 
+void check_toml_utf8(std::string_view text, const std::string& source) {
+  const auto bad = first_invalid_utf8(text);
+  if (!bad) return;
+  const auto before = text.substr(0, *bad);
+  const auto line = 1 + std::count(before.begin(), before.end(), '\n');
+  const auto line_start = before.rfind('\n');
+  const auto column = *bad - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+  throw SpecError(source, "",
+                  fmt::format("invalid TOML at line {}, byte {} of the line: 0x{:02x} does not begin a UTF-8 "
+                              "character (a TOML document is UTF-8)",
+                              line, column, static_cast<unsigned char>(text[*bad])));
+}
+
 void check_toml_structure(std::string_view text, const std::string& source) {
+  check_toml_utf8(text, source);
   int depth = 0;
   int dots = 0;
   int line = 1;

@@ -208,3 +208,16 @@ TEST_CASE("a TorchTitan TOML nested or dotted without bound is refused before th
                              std::string(200, '{') + "\n";
   CHECK_NOTHROW((void)spec::read_torchtitan_toml(quoted, "quoted.toml"));
 }
+
+// toml11 3.7 read past its buffer reporting a literal string that is not UTF-8 (found by fuzzing;
+// tests/fuzz/regressions/launch/ keeps the input): such a document is refused before it parses.
+TEST_CASE("a TorchTitan TOML that is not UTF-8 is refused with its line, before the TOML parser reads it") {
+  CHECK_THROWS_WITH_AS(spec::read_torchtitan_toml("[job]\ndescription = 'x\xff'\n", "bytes.toml"),
+                       "bytes.toml: invalid TOML at line 2, byte 17 of the line: 0xff does not begin a UTF-8 "
+                       "character (a TOML document is UTF-8)",
+                       SpecError);
+  CHECK_THROWS_WITH_AS(spec::read_torchtitan_toml("a = '''\xed\xa0\x80'''\n", "surrogate.toml"),
+                       doctest::Contains("line 1, byte 8 of the line: 0xed"), SpecError);
+  // UTF-8 beyond ASCII in strings and comments is read
+  CHECK_NOTHROW((void)spec::read_torchtitan_toml("[job] # \xe2\x82\xac\ndescription = 'caf\xc3\xa9'\n", "ok.toml"));
+}
