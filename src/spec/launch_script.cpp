@@ -434,6 +434,8 @@ class Script {
       const char c = raw[i];
       if (c == '\'') {
         const auto end = raw.find('\'', i + 1);
+        // (only a default's word can hold one unclosed: ${X-'a} -- the tokenizer closes the rest)
+        if (end == std::string::npos) fail(line_, fmt::format("an unclosed single quote in {}", raw));
         f.add(std::string_view(raw).substr(i + 1, end - i - 1), true);
         i = end + 1;
       } else if (c == '"') {

@@ -433,6 +433,9 @@ TEST_CASE("launch scripts: a construct trainsim does not expand is an error nami
   // bash would pass nothing for an unset variable, and the argument would lose its value unseen
   CHECK(error("ARGS=(--tensor-model-parallel-size $TP)\ntorchrun pretrain_gpt.py ${ARGS[@]}") ==
         "s.sh: line 1: $TP is not set: give it a value in the script (or write ${TP:-DEFAULT})");
+  // a default's word cut at its closing brace inside a single quote (found by fuzzing: it looped)
+  CHECK(error("torchrun pretrain_gpt.py ${X-'a}") == "s.sh: line 1: an unclosed single quote in 'a");
+  CHECK(error("A=\"${X:-'a}\"\ntorchrun pretrain_gpt.py") == "s.sh: line 1: an unclosed single quote in 'a");
   CHECK(error("echo hello\n") ==
         "s.sh: line 1: no launch command (torchrun, python -m torch.distributed.run, or pretrain_gpt.py)");
 }
