@@ -621,10 +621,22 @@ def megatron_bridge():
 # MLPerf Training v5.1's Llama 3.1 8B pretraining (reference/collected/machines/
 # mlperf_training_v51_llama31_8b.json): NeMo 2 on Megatron-Core with Transformer Engine, FP8 with
 # FP8 weights and the distributed optimizer, bf16 gradient reduction, no recomputation; the four
-# MI355X systems run AMD's one config (8 GPUs, data parallel, overlaps left at Megatron-Core's
-# default, off); Cisco's H100 run is 8 nodes on a 400G Ethernet fabric with both overlaps on.
-MLPERF_TOPOLOGY = {"MI355X": "topologies/mi355x-cluster.json", "H100": "topologies/h100-roce-llama3.json",
+# MI355X systems and the two MI350X systems run AMD's one config (8 GPUs, data parallel, overlaps
+# left at Megatron-Core's default, off); Cisco's H100 run is 8 nodes on a 400G Ethernet fabric with both overlaps on.
+MLPERF_TOPOLOGY = {"MI355X": "topologies/mi355x-cluster.json", "MI350X": None,  # built by mlperf_topology
+                   "H100": "topologies/h100-roce-llama3.json",
                    "B200": "topologies/dgx-b200.json"}
+
+
+def mlperf_topology(gpu):
+    if gpu != "MI350X":
+        return MLPERF_TOPOLOGY[gpu]
+    # the MI350X on the MI355X's platform (the same 8-GPU xGMI mesh and host interface; one node)
+    with open(os.path.join(ROOT, "topologies", "mi355x-cluster.json")) as f:
+        t = json.load(f)
+    t.pop("sources", None)
+    t.update(name="mi350x-cluster", device="mi350x-288gb")
+    return t
 
 
 def mlperf_llama31_8b():
@@ -653,7 +665,7 @@ def mlperf_llama31_8b():
                  f"{row['submitter']}, {row['system']}, {row['gpus']} {gpu}: {samples} samples/s of 8,192 tokens, "
                  f"median of {row['samples_per_s']['result_files']} runs (step {step:.4f} s derived; "
                  f"{row['system_dir']}/llama31_8b; reference/collected/machines/mlperf_training_v51_llama31_8b.json)",
-                 workload, strategy, "/step_time_s", round(step, 4), topology=MLPERF_TOPOLOGY[gpu],
+                 workload, strategy, "/step_time_s", round(step, 4), topology=mlperf_topology(gpu),
                  known_gap=gap is not None, note=gap)
 
 
