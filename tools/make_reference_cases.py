@@ -622,7 +622,8 @@ def megatron_bridge():
 # mlperf_training_v51_llama31_8b.json): NeMo 2 on Megatron-Core with Transformer Engine, FP8 with
 # FP8 weights and the distributed optimizer, bf16 gradient reduction, no recomputation; the four
 # MI355X systems and the two MI350X systems run AMD's one config (8 GPUs, data parallel, overlaps
-# left at Megatron-Core's default, off); Cisco's H100 run is 8 nodes on a 400G Ethernet fabric with both overlaps on.
+# left at Megatron-Core's default, off); Cisco's H100 run is 8 nodes on a 400G Ethernet fabric with
+# both overlaps on.
 MLPERF_TOPOLOGY = {"MI355X": "topologies/mi355x-cluster.json", "MI350X": None,  # built by mlperf_topology
                    "H100": "topologies/h100-roce-llama3.json",
                    "B200": "topologies/dgx-b200.json"}
@@ -632,11 +633,7 @@ def mlperf_topology(gpu):
     if gpu != "MI350X":
         return MLPERF_TOPOLOGY[gpu]
     # the MI350X on the MI355X's platform (the same 8-GPU xGMI mesh and host interface; one node)
-    with open(os.path.join(ROOT, "topologies", "mi355x-cluster.json")) as f:
-        t = json.load(f)
-    t.pop("sources", None)
-    t.update(name="mi350x-cluster", device="mi350x-288gb")
-    return t
+    return device_on_platform("mi355x-cluster", "mi350x-cluster", "mi350x-288gb")
 
 
 def mlperf_llama31_8b():
@@ -680,11 +677,7 @@ def lora_topology(gpu):
     if gpu in LORA_TOPOLOGY:
         return LORA_TOPOLOGY[gpu]
     # the MI325X in the MI300X's node and fabric (the same OAM platform and 8 x 400G NICs)
-    with open(os.path.join(ROOT, "topologies", "mi300x-cluster.json")) as f:
-        t = json.load(f)
-    t.pop("sources", None)
-    t.update(name="mi325x-cluster", device="mi325x-256gb")
-    return t
+    return device_on_platform("mi300x-cluster", "mi325x-cluster", "mi325x-256gb")
 
 
 def mlperf_llama2_70b_lora():
@@ -715,6 +708,15 @@ def mlperf_llama2_70b_lora():
                  f"{row['result']}; reference/collected/machines/mlperf_training_llama2_70b_lora.json)",
                  workload, strategy, "/step_time_s", round(step, 4), topology=lora_topology(row["gpu"]),
                  known_gap=gap is not None, note=gap)
+
+
+def device_on_platform(topology, name, device):
+    """A shipped topology, inline, with another device of the same platform in place of its own."""
+    with open(os.path.join(ROOT, "topologies", topology + ".json")) as f:
+        t = json.load(f)
+    t.pop("sources", None)
+    t.update(name=name, device=device)
+    return t
 
 
 def load_workload(name):
