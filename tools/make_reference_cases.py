@@ -644,9 +644,13 @@ def mlperf_llama31_8b():
         workload["training"] = {"seq_len": row["seq_len"], "global_batch": row["global_batch"], "dtype": "fp8",
                                 "optimizer": "adamw"}
         overlap = "on" if row["overlap_grad_reduce"] is True else "off"
+        # AMD's stack (ROCm Megatron-LM and Transformer Engine, ENABLE_TRANSPOSE_CACHE=0) builds each FP8
+        # weight's transpose for its backward GEMM and frees it (docs/model.md "FP8")
+        amd = gpu.startswith("MI")
         strategy = (f"framework=nemo,tp={row['tp']},pp={row['pp']},cp={row['cp']},gpus={row['gpus']},"
                     f"mb={row['micro_batch']},zero=1,recompute=none,fp8=tensorwise,fp8_param_gather=on,"
-                    f"grad_reduce_dtype=bf16,overlap_grad_reduce={overlap},overlap_param_gather={overlap}")
+                    f"grad_reduce_dtype=bf16,overlap_grad_reduce={overlap},overlap_param_gather={overlap}"
+                    + (",fp8_transpose_cache=off" if amd else ""))
         samples = row["samples_per_s"]["median_of_per_file_medians"]
         step = row["global_batch"] / samples
         case = f"mlperf51-llama31-8b-{gpu.lower()}-{row['gpus']}gpus-{slug(row['submitter'])}"
@@ -690,9 +694,11 @@ def mlperf_llama2_70b_lora():
                                 "optimizer": "adamw",
                                 "lora": {"rank": 16, "modules": ["qkv", "out_proj"], "dropout": 0.1}}
         recompute = f"full,recompute_layers={row['recompute_layers']}" if row["recompute_layers"] else "none"
+        # disable_parameter_transpose_cache: True and ENABLE_TRANSPOSE_CACHE=0 in every AMD config: each FP8
+        # weight's transpose built for its backward GEMM and freed (docs/model.md "FP8")
         strategy = (f"framework=nemo,tp={row['tp']},pp={row['pp']},cp={row['cp']},gpus={row['gpus']},"
                     f"mb={row['micro_batch']},zero={1 if row['nodes'] > 1 else 0},recompute={recompute},"
-                    "fp8_param_gather=on")
+                    "fp8_param_gather=on,fp8_transpose_cache=off")
         samples = row["samples_per_s_median"]
         step = row["global_batch"] / samples
         case = f"mlperf{row['round'][1:].replace('.', '')}-llama2-70b-lora-{row['gpu'].lower()}-{row['gpus']}gpus-{slug(row['submitter'])}"

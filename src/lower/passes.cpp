@@ -350,7 +350,11 @@ double Passes::reduce_scatter_sm_share() const {
 }
 
 Passes::Passes(Context& ctx, DataParallel& dp)
-    : ctx_(ctx), dp_(dp), offload_(ctx), split_(splits_weight_grad(ctx.job().strategy.schedule)) {}
+    : ctx_(ctx),
+      dp_(dp),
+      offload_(ctx),
+      split_(splits_weight_grad(ctx.job().strategy.schedule)),
+      transient_transpose_(model::transient_fp8_transpose_bytes(ctx.job()).count) {}
 
 const std::vector<model::Op>& Passes::ops_of(int unit) {
   const auto& m = ctx_.job().workload.model;
@@ -932,6 +936,9 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
     w.taped(unit, 1, split_ ? 0 : 1, [&] { unit_backward(w, unit, !split_); });
     const std::int64_t working = unit < 0 ? 0 : static_cast<std::int64_t>(checkpoint(unit, full).working);
     if (working > 0 && !w.first().empty()) ctx_.memory(stage, w.first(), working, MemoryKind::Activations, false);
+    // and, where the FP8 weights' transposes are not kept, the one its data-gradient GEMMs build
+    const std::int64_t transpose = unit < 0 || w.first().empty() ? 0 : transient_transpose_;
+    if (transpose > 0) ctx_.memory(stage, w.first(), transpose, MemoryKind::Buffers, false);
     const auto last = w.last();
     dp_.after_pass(stage, unit, false, microbatch, last);
     const std::int64_t kept = stored_activations(unit, full) + rebuilt;
@@ -939,6 +946,7 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
         stage, last,
         -(split_ ? static_cast<std::int64_t>(kept * (1 - kWeightGradShare)) : kept) - (w.first().empty() ? 0 : working),
         MemoryKind::Activations, true);
+    if (transpose > 0) ctx_.memory(stage, last, -transpose, MemoryKind::Buffers, true);
     if (!split_) dp_.gradients_ready(stage, chunk, unit, microbatch, last);
     previous = last;
   }

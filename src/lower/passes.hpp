@@ -146,6 +146,8 @@ class Passes {
   DataParallel& dp_;
   ActivationOffload offload_;
   bool split_;
+  // the FP8 weight transpose each layer's backward builds and frees, where they are not kept
+  std::int64_t transient_transpose_;
   bool measure_blocking_comm_ = true;          // see unit_times
   std::size_t measure_position_ = 0;           // see measure_at
   // per unit kind (unit_kind, from kHeadUnit): head, embedding, dense layer, MoE layer

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainsim/model/memory.hpp"
 #include "trainsim/util/error.hpp"
 
 namespace trainsim::model {
@@ -220,6 +221,7 @@ KernelContext kernel_context(const spec::Job& job, const spec::KernelTuning& tun
   // Transformer Engine (the presets that keep FP8 casts for the backward) asks for the transpose
   // only where the GEMMs need it (non_tn_fp8_gemm_supported); torchao's Float8Linear always writes it
   casts.writes_transpose = !(preset.fp8_saves_casts && job.cluster.device.fp8_gemm_all_layouts);
+  casts.transposes_weight_per_backward = fp8_transposes_transient(job);
   return {.device = &job.cluster.device,
           .dtype = training == spec::Dtype::Fp8 ? spec::Dtype::Bf16 : training,
           .gemm_dtype = fp8 ? spec::Dtype::Fp8 : training,
@@ -245,10 +247,12 @@ CastTraffic fp8_cast_traffic(const Gemm& g, Pass pass, const KernelContext& ctx)
     // tensor for its amax
     const double written = f.writes_transpose ? 2 : 1;
     const double per_element = e + written + (f.scaling == spec::Fp8Scaling::Current ? e : 0);
+    const double weight_per_element = per_element - (f.transposes_weight_per_backward ? 1 : 0);
     switch (pass) {
       case Pass::Forward:
-        return {per_element * (input + w * weight), w >= 1 ? 2 : 1};
+        return {per_element * input + weight_per_element * w * weight, w >= 1 ? 2 : 1};
       case Pass::BackwardData:
+        if (f.transposes_weight_per_backward) return {per_element * out_grad + 2 * weight, 2};
         return {per_element * out_grad, 1};
       case Pass::BackwardWeight:
         return {};

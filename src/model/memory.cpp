@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "trainsim/model/flops.hpp"
+#include "trainsim/model/layer_ops.hpp"
 #include "trainsim/model/params.hpp"
 #include "trainsim/model/saved_tensors.hpp"
 #include "trainsim/util/error.hpp"
@@ -153,6 +154,34 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
 
 }  // namespace
 
+bool fp8_weight_copies_kept(const spec::Job& job) {
+  const auto& st = job.strategy;
+  return spec::fp8_of(st) == spec::Fp8Recipe::Tensorwise && spec::framework_preset(st.framework).fp8_weight_cache &&
+         st.zero < 3;
+}
+
+bool fp8_transposes_kept(const spec::Job& job) {
+  return fp8_weight_copies_kept(job) && !job.cluster.device.fp8_gemm_all_layouts && job.strategy.fp8_transpose_cache;
+}
+
+bool fp8_transposes_transient(const spec::Job& job) {
+  return fp8_weight_copies_kept(job) && !job.cluster.device.fp8_gemm_all_layouts && !job.strategy.fp8_transpose_cache;
+}
+
+Bytes transient_fp8_transpose_bytes(const spec::Job& job) {
+  if (!fp8_transposes_transient(job)) return Bytes{0};
+  const auto& m = job.workload.model;
+  const LayerShape shape = gpu_layer_shape(job);
+  std::int64_t largest = 0;
+  for (const bool moe : {false, true}) {
+    if (moe && !m.moe) continue;
+    for (const auto& op : layer_ops(m, shape, moe))
+      if (const auto* g = std::get_if<Gemm>(&op.shape); g && g->linear)
+        largest = std::max(largest, g->k * g->n * g->count);
+  }
+  return Bytes{largest};
+}
+
 Bytes runtime_memory(const spec::Job& job, const spec::MemoryTuning& assumptions, int nccl_channels) {
   // a chip whose DMA engines move collectives (TPU ICI) keeps no per-peer FIFOs of a collective
   // library: the transfers read and write the program's own buffers
@@ -191,14 +220,15 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
   // FSDP2 keeps its sharded gradients in the reduce dtype)
   if (st.grad_reduce_dtype) per_param.grads = spec::dtype_bytes(*st.grad_reduce_dtype);
   // Transformer Engine keeps each weight's FP8 copy, and its transpose where FP8 GEMMs take only
-  // the TN layout (Hopper), for the whole step
-  const bool fp8_weight_cache = spec::fp8_of(st) == spec::Fp8Recipe::Tensorwise &&
-                                spec::framework_preset(st.framework).fp8_weight_cache && st.zero < 3;
+  // the TN layout (Hopper) and the transposes are cached, for the whole step
+  const bool fp8_weight_cache = fp8_weight_copies_kept(job);
   // FP8 parameters: the weight itself 1 byte, and only its transpose (where cached) beside it
   const bool fp8_params = fp8_weight_cache && st.fp8_param_gather;
   if (fp8_params) per_param.weights = 1;
   const double fp8_copies =
-      fp8_weight_cache ? (fp8_params ? 0.0 : 1.0) + (job.cluster.device.fp8_gemm_all_layouts ? 0.0 : 1.0) : 0.0;
+      fp8_weight_cache ? (fp8_params ? 0.0 : 1.0) + (fp8_transposes_kept(job) ? 1.0 : 0.0) : 0.0;
+  // otherwise one weight's transpose at a time, during a layer's backward
+  const auto transient_transpose = transient_fp8_transpose_bytes(job);
   const std::int64_t dense_shards = spec::zero_shards(job);
   // experts shard over the ranks that hold the same experts
   const std::int64_t expert_shards = std::max<std::int64_t>(1, dense_shards / spec::ep_outer(st));
@@ -236,7 +266,7 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
     }
     if (st.zero == 2) buffers += per_param.grads * t.largest_layer;
     const double held = fp8_copies * p.total();
-    buffers += held;
+    buffers += held + transient_transpose.as_double();
     StageMemory sm{
         .stage = static_cast<int>(stage),
         .params = p.total(),

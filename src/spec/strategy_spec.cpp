@@ -163,6 +163,7 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   if (!r.has("loss")) assume("loss", loss_name(s.loss));
   s.repeat_kv = preset_switch("repeat_kv", preset.repeat_kv, preset.repeat_kv);
   s.fp8_param_gather = read_switch(r, "fp8_param_gather", preset.fp8_param_gather);
+  s.fp8_transpose_cache = read_switch(r, "fp8_transpose_cache", true);
   s.sp_saves_gathered = read_switch(r, "sp_saves_gathered", preset.sp_saves_gathered);
   s.launch = r.optional_choice<LaunchMode>("launch", kLaunch);
   s.limit_all_gathers = preset_switch("limit_all_gathers", preset.limit_all_gathers, preset.limit_all_gathers);
@@ -340,6 +341,7 @@ std::string strategy_text(const StrategySpec& s) {
     out += fmt::format(",sp_saves_gathered={}", on_off(s.sp_saves_gathered));
   if (s.fp8_param_gather != preset.fp8_param_gather)
     out += fmt::format(",fp8_param_gather={}", on_off(s.fp8_param_gather));
+  if (!s.fp8_transpose_cache) out += ",fp8_transpose_cache=off";
   if (s.reshard_after_forward) out += fmt::format(",reshard_after_forward={}", on_off(*s.reshard_after_forward));
   if (s.launch) out += fmt::format(",launch={}", launch_name(*s.launch));
   if (s.fsdp_version != preset.fsdp_version) out += fmt::format(",fsdp_version={}", s.fsdp_version);

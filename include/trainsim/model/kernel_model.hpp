@@ -30,6 +30,10 @@ struct Fp8Casts {
   // A tensorwise cast writes the FP8 copy's transpose too (for the backward's GEMMs): always under
   // torchao, under Transformer Engine only where the device's FP8 GEMMs take just the TN layout.
   bool writes_transpose = true;
+  // The weights' transposes are not kept with their FP8 copies (fp8_transpose_cache=off): each
+  // backward data-gradient GEMM first transposes its FP8 weight (read 1 byte, write 1 per element,
+  // one kernel), and the weight's cast writes no transpose.
+  bool transposes_weight_per_backward = false;
 };
 
 struct KernelContext {

@@ -94,6 +94,19 @@ Bytes runtime_memory(const spec::Job& job, const spec::MemoryTuning& assumptions
 // allocates and frees (activations and buffers other than the runtime's).
 Bytes fragmentation_bytes(Bytes transient, const spec::MemoryTuning& assumptions);
 
+// Whether Transformer Engine keeps each weight's FP8 copy for the step (tensorwise scaling, a
+// preset that caches the FP8 weights, the weights not sharded by ZeRO-3), and whether it keeps
+// their transposes with them (FP8 GEMMs that take only the TN layout, fp8_transpose_cache on) or
+// builds each before the backward's data-gradient GEMM and frees it after (the cache off).
+bool fp8_weight_copies_kept(const spec::Job& job);
+bool fp8_transposes_kept(const spec::Job& job);
+bool fp8_transposes_transient(const spec::Job& job);
+
+// The FP8 weight transpose a layer's backward builds just before a data-gradient GEMM and frees
+// after it when the transposes are not kept (fp8_transpose_cache=off on a TN-only device): the
+// largest linear weight of a layer, 1 byte per element; zero otherwise.
+Bytes transient_fp8_transpose_bytes(const spec::Job& job);
+
 // `assumptions` (spec::MemoryTuning) adds the runtime's memory to every stage's buffers and the
 // allocator's fragmentation to every stage.
 MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& assumptions = {},

@@ -130,6 +130,13 @@ struct StrategySpec {
   // 1 byte per parameter plus its FP8 transpose, not 2 plus 2; on Blackwell (fp8_gemm_layouts all,
   // no transpose) 1, not 2 plus 1. Needs an FP8 recipe.
   bool fp8_param_gather = false;
+  // Each weight's FP8 transpose (the backward's data-gradient operand where FP8 GEMMs take only the
+  // TN layout) kept from its cast to the backward: Transformer Engine's cache (is_first_microbatch),
+  // the default. Off: built from the FP8 weight just before each backward data GEMM and freed after
+  // it (ROCm Transformer Engine's keep_fp8_weight_transpose_cache=False, Megatron-Core's default
+  // there; Transformer Engine 1.x under Megatron's disable_parameter_transpose_cache): one layer's
+  // transposes at a time instead of the stage's, for a transpose kernel per micro-batch.
+  bool fp8_transpose_cache = true;
   // Under SP the linear layers keep their all-gathered inputs for the backward (PyTorch's DTensor
   // sequence parallelism, TorchTitan) instead of the sequence shard, all-gathered again in the
   // backward (Megatron-LM, Korthikanti et al.).

@@ -337,6 +337,40 @@ TEST_CASE("a tensorwise cast writes the FP8 transpose unless Transformer Engine 
   CHECK(per_element("dgx-b200", "framework=torchtitan,gpus=8,fp8=tensorwise") == 6);
 }
 
+TEST_CASE("FP8 weight transposes not kept: each backward data GEMM transposes its weight, the cast writes none") {
+  // Llama 3 8B's QKV weight on one GPU (4,096 x 6,144) with 1,024 tokens: per micro-batch the
+  // backward reads the FP8 weight and writes its transpose (2 bytes per weight element, one kernel
+  // more); the weight's cast in the forward writes the FP8 copy only (2 + 1 bytes per element,
+  // against 2 + 2 with the transpose)
+  const spec::KernelTuning tuning;
+  const model::Gemm g{.m = 1024, .n = 6144, .k = 4096, .count = 1, .linear = true};
+  const double weight = 4096.0 * 6144.0;
+  const double out_grad = 1024.0 * 6144.0;
+  const double input = 1024.0 * 4096.0;
+  const auto traffic = [&](const char* strategy, model::Pass pass) {
+    const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", strategy);
+    return model::fp8_cast_traffic(g, pass, model::kernel_context(job, tuning));
+  };
+  // the weights are cast once per step, by the first of its micro-batches
+  const double cast_share =
+      1.0 / static_cast<double>(test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8,mb=4").micro_batches);
+  const auto kept = traffic("gpus=8,mb=4,fp8=tensorwise", model::Pass::BackwardData);
+  const auto built = traffic("gpus=8,mb=4,fp8=tensorwise,fp8_transpose_cache=off", model::Pass::BackwardData);
+  CHECK(kept.bytes == doctest::Approx(4 * out_grad));
+  CHECK(built.bytes == doctest::Approx(4 * out_grad + 2 * weight));
+  CHECK(built.kernels == kept.kernels + 1);
+  CHECK(traffic("gpus=8,mb=4,fp8=tensorwise", model::Pass::Forward).bytes ==
+        doctest::Approx(4 * input + 4 * cast_share * weight));
+  CHECK(traffic("gpus=8,mb=4,fp8=tensorwise,fp8_transpose_cache=off", model::Pass::Forward).bytes ==
+        doctest::Approx(4 * input + 3 * cast_share * weight));
+  // where FP8 GEMMs take every layout nothing is transposed, kept or not
+  const auto b200 = [&](const char* strategy) {
+    const auto job = test::make_job("dgx-b200", "llama3-8b", strategy);
+    return model::fp8_cast_traffic(g, model::Pass::BackwardData, model::kernel_context(job, tuning)).bytes;
+  };
+  CHECK(b200("gpus=8,mb=4,fp8=tensorwise,fp8_transpose_cache=off") == b200("gpus=8,mb=4,fp8=tensorwise"));
+}
+
 TEST_CASE("eager element-wise kernels cost more than fused ones; GEMMs are unchanged") {
   const auto fused = test::make_job("dgx-h100-superpod", "llama3-8b", "framework=torchtitan,gpus=8,compile=on");
   const auto eager = test::make_job("dgx-h100-superpod", "llama3-8b", "framework=torchtitan,gpus=8");

@@ -287,6 +287,32 @@ TEST_CASE("FP8 weight copies by GEMM layout: the transpose only where FP8 GEMMs 
   CHECK(held("dgx-b200", ",fp8_param_gather=on") == doctest::Approx(0.0).epsilon(1e-6));
 }
 
+// Not kept (ROCm Transformer Engine's keep_fp8_weight_transpose_cache=False, Megatron's
+// disable_parameter_transpose_cache): the transpose is built before each backward data GEMM and
+// freed after it, so the stage holds one weight's transpose at a time, Llama 3 8B's largest at
+// TP 1 its fused gate and up projection (4,096 x 2 x 14,336 bytes), instead of one per parameter.
+TEST_CASE("FP8 weight transposes not kept: one layer's largest weight's transpose instead of the stage's") {
+  const auto stage = [](const std::string& topology, const std::string& extra) {
+    const auto job = test::make_job(topology, "llama3-8b", "gpus=8,zero=1,mb=1,fp8=tensorwise" + extra);
+    return model::estimate_memory(job).stages.at(0);
+  };
+  const auto kept = stage("dgx-h100-superpod", "");
+  const auto built = stage("dgx-h100-superpod", ",fp8_transpose_cache=off");
+  const double params = kept.params;  // TP 1: every parameter of the stage, 1 byte each
+  const double largest = 4096.0 * 2 * 14336;
+  CHECK(static_cast<double>(kept.held_buffers.count - built.held_buffers.count) == doctest::Approx(params));
+  CHECK(static_cast<double>(built.bytes.buffers.count) ==
+        doctest::Approx(static_cast<double>(kept.bytes.buffers.count) - params + largest));
+  // the simulated step sees the transposes go: its held buffers at the peak drop by the same
+  const auto reported = [](const std::string& extra) {
+    const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8,zero=1,mb=1,fp8=tensorwise" + extra);
+    return report::to_json(driver::build_run_report(job)).at("memory").at("buffers").get<double>();
+  };
+  CHECK(reported("") - reported(",fp8_transpose_cache=off") == doctest::Approx(params));
+  // on Blackwell there is no transpose to keep
+  CHECK(stage("dgx-b200", ",fp8_transpose_cache=off").bytes.buffers == stage("dgx-b200", "").bytes.buffers);
+}
+
 // NVIDIA's Megatron-Bridge performance tables (the bridge-* regression cases of results/reference/,
 // each a run NVIDIA timed): every one ran on its GPUs, so every one must fit.
 // The regression cases whose name starts with `prefix` that fit their GPUs, simulated.
