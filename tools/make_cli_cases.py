@@ -220,7 +220,7 @@ case('cli-unknown-subcommand', 'fly', 2,
 case('cli-bad-format', f'{RUN} tp=8 --format xml', 2,
      'error: command line: --format: xml not in {table,json,csv}')
 case('does-not-fit', f'{RUN} tp=1,gpus=8', 1,
-     'does not fit: peak 2.94 TiB per GPU exceeds the device\'s 80.00 GiB')
+     'does not fit: peak 2.94 TiB per GPU exceeds the device\'s 79.15 GiB')
 
 # collective command
 CT = 'collective -t topologies/dgx-a100-superpod.json'
@@ -502,17 +502,17 @@ case('goodput-unknown-unit', f'{GP} --days 1 --reliability @r.json', 2,
      {'r.json': {**RELIABILITY, "failures": [{"cause": "GPU", "per": "rack", "mtbf": "5 h"}]}})
 
 # the memory verdict: a plan that does not fit (8.3B parameters unsharded: 16 bytes each of Adam
-# state alone, 133 GB of 80 GiB) exits 1 from every command that prices it, unless --allow-no-fit
+# state alone, 133 GB of 79.15 GiB) exits 1 from every command that prices it, unless --allow-no-fit
 NOFIT = f'-t {T} -w workloads/megatron2020-8b.json -s tp=1,gpus=8,mb=2'
 case('goodput-does-not-fit', f'goodput {NOFIT} --days 1', 1,
-     "DOES NOT FIT: peak 159.30 GiB per GPU exceeds the device's 80.00 GiB; goodput prices only plans that fit (--allow-no-fit prices it anyway)")
+     "DOES NOT FIT: peak 159.30 GiB per GPU exceeds the device's 79.15 GiB; goodput prices only plans that fit (--allow-no-fit prices it anyway)")
 case('goodput-allow-no-fit', f'goodput {NOFIT} --days 1 --allow-no-fit', 0,
-     "DOES NOT FIT: peak 159.30 GiB per GPU exceeds the device's 80.00 GiB (priced anyway: --allow-no-fit)")
+     "DOES NOT FIT: peak 159.30 GiB per GPU exceeds the device's 79.15 GiB (priced anyway: --allow-no-fit)")
 case('perturb-does-not-fit', f'run {NOFIT} --perturb @p.json', 1,
-     "does not fit: peak 159.30 GiB per GPU exceeds the device's 80.00 GiB",
+     "does not fit: peak 159.30 GiB per GPU exceeds the device's 79.15 GiB",
      {'p.json': {"slow_gpus": [{"rank": 3, "compute_factor": 1.2}]}})
 case('run-allow-no-fit', f'run {NOFIT} --perturb @p.json --allow-no-fit', 0,
-     "DOES NOT FIT: peak 159.30 GiB per GPU exceeds the device's 80.00 GiB (priced anyway: --allow-no-fit)",
+     "DOES NOT FIT: peak 159.30 GiB per GPU exceeds the device's 79.15 GiB (priced anyway: --allow-no-fit)",
      {'p.json': {"slow_gpus": [{"rank": 3, "compute_factor": 1.2}]}})
 
 # run --perturb: stragglers

@@ -76,7 +76,7 @@ TEST_CASE("reliability specs: counts and MTBFs as rates, bad input named") {
 namespace goodput_report_test {
 
 TEST_CASE("goodput carries the memory verdict of the step it prices, in every format") {
-  // Megatron-LM 2020's 8.3B model unsharded on 8 A100s of 80 GiB: mixed-precision Adam alone holds
+  // Megatron-LM 2020's 8.3B model unsharded on 8 A100s of 80 GB: mixed-precision Adam alone holds
   // 16 bytes per parameter (Rajbhandari et al. 2020), 133 GB per GPU, so it cannot fit; with tp=8
   // each GPU holds an eighth (16.6 GB) and it does
   const auto spec = spec::load_reliability_spec(spec::default_reliability_path());
@@ -84,11 +84,11 @@ TEST_CASE("goodput carries the memory verdict of the step it prices, in every fo
   const auto r = driver::build_goodput_report(big, spec, {.days = 1.0, .samples = 10});
   CHECK_FALSE(r.fits);
   CHECK(static_cast<double>(r.peak_memory) > 16 * 8.3e9);
-  CHECK(r.device_memory.count == std::int64_t{80} << 30);
+  CHECK(r.device_memory.count == std::int64_t{81050} << 20);  // as the driver reports it
   const auto json = report::to_json(r);
   CHECK(json.at("fits") == false);
   CHECK(json.at("peak_memory_bytes") == r.peak_memory);
-  CHECK(json.at("device_memory_bytes") == std::int64_t{80} << 30);
+  CHECK(json.at("device_memory_bytes") == std::int64_t{81050} << 20);
   CHECK(report::render(r, report::Format::Table).find("DOES NOT FIT: peak") != std::string::npos);
   CHECK(report::render(r, report::Format::Csv).find(",false\n") != std::string::npos);
 

@@ -349,6 +349,13 @@ TEST_CASE("every MLPerf Llama 3.1 8B run fits its GPUs" * doctest::test_suite("v
   CHECK(runs_that_fit("mlperf51-llama31-8b-") == 10);
 }
 
+// MLPerf's Llama 2 70B LoRA on AMD Instinct (v5.0 and v5.1: 8 MI300X, MI325X or MI355X, and
+// MangoBoost's 16 and 32 MI300X with CP): 69 B frozen FP8 weights on every GPU (TP 1), whose FP8
+// transposes Megatron's disable_parameter_transpose_cache keeps from being resident. They ran.
+TEST_CASE("every MLPerf Llama 2 70B LoRA run on AMD Instinct fits its GPUs" * doctest::test_suite("volume")) {
+  CHECK(runs_that_fit("mlperf50-llama2-70b-lora-") + runs_that_fit("mlperf51-llama2-70b-lora-") == 7);
+}
+
 }  // namespace memory_validation_test
 
 namespace memory_validation_test {
