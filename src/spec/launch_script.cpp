@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -48,6 +49,21 @@ class Script {
   [[noreturn]] void fail(int line, const std::string& what) const {
     throw SpecError(source_, "", fmt::format("line {}: {}", line, what));
   }
+
+  // The expander recurses once per nested ${X-${Y-...}} default and per parenthesis or sign in
+  // $(( )): bounded, as the TOML reader bounds nesting, before the stack runs out (200,000 levels
+  // of parentheses did).
+  static constexpr int kMaxNesting = 64;
+  struct Nested {
+    Script& s;
+    explicit Nested(Script& script) : s(script) {
+      if (++s.depth_ > kMaxNesting)
+        s.fail(s.line_, fmt::format("expansions nested deeper than {} levels are not supported", kMaxNesting));
+    }
+    ~Nested() { --s.depth_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+  };
 
   // ---- tokens: words with their quoting kept, operators, line ends
   struct Lexer {
@@ -434,7 +450,8 @@ class Script {
       const char c = raw[i];
       if (c == '\'') {
         const auto end = raw.find('\'', i + 1);
-        // (only a default's word can hold one unclosed: ${X-'a} -- the tokenizer closes the rest)
+        // (the tokenizer closes every quote of a word; a default's word, cut at the first closing
+        // brace whatever the quotes, can still hold an unclosed one: ${X-'a}'}, which bash takes)
         if (end == std::string::npos) fail(line_, fmt::format("an unclosed single quote in {}", raw));
         f.add(std::string_view(raw).substr(i + 1, end - i - 1), true);
         i = end + 1;
@@ -494,6 +511,7 @@ class Script {
       fail(line_, fmt::format("command substitution {} is not supported", raw.substr(i)));
     if (raw.compare(i, 2, "${") == 0) {
       const auto end = matching_brace(raw, i + 1);
+      if (end == std::string::npos) fail(line_, fmt::format("an unterminated ${{ in {}", raw.substr(i)));
       const auto inner = raw.substr(i + 2, end - i - 2);
       parameter(inner, f, quoted, split);
       return end + 1;
@@ -514,13 +532,15 @@ class Script {
     return j;
   }
 
+  // The brace that closes the one at raw[open], or npos (inside double quotes the tokenizer does
+  // not bracket ${ ... }: the word may end first).
   static std::size_t matching_brace(const std::string& raw, std::size_t open) {
     int depth = 0;
     for (std::size_t k = open; k < raw.size(); ++k) {
       if (raw[k] == '{') ++depth;
       if (raw[k] == '}' && --depth == 0) return k;
     }
-    return raw.size() - 1;
+    return std::string::npos;
   }
 
   std::string value(const std::string& name) const {
@@ -533,6 +553,7 @@ class Script {
 
   // ${NAME}, ${NAME[@]}, ${NAME[*]}, ${NAME:-word}, ${NAME-word}, ${NAME:=word}, ${NAME=word}
   void parameter(const std::string& inner, Fields& f, bool quoted, bool split) {
+    const Nested nested(*this);  // a default's word is expanded in turn
     std::size_t n = 0;
     while (n < inner.size() && (is_name_char(inner[n], n == 0) || (n == 0 && inner[n] >= '0' && inner[n] <= '9'))) ++n;
     if (n == 0) fail(line_, fmt::format("${{{}}} is not supported", inner));
@@ -593,6 +614,7 @@ class Script {
         std::size_t j = i + (expr[i] == '$' ? 1 : 0);
         if (j < expr.size() && expr[j] == '{') {
           const auto end = expr.find('}', j);
+          if (end == std::string::npos) fail(line_, fmt::format("an unterminated ${{ in $(({}))", expr));
           e += value(expr.substr(j + 1, end - j - 1));
           i = end + 1;
           continue;
@@ -615,12 +637,19 @@ class Script {
   static void skip(const std::string& e, std::size_t& p) {
     while (p < e.size() && (e[p] == ' ' || e[p] == '\t')) ++p;
   }
+  // 64-bit arithmetic that refuses to overflow (bash wraps; a launch argument that wrapped is no
+  // value anyone meant)
+  void no_overflow(bool overflowed) const {
+    if (overflowed) fail(line_, "arithmetic overflow in $(( ))");
+  }
   std::int64_t sum(const std::string& e, std::size_t& p) {
     auto v = product(e, p);
     for (skip(e, p); p < e.size() && (e[p] == '+' || e[p] == '-'); skip(e, p)) {
       const char op = e[p++];
       const auto w = product(e, p);
-      v = op == '+' ? v + w : v - w;
+      std::int64_t r = 0;
+      no_overflow(op == '+' ? __builtin_add_overflow(v, w, &r) : __builtin_sub_overflow(v, w, &r));
+      v = r;
     }
     return v;
   }
@@ -630,12 +659,20 @@ class Script {
       const char op = e[p++];
       const auto w = atom(e, p);
       if (op != '*' && w == 0) fail(line_, "division by zero in $(( ))");
-      v = op == '*' ? v * w : op == '/' ? v / w : v % w;
+      std::int64_t r = 0;
+      if (op == '*') {
+        no_overflow(__builtin_mul_overflow(v, w, &r));
+      } else {
+        no_overflow(v == std::numeric_limits<std::int64_t>::min() && w == -1);
+        r = op == '/' ? v / w : v % w;
+      }
+      v = r;
     }
     return v;
   }
   std::int64_t atom(const std::string& e, std::size_t& p) {
     skip(e, p);
+    const Nested nested(*this);
     if (p < e.size() && e[p] == '(') {
       ++p;
       const auto v = sum(e, p);
@@ -644,7 +681,11 @@ class Script {
       ++p;
       return v;
     }
-    if (p < e.size() && e[p] == '-') return -atom(e, ++p);
+    if (p < e.size() && e[p] == '-') {
+      const auto v = atom(e, ++p);
+      no_overflow(v == std::numeric_limits<std::int64_t>::min());
+      return -v;
+    }
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(e.data() + p, e.data() + e.size(), v);
     if (ec != std::errc()) fail(line_, fmt::format("arithmetic \"{}\" is not supported", e));
@@ -662,6 +703,7 @@ class Script {
   bool exited_ = false;
   bool strict_ = false;  // expanding arguments: an array's elements or the launch command
   int line_ = 1;
+  int depth_ = 0;  // nested defaults and arithmetic, bounded (see Nested)
 };
 
 }  // namespace

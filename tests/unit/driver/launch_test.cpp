@@ -406,6 +406,18 @@ python -m torch.distributed.run --nnodes=2 --nproc_per_node=8 pretrain_gpt.py \
   CHECK(b.strategy.at("gpus") == 16);
 }
 
+TEST_CASE("launch scripts: $(( )) as bash computes it") {
+  const auto last = [](const std::string& expr) {
+    return spec::launch_script_words("N=3\ntorchrun pretrain_gpt.py --x $((" + expr + "))", "s.sh").back();
+  };
+  CHECK(last("2 + 3") == "5");
+  CHECK(last("2 * (3 + 1) - -1") == "9");
+  CHECK(last("7 % 3 + 10 / 2") == "6");
+  CHECK(last("N * ${N} - $N") == "6");
+  CHECK(last("-7 / 2") == "-3");  // C's division, as bash's
+  CHECK(last("9223372036854775806 + 1") == "9223372036854775807");
+}
+
 TEST_CASE("launch scripts: a construct trainsim does not expand is an error naming it and its line") {
   const auto error = [](const std::string& text) {
     try {
@@ -436,6 +448,20 @@ TEST_CASE("launch scripts: a construct trainsim does not expand is an error nami
   // a default's word cut at its closing brace inside a single quote (found by fuzzing: it looped)
   CHECK(error("torchrun pretrain_gpt.py ${X-'a}") == "s.sh: line 1: an unclosed single quote in 'a");
   CHECK(error("A=\"${X:-'a}\"\ntorchrun pretrain_gpt.py") == "s.sh: line 1: an unclosed single quote in 'a");
+  // an unclosed ${ (inside double quotes the tokenizer does not bracket it), in a word and in $(( ))
+  // (which looped as well)
+  CHECK(error("X=8\ntorchrun pretrain_gpt.py \"${X\"") == "s.sh: line 2: an unterminated ${ in ${X\"");
+  CHECK(error("X=1\ntorchrun pretrain_gpt.py $((${X))") == "s.sh: line 2: an unterminated ${ in $((${X))");
+  // 64-bit arithmetic that would wrap (or trap: INT64_MIN / -1), and nesting past 64 levels (the
+  // stack ran out at 200,000 parentheses)
+  CHECK(error("torchrun pretrain_gpt.py $(( (-9223372036854775807-1) / -1 ))") ==
+        "s.sh: line 1: arithmetic overflow in $(( ))");
+  CHECK(error("torchrun pretrain_gpt.py $(( 9223372036854775807 + 1 ))") ==
+        "s.sh: line 1: arithmetic overflow in $(( ))");
+  CHECK(error("torchrun pretrain_gpt.py $((" + std::string(100000, '(') + "1" + std::string(100000, ')') + "))") ==
+        "s.sh: line 1: expansions nested deeper than 64 levels are not supported");
+  CHECK(error("torchrun pretrain_gpt.py $((" + std::string(100000, '-') + "1))") ==
+        "s.sh: line 1: expansions nested deeper than 64 levels are not supported");
   CHECK(error("echo hello\n") ==
         "s.sh: line 1: no launch command (torchrun, python -m torch.distributed.run, or pretrain_gpt.py)");
 }
