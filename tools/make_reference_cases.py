@@ -624,33 +624,39 @@ def megatron_bridge():
 # MI355X systems and the two MI350X systems run AMD's one config (8 GPUs, data parallel, overlaps
 # left at Megatron-Core's default, off); Cisco's H100 run is 8 nodes on a 400G Ethernet fabric with
 # both overlaps on.
-MLPERF_TOPOLOGY = {"MI355X": "topologies/mi355x-cluster.json", "MI350X": None,  # built by mlperf_topology
-                   "H100": "topologies/h100-roce-llama3.json",
+MLPERF_TOPOLOGY = {"MI355X": "topologies/mi355x-cluster.json", "H100": "topologies/h100-roce-llama3.json",
                    "B200": "topologies/dgx-b200.json"}
+# devices run on another's platform (the same OAM baseboard, xGMI mesh, host interface and NICs),
+# written inline: the shipped topology, its name and its device in its place
+ON_PLATFORM = {"MI350X": ("mi355x-cluster", "mi350x-cluster", "mi350x-288gb"),
+               "MI325X": ("mi300x-cluster", "mi325x-cluster", "mi325x-256gb")}
 
 
-def mlperf_topology(gpu):
-    if gpu != "MI350X":
-        return MLPERF_TOPOLOGY[gpu]
-    # the MI350X on the MI355X's platform (the same 8-GPU xGMI mesh and host interface; one node)
-    return device_on_platform("mi355x-cluster", "mi350x-cluster", "mi350x-288gb")
+def topology_of(gpu, shipped):
+    if gpu in ON_PLATFORM:
+        return device_on_platform(*ON_PLATFORM[gpu])
+    return shipped[gpu]
+
+
+def amd(gpu):
+    """AMD's stack (ROCm Megatron-LM and Transformer Engine): each FP8 weight's transpose is built for
+    its backward GEMM and freed (ENABLE_TRANSPOSE_CACHE=0, disable_parameter_transpose_cache; docs/model.md
+    "FP8")."""
+    return gpu.startswith("MI")
 
 
 def mlperf_llama31_8b():
     ref = load("collected/machines/mlperf_training_v51_llama31_8b.json")
     for row in ref["rows"]:
-        gpu = next(g for g in MLPERF_TOPOLOGY if g in row["gpu"])
+        gpu = next(g for g in [*MLPERF_TOPOLOGY, *ON_PLATFORM] if g in row["gpu"])
         workload = load_workload("llama3-8b")
         workload["training"] = {"seq_len": row["seq_len"], "global_batch": row["global_batch"], "dtype": "fp8",
                                 "optimizer": "adamw"}
         overlap = "on" if row["overlap_grad_reduce"] is True else "off"
-        # AMD's stack (ROCm Megatron-LM and Transformer Engine, ENABLE_TRANSPOSE_CACHE=0) builds each FP8
-        # weight's transpose for its backward GEMM and frees it (docs/model.md "FP8")
-        amd = gpu.startswith("MI")
         strategy = (f"framework=nemo,tp={row['tp']},pp={row['pp']},cp={row['cp']},gpus={row['gpus']},"
                     f"mb={row['micro_batch']},zero=1,recompute=none,fp8=tensorwise,fp8_param_gather=on,"
                     f"grad_reduce_dtype=bf16,overlap_grad_reduce={overlap},overlap_param_gather={overlap}"
-                    + (",fp8_transpose_cache=off" if amd else ""))
+                    + (",fp8_transpose_cache=off" if amd(gpu) else ""))
         samples = row["samples_per_s"]["median_of_per_file_medians"]
         step = row["global_batch"] / samples
         case = f"mlperf51-llama31-8b-{gpu.lower()}-{row['gpus']}gpus-{slug(row['submitter'])}"
@@ -666,7 +672,7 @@ def mlperf_llama31_8b():
                  f"{row['submitter']}, {row['system']}, {row['gpus']} {gpu}: {samples} samples/s of 8,192 tokens, "
                  f"median of {row['samples_per_s']['result_files']} runs (step {step:.4f} s derived; "
                  f"{row['system_dir']}/llama31_8b; reference/collected/machines/mlperf_training_v51_llama31_8b.json)",
-                 workload, strategy, "/step_time_s", round(step, 4), topology=mlperf_topology(gpu),
+                 workload, strategy, "/step_time_s", round(step, 4), topology=topology_of(gpu, MLPERF_TOPOLOGY),
                  known_gap=gap is not None, note=gap)
 
 
@@ -675,13 +681,6 @@ def mlperf_llama31_8b():
 # fused QKV and the output projection, FP8 weights, full recomputation of the first 21 layers on the
 # MI300X; one node with fused Adam, several with the distributed optimizer and context parallelism.
 LORA_TOPOLOGY = {"MI300X": "topologies/mi300x-cluster.json", "MI355X": "topologies/mi355x-cluster.json"}
-
-
-def lora_topology(gpu):
-    if gpu in LORA_TOPOLOGY:
-        return LORA_TOPOLOGY[gpu]
-    # the MI325X in the MI300X's node and fabric (the same OAM platform and 8 x 400G NICs)
-    return device_on_platform("mi300x-cluster", "mi325x-cluster", "mi325x-256gb")
 
 
 def mlperf_llama2_70b_lora():
@@ -694,11 +693,9 @@ def mlperf_llama2_70b_lora():
                                 "optimizer": "adamw",
                                 "lora": {"rank": 16, "modules": ["qkv", "out_proj"], "dropout": 0.1}}
         recompute = f"full,recompute_layers={row['recompute_layers']}" if row["recompute_layers"] else "none"
-        # disable_parameter_transpose_cache: True and ENABLE_TRANSPOSE_CACHE=0 in every AMD config: each FP8
-        # weight's transpose built for its backward GEMM and freed (docs/model.md "FP8")
         strategy = (f"framework=nemo,tp={row['tp']},pp={row['pp']},cp={row['cp']},gpus={row['gpus']},"
                     f"mb={row['micro_batch']},zero={1 if row['nodes'] > 1 else 0},recompute={recompute},"
-                    "fp8_param_gather=on,fp8_transpose_cache=off")
+                    "fp8_param_gather=on" + (",fp8_transpose_cache=off" if amd(row["gpu"]) else ""))
         samples = row["samples_per_s_median"]
         step = row["global_batch"] / samples
         case = f"mlperf{row['round'][1:].replace('.', '')}-llama2-70b-lora-{row['gpu'].lower()}-{row['gpus']}gpus-{slug(row['submitter'])}"
@@ -712,7 +709,7 @@ def mlperf_llama2_70b_lora():
                  f"{row['submitter']}, {row['gpus']} {row['gpu']} ({row['nodes']} node{'s' if row['nodes'] > 1 else ''}), "
                  f"MLPerf {row['round']}: {samples} samples/s of 8,192 tokens, median of 10 runs (step {step:.4f} s derived; "
                  f"{row['result']}; reference/collected/machines/mlperf_training_llama2_70b_lora.json)",
-                 workload, strategy, "/step_time_s", round(step, 4), topology=lora_topology(row["gpu"]),
+                 workload, strategy, "/step_time_s", round(step, 4), topology=topology_of(row["gpu"], LORA_TOPOLOGY),
                  known_gap=gap is not None, note=gap)
 
 

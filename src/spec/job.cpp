@@ -376,6 +376,13 @@ void resolve_framework(Job& job, Rules& rules) {
     rules.strategy("/fp8_transpose_cache",
                    "fp8_transpose_cache=off is about the FP8 weights' transposes of tensorwise scaling and needs "
                    "fp8=tensorwise (or training.dtype fp8)");
+  else if (!s.fp8_transpose_cache && (!framework_preset(s.framework).fp8_weight_cache || s.zero == 3))
+    job.warnings.push_back(
+        s.zero == 3 ? "fp8_transpose_cache=off has no effect under ZeRO-3: each micro-batch casts the gathered "
+                      "weights and their transposes anew"
+                    : fmt::format("fp8_transpose_cache=off has no effect: {} keeps no FP8 weight copies across "
+                                  "micro-batches (each one casts the weights and writes their transposes anew)",
+                                  framework_name(s.framework)));
   if (*s.fp8 != Fp8Recipe::Off && job.workload.training.dtype == Dtype::Fp32)
     rules.strategy("/fp8", "FP8 GEMMs need 16-bit training (bf16 or fp16), not fp32");
   if (s.loss == LossImpl::LossParallel && s.tp == 1)

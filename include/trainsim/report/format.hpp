@@ -35,7 +35,7 @@ std::string mfu_text(const driver::RunReport& report);
 std::string precision_text(const driver::RunReport& report);
 
 // The loud line of a plan that does not fit: "DOES NOT FIT: peak 85.07 GiB per GPU exceeds the
-// device's 80.00 GiB", shown by every command that prices a layout.
+// device's 79.19 GiB", shown by every command that prices a layout.
 std::string does_not_fit_text(std::int64_t peak_memory, Bytes device_memory);
 // The memory verdict in a few words, for the HTML pages' figures.
 std::string fit_verdict(bool fits, bool at_risk, std::int64_t peak_memory, Bytes device_memory);

@@ -134,8 +134,9 @@ struct StrategySpec {
   // TN layout) kept from its cast to the backward: Transformer Engine's cache (is_first_microbatch),
   // the default. Off: built from the FP8 weight just before each backward data GEMM and freed after
   // it (ROCm Transformer Engine's keep_fp8_weight_transpose_cache=False, Megatron-Core's default
-  // there; Transformer Engine 1.x under Megatron's disable_parameter_transpose_cache): one layer's
-  // transposes at a time instead of the stage's, for a transpose kernel per micro-batch.
+  // there; Megatron's disable_parameter_transpose_cache with FP8 parameters, fp8_param_gather):
+  // one weight's transpose at a time instead of the stage's, for a transpose kernel per micro-batch.
+  // (Megatron's flag over bf16 weights also recasts them every micro-batch: not modelled.)
   bool fp8_transpose_cache = true;
   // Under SP the linear layers keep their all-gathered inputs for the backward (PyTorch's DTensor
   // sequence parallelism, TorchTitan) instead of the sequence shard, all-gathered again in the

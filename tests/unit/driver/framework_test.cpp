@@ -369,6 +369,16 @@ TEST_CASE("FP8 weight transposes not kept: each backward data GEMM transposes it
     return model::fp8_cast_traffic(g, model::Pass::BackwardData, model::kernel_context(job, tuning)).bytes;
   };
   CHECK(b200("gpus=8,mb=4,fp8=tensorwise,fp8_transpose_cache=off") == b200("gpus=8,mb=4,fp8=tensorwise"));
+  // where no FP8 weight copy is kept (ZeRO-3, torchao's per-micro-batch casts) the key changes nothing
+  // and says so
+  const auto warned = [](const char* strategy) {
+    const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", strategy);
+    return std::any_of(job.warnings.begin(), job.warnings.end(),
+                       [](const std::string& w) { return w.starts_with("fp8_transpose_cache=off has no effect"); });
+  };
+  CHECK(warned("gpus=8,zero=3,fp8=tensorwise,fp8_transpose_cache=off"));
+  CHECK(warned("framework=torchtitan,gpus=8,zero=1,fp8=tensorwise,fp8_transpose_cache=off"));
+  CHECK_FALSE(warned("gpus=8,zero=1,fp8=tensorwise,fp8_transpose_cache=off"));
 }
 
 TEST_CASE("eager element-wise kernels cost more than fused ones; GEMMs are unchanged") {

@@ -18,6 +18,10 @@ TEST_CASE("escaping: markup, quotes and ampersands as text; invalid UTF-8 replac
   CHECK(html::escape("a\xff" "b") == "a\xef\xbf\xbd" "b");          // a stray byte
   CHECK(html::escape("\xc3") == "\xef\xbf\xbd");                     // a sequence cut short
   CHECK(html::escape("\xe2\x28\xa1") == "\xef\xbf\xbd(\xef\xbf\xbd");  // a bad continuation
+  // not well-formed by Unicode's table 3-7: an overlong '/' and an encoded surrogate (U+D800), each
+  // byte replaced
+  CHECK(html::escape("\xc0\xaf") == "\xef\xbf\xbd\xef\xbf\xbd");
+  CHECK(html::escape("\xed\xa0\x80") == "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
 }
 
 TEST_CASE("a run's page: self-contained, the same bytes for the same inputs, big steps merged") {

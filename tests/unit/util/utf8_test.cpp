@@ -18,6 +18,9 @@ TEST_CASE("UTF-8 is well-formed exactly where Unicode's table 3-7 says") {
   CHECK(utf8_sequence_length("\xef\xbf\xbf", 0) == 3);      // U+FFFF
   CHECK(utf8_sequence_length("\xf0\x90\x80\x80", 0) == 4);  // U+10000
   CHECK(utf8_sequence_length("\xf4\x8f\xbf\xbf", 0) == 4);  // U+10FFFF
+  CHECK(utf8_sequence_length("\xf1\x80\x80\x80", 0) == 4);  // U+40000 (F1..F3 leads)
+  CHECK(utf8_sequence_length("\xf3\xbf\xbf\xbf", 0) == 4);  // U+FFFFF
+  CHECK(utf8_sequence_length("\xed\x80\x80", 0) == 3);      // U+D000, below the surrogates
   // not well-formed
   CHECK(utf8_sequence_length("\x80", 0) == 0);              // a continuation byte alone
   CHECK(utf8_sequence_length("\xc0\xaf", 0) == 0);          // overlong '/'
@@ -31,6 +34,8 @@ TEST_CASE("UTF-8 is well-formed exactly where Unicode's table 3-7 says") {
   CHECK(utf8_sequence_length("\xc2", 0) == 0);  // cut short
   CHECK(utf8_sequence_length("\xe2\x82", 0) == 0);
   CHECK(utf8_sequence_length("\xe2\x28\xa1", 0) == 0);  // a bad continuation
+  CHECK(utf8_sequence_length("\xe2\x82\x28", 0) == 0);  // a bad third byte
+  CHECK(utf8_sequence_length("\xf0\x90\x80\x7f", 0) == 0);  // a bad fourth byte
 }
 
 TEST_CASE("the first byte that is not UTF-8 is found where it is") {
