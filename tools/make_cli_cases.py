@@ -143,6 +143,10 @@ case('nics-not-dividing-trays', f'run -t @t.json -w {W} -s tp=8', 2,
 case('device-fp8-gemm-layouts', f'run -t @t.json -w {W} -s tp=8', 2,
      'error: @t.json: /device/fp8_gemm_layouts: "nt" is not valid; expected one of: tn, all (did you mean "tn"?)',
      {'t.json': topo(device__fp8_gemm_layouts="nt")})
+case('device-power-limit-below-half-tdp', f'run -t @t.json -w {W} -s tp=8', 2,
+     'error: @t.json: /device/power_limit: 150 W is below half the device\'s tdp (400 W): the clock model '
+     '(docs/model.md "Clocks under a power limit") holds from there up',
+     {'t.json': topo(device__power_limit="150 W")})
 case('segment-larger-than-node', f'run -t {GB200} -w {W} -s tp=4,gpus=64,segment=20', 2,
      'error: strategy "tp=4,gpus=64,segment=20": /segment: 20 hosts per node requested, but a node of topology "gb200-nvl72" has 18 (hosts of 4 devices)',
      {})

@@ -274,15 +274,17 @@ CastTraffic fp8_cast_traffic(const Gemm& g, Pass pass, const KernelContext& ctx)
   return {};
 }
 
-double clock_factor(const spec::DeviceSpec& device) {
+double clock_factor(const spec::DeviceSpec& device, double static_power_share) {
   if (!device.tdp_w || !device.power_limit_w || *device.power_limit_w >= *device.tdp_w) return 1.0;
-  return std::cbrt(*device.power_limit_w / *device.tdp_w);
+  const double fixed = static_power_share * *device.tdp_w;
+  return std::cbrt(std::max(0.0, *device.power_limit_w - fixed) / (*device.tdp_w - fixed));
 }
 
 double sustained_peak(const KernelContext& ctx, spec::Dtype dtype) {
   const auto it = ctx.device->peak_flops.find(dtype);
   SIM_ASSERT(it != ctx.device->peak_flops.end(), "no peak for dtype {}", spec::dtype_name(dtype));
-  return it->second.flop_per_s * ctx.tuning.sustained_fraction * clock_factor(*ctx.device);
+  return it->second.flop_per_s * ctx.tuning.sustained_fraction *
+         clock_factor(*ctx.device, ctx.tuning.static_power_share);
 }
 
 double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, int sms,

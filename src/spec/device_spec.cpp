@@ -127,6 +127,12 @@ void read_fields(Reader& r, DeviceSpec& d, bool whole, const std::string& spec_p
     }
   }
   if (d.power_limit_w && !d.tdp_w) r.error_at("power_limit", "needs the device's tdp to scale its clocks from");
+  // the clock model (kernels.static_power_share) is fitted at 0.71-1.0 of the TDP; far below, the
+  // power that does not scale with the clock would leave the compute nothing
+  if (d.power_limit_w && d.tdp_w && *d.power_limit_w < 0.5 * *d.tdp_w)
+    r.error_at("power_limit", fmt::format("{:g} W is below half the device's tdp ({:g} W): the clock model "
+                                          "(docs/model.md \"Clocks under a power limit\") holds from there up",
+                                          *d.power_limit_w, *d.tdp_w));
 }
 
 // A catalogue device by name, or a diagnostic at `key` listing the shipped ones.

@@ -119,6 +119,13 @@ constexpr std::array kFields{
         "A100): the value with the least mean absolute error over them, the device's kernels held at their "
         "microbenchmark fit",
         true),
+    field<kK, &K::static_power_share>(
+        "kernels", "static_power_share", TunableKind::Share, {0, 0.9, true},
+        "share of the TDP that does not scale with the compute clock (HBM, I/O, leakage): a power limit P "
+        "keeps the clocks at ((P - s TDP) / (TDP - s TDP))^(1/3) of the peak's",
+        "the clocks hipBLASLt's BF16 and FP8 GEMMs sustained on the MI300X at 750 W and on the MI325X (the "
+        "same die) at 1000 W, 1207 / 1447 and 1230 / 1464 MHz (ROCm blogs 'Measuring Max-Achievable FLOPs - "
+        "Part 2'; tests/reference/modern/devices.json): 0.404 and 0.386"),
     field<kK, &K::tile_m>("kernels", "tile_m", TunableKind::Integer, {1, 4096},
                           "rows of one thread block's output tile (either orientation is used)",
                           "cuBLAS's usual 128×256 bf16 tile on A100 and H100"),

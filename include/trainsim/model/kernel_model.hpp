@@ -62,8 +62,10 @@ CastTraffic fp8_cast_traffic(const Gemm& g, Pass pass, const KernelContext& ctx)
 KernelContext kernel_context(const spec::Job& job, const spec::KernelTuning& tuning);
 
 // The share of the specified peaks a power-capped device keeps: clocks fall as the cube root of
-// the power it may draw (dynamic power ∝ f·V² with V ∝ f), 1 without a limit below its TDP.
-double clock_factor(const spec::DeviceSpec& device);
+// the power the clocked logic may draw (dynamic power ∝ f·V² with V ∝ f), which is the limit less
+// the share of the TDP that does not scale with the clock (HBM, I/O, leakage:
+// kernels.static_power_share); 1 without a limit below its TDP.
+double clock_factor(const spec::DeviceSpec& device, double static_power_share);
 
 // The rate compute-bound kernels of `dtype` are measured against: the peak, clocked and sustained.
 double sustained_peak(const KernelContext& ctx, spec::Dtype dtype);

@@ -20,6 +20,9 @@ struct KernelTuning {
   double gemm_ceiling = 0.82;
   double fp8_gemm_ceiling = 0.70;
   double sustained_fraction = 0.84;
+  // Share of a device's TDP that does not scale with its compute clock (HBM, I/O, leakage): under
+  // a power limit P the clocks keep ((P - s·TDP) / (TDP - s·TDP))^(1/3) (model::clock_factor).
+  double static_power_share = 0.40;
   std::int64_t tile_m = 128;
   std::int64_t tile_n = 256;
   double k_overhead = 64;

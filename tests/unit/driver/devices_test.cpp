@@ -2,9 +2,12 @@
 // (tests/reference/modern/devices.json): the kernel and collective models with each device's
 // fitted parameters reproduce the GEMM, attention and nccl-tests figures.
 #include <cmath>
+#include <map>
+#include <regex>
 
 #include <doctest/doctest.h>
 
+#include "common/jobs.hpp"
 #include "common/paths.hpp"
 #include "trainsim/driver/cluster_model.hpp"
 #include "trainsim/driver/tunables.hpp"
@@ -116,11 +119,36 @@ TEST_CASE("the 8xH100 all-gather and reduce-scatter sweeps from 8 MiB are within
   CHECK(scatter.worst <= 0.10);
 }
 
-TEST_CASE("a power limit below TDP lowers compute clocks as the cube root of the power") {
+TEST_CASE("a power limit below TDP lowers compute clocks as the cube root of the clocked power") {
   const auto full = spec::load_cluster_spec(test::topology("dgx-h100-superpod"));
   const auto capped = spec::load_cluster_spec(test::topology("grand-teton-h100-500w"));
-  CHECK(model::clock_factor(full.device) == 1.0);
-  CHECK(model::clock_factor(capped.device) == doctest::Approx(std::cbrt(500.0 / 700.0)));
+  const double s = spec::KernelTuning{}.static_power_share;
+  CHECK(model::clock_factor(full.device, s) == 1.0);
+  // 500 of 700 W, 280 W of it not scaling with the clock: (220 / 420)^(1/3)
+  CHECK(model::clock_factor(capped.device, s) == doctest::Approx(std::cbrt((500.0 - 280) / (700.0 - 280))));
+  CHECK(model::clock_factor(capped.device, 0.0) == doctest::Approx(std::cbrt(500.0 / 700.0)));
+  // the law against the clocks hipBLASLt's GEMMs sustained on the same die at two board powers: the
+  // MI300X at 750 W and the MI325X at 1000 W (tests/reference/modern/devices.json, ROCm blogs)
+  const auto bench = test::load_reference("modern/devices.json").at("rows");
+  std::map<std::string, std::map<std::string, double>> mhz;  // dtype -> gpu -> sustained clock
+  const std::regex clock(R"(\((\d+) MHz\))");
+  for (const auto& row : bench) {
+    const auto method = row.value("method", std::string());
+    std::smatch m;
+    if (method.find("hipblaslt-bench") == std::string::npos || !std::regex_search(method, m, clock)) continue;
+    mhz[row.at("dtype").get<std::string>()][row.at("gpu").get<std::string>()] = std::stod(m[1]);
+  }
+  REQUIRE(mhz.size() == 2);
+  spec::DeviceSpec mi325x;
+  mi325x.tdp_w = 1000;
+  mi325x.power_limit_w = 750;
+  for (const auto& entry : mhz) {
+    CAPTURE(entry.first);
+    const auto& by_gpu = entry.second;
+    const double measured = by_gpu.at("AMD MI300X (750 W)") / by_gpu.at("AMD MI325X (1000 W)");
+    CHECK(model::clock_factor(mi325x, s) == doctest::Approx(measured).epsilon(0.01));
+    CHECK(std::cbrt(0.75) > measured * 1.07);  // the plain cube root is 8-9% too high
+  }
 }
 
 TEST_CASE("every published microbenchmark of a catalogue device is within what the device can do") {
