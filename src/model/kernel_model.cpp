@@ -277,7 +277,10 @@ CastTraffic fp8_cast_traffic(const Gemm& g, Pass pass, const KernelContext& ctx)
 double clock_factor(const spec::DeviceSpec& device, double static_power_share) {
   if (!device.tdp_w || !device.power_limit_w || *device.power_limit_w >= *device.tdp_w) return 1.0;
   const double fixed = static_power_share * *device.tdp_w;
-  return std::cbrt(std::max(0.0, *device.power_limit_w - fixed) / (*device.tdp_w - fixed));
+  // (a limit is at least half the TDP and the share at most 0.45: device_spec and tunables check)
+  SIM_ASSERT(*device.power_limit_w > fixed, "power limit {} W within the static share {} W", *device.power_limit_w,
+             fixed);
+  return std::cbrt((*device.power_limit_w - fixed) / (*device.tdp_w - fixed));
 }
 
 double sustained_peak(const KernelContext& ctx, spec::Dtype dtype) {

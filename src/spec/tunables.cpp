@@ -120,9 +120,10 @@ constexpr std::array kFields{
         "microbenchmark fit",
         true),
     field<kK, &K::static_power_share>(
-        "kernels", "static_power_share", TunableKind::Share, {0, 0.9, true},
+        "kernels", "static_power_share", TunableKind::Share, {0, 0.45},
         "share of the TDP that does not scale with the compute clock (HBM, I/O, leakage): a power limit P "
-        "keeps the clocks at ((P - s TDP) / (TDP - s TDP))^(1/3) of the peak's",
+        "keeps the clocks at ((P - s TDP) / (TDP - s TDP))^(1/3) of the peak's (at most 0.45: a limit is at "
+        "least half the TDP)",
         "the clocks hipBLASLt's BF16 and FP8 GEMMs sustained on the MI300X at 750 W and on the MI325X (the "
         "same die) at 1000 W, 1207 / 1447 and 1230 / 1464 MHz (ROCm blogs 'Measuring Max-Achievable FLOPs - "
         "Part 2'; tests/reference/modern/devices.json): 0.404 and 0.386"),
