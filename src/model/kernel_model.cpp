@@ -217,7 +217,7 @@ KernelContext kernel_context(const spec::Job& job, const spec::KernelTuning& tun
   Fp8Casts casts{.recipe = recipe, .scaling = preset.fp8_scaling};
   // Transformer Engine keeps the FP8 weights of the first micro-batch for the rest of the step
   // (not under ZeRO-3, which gathers the weights again for each micro-batch: as the memory holds)
-  if (fp8_weight_copies_kept(job) && job.micro_batches > 0)
+  if (spec::fp8_weight_copies_kept(job) && job.micro_batches > 0)
     casts.weight_cast_share = 1.0 / static_cast<double>(job.micro_batches);
   // Transformer Engine (the presets that keep FP8 casts for the backward) asks for the transpose
   // only where the GEMMs need it (non_tn_fp8_gemm_supported); torchao's Float8Linear always writes it

@@ -154,18 +154,14 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
 
 }  // namespace
 
-bool fp8_weight_copies_kept(const spec::Job& job) {
-  const auto& st = job.strategy;
-  return spec::fp8_of(st) == spec::Fp8Recipe::Tensorwise && spec::framework_preset(st.framework).fp8_weight_cache &&
-         st.zero < 3;
-}
-
 bool fp8_transposes_kept(const spec::Job& job) {
-  return fp8_weight_copies_kept(job) && !job.cluster.device.fp8_gemm_all_layouts && job.strategy.fp8_transpose_cache;
+  return spec::fp8_weight_copies_kept(job) && !job.cluster.device.fp8_gemm_all_layouts &&
+         job.strategy.fp8_transpose_cache;
 }
 
 bool fp8_transposes_transient(const spec::Job& job) {
-  return fp8_weight_copies_kept(job) && !job.cluster.device.fp8_gemm_all_layouts && !job.strategy.fp8_transpose_cache;
+  return spec::fp8_weight_copies_kept(job) && !job.cluster.device.fp8_gemm_all_layouts &&
+         !job.strategy.fp8_transpose_cache;
 }
 
 Bytes transient_fp8_transpose_bytes(const spec::Job& job) {
@@ -221,7 +217,7 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
   if (st.grad_reduce_dtype) per_param.grads = spec::dtype_bytes(*st.grad_reduce_dtype);
   // Transformer Engine keeps each weight's FP8 copy, and its transpose where FP8 GEMMs take only
   // the TN layout (Hopper) and the transposes are cached, for the whole step
-  const bool fp8_weight_cache = fp8_weight_copies_kept(job);
+  const bool fp8_weight_cache = spec::fp8_weight_copies_kept(job);
   // FP8 parameters: the weight itself 1 byte, and only its transpose (where cached) beside it
   const bool fp8_params = fp8_weight_cache && st.fp8_param_gather;
   if (fp8_params) per_param.weights = 1;

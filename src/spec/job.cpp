@@ -376,7 +376,7 @@ void resolve_framework(Job& job, Rules& rules) {
     rules.strategy("/fp8_transpose_cache",
                    "fp8_transpose_cache=off is about the FP8 weights' transposes of tensorwise scaling and needs "
                    "fp8=tensorwise (or training.dtype fp8)");
-  else if (!s.fp8_transpose_cache && (!framework_preset(s.framework).fp8_weight_cache || s.zero == 3))
+  else if (!s.fp8_transpose_cache && !fp8_weight_copies_kept(job))
     job.warnings.push_back(
         s.zero == 3 ? "fp8_transpose_cache=off has no effect under ZeRO-3: each micro-batch casts the gathered "
                       "weights and their transposes anew"
@@ -413,6 +413,11 @@ int recomputed_layers(const Job& job, int stage) {
 std::int64_t zero_shards(const Job& job) {
   const std::int64_t ranks = job.dp * job.strategy.cp;
   return job.strategy.zero_group ? std::min(*job.strategy.zero_group, ranks) : ranks;
+}
+
+bool fp8_weight_copies_kept(const Job& job) {
+  const auto& s = job.strategy;
+  return fp8_of(s) == Fp8Recipe::Tensorwise && framework_preset(s.framework).fp8_weight_cache && s.zero < 3;
 }
 
 int virtual_stage(Schedule schedule, int stage, int chunk, int pp) {

@@ -94,11 +94,10 @@ Bytes runtime_memory(const spec::Job& job, const spec::MemoryTuning& assumptions
 // allocates and frees (activations and buffers other than the runtime's).
 Bytes fragmentation_bytes(Bytes transient, const spec::MemoryTuning& assumptions);
 
-// Whether Transformer Engine keeps each weight's FP8 copy for the step (tensorwise scaling, a
-// preset that caches the FP8 weights, the weights not sharded by ZeRO-3), and whether it keeps
-// their transposes with them (FP8 GEMMs that take only the TN layout, fp8_transpose_cache on) or
-// builds each before the backward's data-gradient GEMM and frees it after (the cache off).
-bool fp8_weight_copies_kept(const spec::Job& job);
+// Where Transformer Engine keeps the weights' FP8 copies for the step (spec::fp8_weight_copies_kept),
+// whether it keeps their transposes with them (FP8 GEMMs that take only the TN layout,
+// fp8_transpose_cache on) or builds each before the backward's data-gradient GEMM and frees it
+// after (the cache off).
 bool fp8_transposes_kept(const spec::Job& job);
 bool fp8_transposes_transient(const spec::Job& job);
 

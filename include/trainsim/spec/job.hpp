@@ -66,6 +66,11 @@ int chunk_first_layer(const Job& job, int stage, int chunk);
 // The ranks ZeRO shards the model states over: zero_group, or all dp·cp ranks.
 std::int64_t zero_shards(const Job& job);
 
+// Whether Transformer Engine keeps each weight's FP8 copy across the step's micro-batches:
+// tensorwise scaling, a preset that caches the FP8 weights, the weights not sharded by ZeRO-3
+// (which gathers them again for each micro-batch).
+bool fp8_weight_copies_kept(const Job& job);
+
 // Checks every rule that spans fields or files; throws one SpecError listing all violations,
 // each attributed to the file whose value it rejects.
 Job resolve_job(ClusterSpec cluster, WorkloadSpec workload, StrategySpec strategy, Sources sources);
