@@ -239,13 +239,18 @@ std::vector<lower::DistinctGroup> straddling_groups(const spec::Job& job, std::v
       }
       const auto g = placement.group(dim, r);
       ++groups;
-      std::map<std::uint32_t, std::size_t> per_domain;
-      for (const auto d : g) ++per_domain[d.value / domain];
+      // the group is sorted: each domain's members are one run of it
       std::size_t fewest = g.size();
-      for (const auto& [node, members] : per_domain) fewest = std::min(fewest, members);
+      std::size_t domains = 0;
+      for (std::size_t i = 0, run = 1; i < g.size(); ++i, ++run)
+        if (i + 1 == g.size() || g[i + 1].value / domain != g[i].value / domain) {
+          fewest = std::min(fewest, run);
+          ++domains;
+          run = 0;
+        }
       const std::size_t outside = g.size() - fewest;
       least_outside = std::min(least_outside, outside);
-      if (per_domain.size() < 2) continue;
+      if (domains < 2) continue;
       ++crossing;
       if (outside > worst_outside) {
         worst_outside = outside;

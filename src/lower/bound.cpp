@@ -63,6 +63,16 @@ Duration critical_path(const spec::Job& job, const std::vector<std::vector<Chunk
     return (static_cast<std::size_t>(stage) * vpp + static_cast<std::size_t>(chunk)) * m +
            static_cast<std::size_t>(microbatch);
   };
+  // per stage and chunk, where its forward's input comes from and its backward's (none: the ends)
+  std::vector<std::optional<std::size_t>> forward_from(pp * vpp), backward_from(pp * vpp);
+  for (int stage = 0; stage < st.pp; ++stage)
+    for (int chunk = 0; chunk < st.vpp; ++chunk) {
+      const auto own = static_cast<std::size_t>(stage) * vpp + static_cast<std::size_t>(chunk);
+      if (const auto prev = previous_virtual(st.schedule, stage, chunk, st.pp))
+        forward_from[own] = at(prev->stage, prev->chunk, 0);
+      if (const auto nxt = next_virtual(st.schedule, stage, chunk, st.pp, st.vpp))
+        backward_from[own] = at(nxt->stage, nxt->chunk, 0);
+    }
   std::vector<std::optional<Duration>> forward_done(pp * vpp * m);
   std::vector<std::optional<Duration>> backward_done(pp * vpp * m);
   std::vector<std::size_t> next(pp, 0);
@@ -74,16 +84,16 @@ Duration critical_path(const spec::Job& job, const std::vector<std::vector<Chunk
       for (; next[s] < schedules[s].size(); ++next[s]) {
         const auto& a = schedules[s][next[s]];
         std::optional<Duration> input = Duration::zero();
+        const auto own = s * vpp + static_cast<std::size_t>(a.chunk);
         const auto& times = chunks[s][static_cast<std::size_t>(a.chunk)];
+        const auto microbatch = static_cast<std::size_t>(a.microbatch);
         Duration length = times.weight;
         if (a.kind == PassKind::Forward) {
           length = times.forward;
-          if (const auto prev = previous_virtual(st.schedule, stage, a.chunk, st.pp))
-            input = forward_done[at(prev->stage, prev->chunk, a.microbatch)];
+          if (const auto from = forward_from[own]) input = forward_done[*from + microbatch];
         } else if (a.kind == PassKind::Backward) {
           length = times.backward;
-          if (const auto nxt = next_virtual(st.schedule, stage, a.chunk, st.pp, st.vpp))
-            input = backward_done[at(nxt->stage, nxt->chunk, a.microbatch)];
+          if (const auto from = backward_from[own]) input = backward_done[*from + microbatch];
         }
         if (!input) break;  // its input is not computed yet: another stage first
         free[s] = std::max(free[s], *input) + length;

@@ -17,6 +17,7 @@ using spec::Schedule;
 
 StageSchedule gpipe(int m) {
   StageSchedule out;
+  out.reserve(2 * static_cast<std::size_t>(m));
   for (int i = 0; i < m; ++i) out.push_back({PassKind::Forward, i, 0});
   for (int i = 0; i < m; ++i) out.push_back({PassKind::Backward, i, 0});
   return out;
@@ -24,6 +25,7 @@ StageSchedule gpipe(int m) {
 
 StageSchedule one_f_one_b(int stage, int pp, int m) {
   StageSchedule out;
+  out.reserve(2 * static_cast<std::size_t>(m));
   const int warmup = std::min(pp - stage - 1, m);
   int f = 0;
   int b = 0;
@@ -36,24 +38,29 @@ StageSchedule one_f_one_b(int stage, int pp, int m) {
 }
 
 // Megatron-LM's interleaved schedule: virtual step k of the forward pass runs chunk (k / p) % v of
-// micro-batch (k / (p·v))·p + k % p; backward steps walk the chunks in reverse.
-Action interleaved_step(int k, int pp, int vpp, bool forward) {
-  const int group = k / (pp * vpp);
-  const int in_group = k % (pp * vpp);
-  const int chunk = in_group / pp;
-  return {forward ? PassKind::Forward : PassKind::Backward, group * pp + k % pp, forward ? chunk : vpp - 1 - chunk};
+// micro-batch (k / (p·v))·p + k % p; backward steps walk the chunks in reverse. The steps in that
+// order (the same on every stage).
+StageSchedule interleaved_steps(int pp, int vpp, int m, bool forward) {
+  StageSchedule out;
+  out.reserve(static_cast<std::size_t>(m) * static_cast<std::size_t>(vpp));
+  for (int group = 0; group * pp < m; ++group)
+    for (int c = 0; c < vpp; ++c)
+      for (int i = 0; i < pp; ++i)
+        out.push_back({forward ? PassKind::Forward : PassKind::Backward, group * pp + i, forward ? c : vpp - 1 - c});
+  return out;
 }
 
-StageSchedule interleaved(int stage, int pp, int vpp, int m) {
-  const int total = m * vpp;
-  const int warmup = std::min((pp - stage - 1) * 2 + (vpp - 1) * pp, total);
+StageSchedule interleaved(int stage, int pp, int vpp, const StageSchedule& forwards, const StageSchedule& backwards) {
+  const auto total = forwards.size();
+  const auto warmup = std::min(static_cast<std::size_t>((pp - stage - 1) * 2 + (vpp - 1) * pp), total);
   StageSchedule out;
-  int f = 0;
-  int b = 0;
-  for (; f < warmup; ++f) out.push_back(interleaved_step(f, pp, vpp, true));
+  out.reserve(2 * total);
+  std::size_t f = 0;
+  std::size_t b = 0;
+  for (; f < warmup; ++f) out.push_back(forwards[f]);
   while (b < total) {
-    if (f < total) out.push_back(interleaved_step(f++, pp, vpp, true));
-    out.push_back(interleaved_step(b++, pp, vpp, false));
+    if (f < total) out.push_back(forwards[f++]);
+    out.push_back(backwards[b++]);
   }
   return out;
 }
@@ -65,6 +72,7 @@ StageSchedule interleaved(int stage, int pp, int vpp, int m) {
 // takes 3m + p − 1: the bubble is (p − 1)(F + B − W), a third of 1F1B's.
 StageSchedule zb_h1(int stage, int pp, int m) {
   StageSchedule out;
+  out.reserve(3 * static_cast<std::size_t>(m));
   int f = 0;
   int b = 0;
   int w = 0;
@@ -89,6 +97,7 @@ class DualPipeV {
 
   StageSchedule build() {
     const int r = r_, p = p_;
+    out_.reserve(6 * static_cast<std::size_t>(m_));  // F, B and W of both chunks
     repeat(2 * (p - r - 1), [&] { forward(0); });
     repeat(r + 1, [&] {
       forward(0);
@@ -167,6 +176,13 @@ std::vector<StageSchedule> make_schedule(Schedule schedule, int pp, int vpp, std
              microbatches);
   const int m = static_cast<int>(microbatches);
   std::vector<StageSchedule> out;
+  out.reserve(static_cast<std::size_t>(pp));
+  StageSchedule forwards, backwards;  // the interleaved schedule's steps
+  if (schedule == Schedule::Interleaved) {
+    SIM_ASSERT(m % pp == 0, "the interleaved schedule runs micro-batches in groups of pp");
+    forwards = interleaved_steps(pp, vpp, m, true);
+    backwards = interleaved_steps(pp, vpp, m, false);
+  }
   for (int s = 0; s < pp; ++s) {
     switch (schedule) {
       case Schedule::GPipe:
@@ -176,7 +192,7 @@ std::vector<StageSchedule> make_schedule(Schedule schedule, int pp, int vpp, std
         out.push_back(one_f_one_b(s, pp, m));
         break;
       case Schedule::Interleaved:
-        out.push_back(interleaved(s, pp, vpp, m));
+        out.push_back(interleaved(s, pp, vpp, forwards, backwards));
         break;
       case Schedule::ZbH1:
         out.push_back(zb_h1(s, pp, m));
