@@ -9,6 +9,8 @@
 #include "lower/data_parallel.hpp"
 #include "lower/passes.hpp"
 #include "trainsim/lower/schedule.hpp"
+#include "trainsim/model/flops.hpp"
+#include "trainsim/model/kernel_model.hpp"
 #include "trainsim/model/params.hpp"
 #include "trainsim/util/error.hpp"
 
@@ -174,7 +176,66 @@ Duration bound_at(const spec::Job& job, const std::vector<StageTail>& tails, Pas
   return combined || !chained ? bound : std::max(bound, critical_path(job, chunks, tails));
 }
 
+// A layer's GEMMs and attention core at their kernel durations, per pass: the kernels every
+// lowering of the layer runs once each (TP overlap stretches its GEMMs; ring attention splits the
+// core into blocks, so with context parallelism it is left out).
+struct LayerKernels {
+  Duration forward, backward_data, weight;
+};
+
+LayerKernels layer_kernels(const std::vector<model::Op>& ops, const model::KernelContext& ctx, bool attention) {
+  LayerKernels out;
+  for (const auto& op : ops) {
+    const auto cls = model::op_class(op.shape);
+    if (cls == model::OpClass::Elementwise || (cls == model::OpClass::Attention && !attention)) continue;
+    out.forward += model::kernel_time(op, model::Pass::Forward, ctx);
+    out.backward_data += model::kernel_time(op, model::Pass::BackwardData, ctx);
+    out.weight += model::kernel_time(op, model::Pass::BackwardWeight, ctx);
+  }
+  return out;
+}
+
 }  // namespace
+
+Duration kernel_lower_bound(const spec::Job& job, const LoweringOptions& options) {
+  const auto ctx = model::kernel_context(job, options.kernel);
+  const auto shape = model::gpu_layer_shape(job);
+  const auto& model = job.workload.model;
+  const bool split = splits_weight_grad(job.strategy.schedule);
+  std::optional<LayerKernels> kinds[2];  // a dense layer's, an MoE layer's
+  // bound_at's flow-shop terms with each pass cut down to these kernels: the first forward through
+  // the stages before, the stage's passes of every micro-batch, the last backward back
+  Duration chain = Duration::zero();
+  Duration back = Duration::zero();
+  Duration bound = Duration::zero();
+  for (int s = 0; s < job.strategy.pp; ++s) {
+    Duration work = Duration::zero();     // one micro-batch's passes
+    Duration weights = Duration::zero();  // of which W, when it is a pass of its own
+    Duration first_forward = Duration::zero();
+    Duration first_backward = Duration::zero();
+    for (int chunk = 0; chunk < job.strategy.vpp; ++chunk) {
+      int layer = 0;  // index of the layer in its chunk, as bound_at counts it
+      for (const int unit : chunk_units(job, s, chunk)) {
+        if (unit < 0) continue;
+        const bool recomputed = spec::recomputes_layer(job.strategy, layer++);
+        const bool moe = model::is_moe_layer(model, unit);
+        auto& k = kinds[moe ? 1 : 0];
+        if (!k) k = layer_kernels(model::layer_ops(model, shape, moe), ctx, shape.cp == 1);
+        work += k->forward + k->backward_data + k->weight + (recomputed ? k->forward : Duration::zero());
+        if (split) weights += k->weight;
+        if (chunk == 0) {
+          first_forward += k->forward;
+          first_backward += k->backward_data;
+        }
+      }
+    }
+    const Duration own = chain + work * job.micro_batches;
+    bound = std::max({bound, own, own - weights * job.micro_batches + back});
+    chain += first_forward;
+    back += first_backward;
+  }
+  return bound;
+}
 
 Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, const LoweringOptions& options) {
   Lowered scratch;  // holds the representative ranks; no task is issued

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -41,7 +44,8 @@ struct Screened {
   std::string reason;  // the family, for pruned candidates
   std::string example;
   std::unique_ptr<spec::Job> job;
-  double bound = 0;  // lower bound on the objective
+  double kernel_bound = 0;      // lower bound on the objective from the kernels alone (lower::kernel_lower_bound)
+  std::optional<double> bound;  // the full one (lower::step_time_lower_bound), once needed
 };
 
 double tokens_per_step(const spec::WorkloadSpec& w) {
@@ -61,7 +65,7 @@ double objective_of(Objective o, double step_time_s, std::int64_t gpus, const sp
 }
 
 Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload,
-                const spec::Sources& sources, const SweepOptions& options, cost::CostModel& costs) {
+                const spec::Sources& sources, const SweepOptions& options) {
   Screened out;
   const auto text = spec::strategy_text(c.strategy);
   try {
@@ -106,12 +110,21 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
     out.job.reset();
     return out;
   }
+  const double bound = lower::kernel_lower_bound(job, options.run.lowering(tunables)).seconds();
+  out.kernel_bound = objective_of(options.objective, bound, job.gpus, workload);
+  return out;
+}
+
+// The full bound of a screened candidate.
+double full_bound(const spec::Job& job, const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload,
+                  const SweepOptions& options, cost::CostModel& costs) {
+  const auto tunables = options.run.tunables(cluster).values;
+  const auto memory = model::estimate_memory(job, tunables.memory, tunables.collectives.channels);
   auto lowering = options.run.lowering(tunables);
   lowering.memory_estimate = &memory;
   lowering.distinct_groups = driver::straddling_groups(job);  // the simulation waits for them
   const double bound = lower::step_time_lower_bound(job, costs, lowering).seconds();
-  out.bound = objective_of(options.objective, bound, job.gpus, workload);
-  return out;
+  return objective_of(options.objective, bound, job.gpus, workload);
 }
 
 // Cost models for the simulating threads: one per thread at a time, reused across candidates so
@@ -208,22 +221,18 @@ std::vector<std::size_t> shard_of(std::size_t total, const SweepOptions& options
   return mine;
 }
 
-// Phase one: the job rules, the analytic memory estimate and the bound, for every candidate of the
-// shard. Pruned candidates are counted into `result` by family; the rest are returned as positions
-// in `mine`, best bound first.
+// Phase one: the job rules, the analytic memory estimate and the kernel bound, for every candidate
+// of the shard. Pruned candidates are counted into `result` by family; the rest are returned as
+// positions in `mine`.
 std::vector<std::size_t> screen_all(const std::vector<Candidate>& all, const std::vector<std::size_t>& mine,
                                     const spec::ClusterSpec& cluster, const spec::WorkloadSpec& workload,
-                                    const spec::Sources& sources, const SweepOptions& options, CostModelPools& pools,
+                                    const spec::Sources& sources, const SweepOptions& options,
                                     std::vector<Screened>& screened, SweepResult& result) {
   screened.resize(mine.size());
-  parallel_for(mine.size(), options.threads, [&](std::size_t i) {
-    auto& pool = pools.of(all[mine[i]].strategy);
-    auto costs = pool.acquire();
-    screened[i] = screen(all[mine[i]], cluster, workload, sources, options, *costs);
-    pool.release(std::move(costs));
-  });
+  parallel_for(mine.size(), options.threads,
+               [&](std::size_t i) { screened[i] = screen(all[mine[i]], cluster, workload, sources, options); });
   std::map<std::string, PrunedFamily> families;
-  std::vector<std::size_t> order;
+  std::vector<std::size_t> candidates;
   for (std::size_t i = 0; i < mine.size(); ++i) {
     auto& s = screened[i];
     switch (s.verdict) {
@@ -237,17 +246,72 @@ std::vector<std::size_t> screen_all(const std::vector<Candidate>& all, const std
         break;
       case Screened::Verdict::Candidate:
         ++result.candidates;
-        order.push_back(i);
+        candidates.push_back(i);
         break;
     }
   }
   for (auto& [reason, family] : families) result.pruned.push_back(std::move(family));
   sort_families(result.pruned);
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return std::tie(screened[a].bound, mine[a]) < std::tie(screened[b].bound, mine[b]);
-  });
-  return order;
+  return candidates;
 }
+
+// The candidates in the order of their full bounds (ties by position), computing a full bound only
+// when a candidate's kernel bound, which it never falls below, comes first: the candidates after
+// the sweep's last simulation are mostly never lowered. Which bounds are computed depends on the
+// thread count; the order does not.
+class BoundOrder {
+ public:
+  BoundOrder(const std::vector<std::size_t>& candidates, std::vector<Screened>& screened,
+             std::function<void(std::span<const std::size_t>)> compute_bounds, unsigned threads)
+      : screened_(&screened), compute_(std::move(compute_bounds)), batch_(16 * std::max(1u, threads)) {
+    for (const auto i : candidates) heap_.push_back({screened[i].kernel_bound, false, i});
+    std::make_heap(heap_.begin(), heap_.end(), later);
+  }
+
+  std::size_t size() const { return heap_.size(); }
+
+  // The next candidate (its full bound computed), or none when all are taken.
+  std::optional<std::size_t> peek() {
+    while (!heap_.empty() && !heap_.front().full) {
+      // the kernel bounds first: compute the full ones of a batch of them, the smallest first
+      std::vector<std::size_t> batch;
+      while (!heap_.empty() && !heap_.front().full && batch.size() < batch_) {
+        batch.push_back(heap_.front().position);
+        std::pop_heap(heap_.begin(), heap_.end(), later);
+        heap_.pop_back();
+      }
+      compute_(batch);
+      for (const auto i : batch) {
+        heap_.push_back({*(*screened_)[i].bound, true, i});
+        std::push_heap(heap_.begin(), heap_.end(), later);
+      }
+    }
+    if (heap_.empty()) return std::nullopt;
+    return heap_.front().position;
+  }
+
+  void pop() {
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    heap_.pop_back();
+  }
+
+ private:
+  struct Entry {
+    double key;  // the kernel bound, or the full bound once computed
+    bool full;
+    std::size_t position;
+  };
+  // Smallest key first; at equal keys a kernel bound before a full one (its full bound may tie
+  // with a smaller position), then by position.
+  static bool later(const Entry& a, const Entry& b) {
+    return std::tie(a.key, a.full, a.position) > std::tie(b.key, b.full, b.position);
+  }
+
+  std::vector<Screened>* screened_;
+  std::function<void(std::span<const std::size_t>)> compute_;
+  std::size_t batch_;
+  std::vector<Entry> heap_;
+};
 
 // The plan a simulated candidate ranks as, or nothing when it does not fit once simulated.
 std::optional<Plan> simulate_one(const spec::Job& job, std::size_t index, double bound,
@@ -282,7 +346,7 @@ std::optional<Plan> simulate_one(const spec::Job& job, std::size_t index, double
 
 // Phase two: simulate in rounds of kRound, best bound first, until the bound passes the K-th best.
 // Returns the top K; counts what it simulated into `stats`.
-std::vector<Plan> simulate_rounds(const std::vector<std::size_t>& order, const std::vector<std::size_t>& mine,
+std::vector<Plan> simulate_rounds(BoundOrder& order, const std::vector<std::size_t>& mine,
                                   std::vector<Screened>& screened, const spec::WorkloadSpec& workload,
                                   const SweepOptions& options, CostModelPools& pools, SearchStats& stats,
                                   std::vector<Plan>& simulated_plans) {
@@ -291,23 +355,30 @@ std::vector<Plan> simulate_rounds(const std::vector<std::size_t>& order, const s
   std::vector<Plan> kept;
   std::mutex progress_mutex;
   std::size_t simulated = 0;
-  std::size_t next = 0;
   const auto threshold = [&] {
     if (options.exhaustive || kept.size() < options.top) return std::numeric_limits<double>::infinity();
     return kept[options.top - 1].objective;
   };
-  while (next < order.size() && screened[order[next]].bound <= threshold()) {
+  // the next candidate in bound order while its bound does not exceed the K-th best
+  const auto next = [&]() -> std::optional<std::size_t> {
+    const auto i = order.peek();
+    if (!i || *screened[*i].bound > threshold()) return std::nullopt;
+    return i;
+  };
+  while (next()) {
     std::vector<std::size_t> round;
-    while (next < order.size() && round.size() < kRound && screened[order[next]].bound <= threshold())
-      round.push_back(order[next++]);
+    for (auto i = next(); i && round.size() < kRound; i = next()) {
+      round.push_back(*i);
+      order.pop();
+    }
     std::vector<std::optional<Plan>> plans(round.size());
     parallel_for(round.size(), options.threads, [&](std::size_t r) {
       const auto i = round[r];
-      plans[r] = simulate_one(*screened[i].job, mine[i], screened[i].bound, workload, options, run, pools);
+      plans[r] = simulate_one(*screened[i].job, mine[i], *screened[i].bound, workload, options, run, pools);
       if (options.progress) {
         const std::scoped_lock lock(progress_mutex);
         ++simulated;
-        options.progress(simulated, order.size() - next + simulated);
+        options.progress(simulated, order.size() + simulated);
       }
     });
     for (std::size_t r = 0; r < round.size(); ++r) {
@@ -323,7 +394,7 @@ std::vector<Plan> simulate_rounds(const std::vector<std::size_t>& order, const s
     std::sort(kept.begin(), kept.end(), better);
     if (kept.size() > options.top) kept.resize(options.top);
   }
-  stats.bounded_out = static_cast<std::int64_t>(order.size() - next);
+  stats.bounded_out = static_cast<std::int64_t>(order.size());
   std::sort(simulated_plans.begin(), simulated_plans.end(),
             [](const Plan& a, const Plan& b) { return a.index < b.index; });
   return kept;
@@ -368,7 +439,19 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
   result.enumerated = static_cast<std::int64_t>(mine.size());
   CostModelPools pools(cluster, all, options.run.tunables(cluster).values.collectives);
   std::vector<Screened> screened;
-  const auto order = screen_all(all, mine, cluster, workload, sources, options, pools, screened, result);
+  const auto candidates = screen_all(all, mine, cluster, workload, sources, options, screened, result);
+  const auto compute_bounds = [&](std::span<const std::size_t> batch) {
+    parallel_for(batch.size(), options.threads, [&](std::size_t b) {
+      auto& s = screened[batch[b]];
+      auto& pool = pools.of(s.job->strategy);
+      auto costs = pool.acquire();
+      s.bound = full_bound(*s.job, cluster, workload, options, *costs);
+      pool.release(std::move(costs));
+      SIM_ASSERT(s.kernel_bound <= *s.bound * (1 + 1e-9), "the kernel bound {} exceeds the full bound {} for {}",
+                 s.kernel_bound, *s.bound, spec::strategy_text(s.job->strategy));
+    });
+  };
+  BoundOrder order(candidates, screened, compute_bounds, options.threads);
   result.top = simulate_rounds(order, mine, screened, workload, options, pools, result.stats, result.simulated);
   result.exhaustive = options.exhaustive;
   if (options.shards == 1) keep_certain_simulations(result);

@@ -22,4 +22,12 @@ namespace trainsim::lower {
 
 Duration step_time_lower_bound(const spec::Job& job, cost::CostModel& costs, const LoweringOptions& options);
 
+// A weaker bound that lowers nothing and costs no collective: every stage runs, for each of its
+// micro-batches, its layers' GEMMs (and, without context parallelism, their attention) forward,
+// backward and — under full recomputation — forward again, one after another at their kernel
+// durations. Never above step_time_lower_bound (each of those kernels is inside the passes whose
+// sum that bound takes), and a thousandth of its cost: the sweep computes the full bound only for
+// candidates this one does not already rule out.
+Duration kernel_lower_bound(const spec::Job& job, const LoweringOptions& options);
+
 }  // namespace trainsim::lower

@@ -79,12 +79,46 @@ TEST_CASE("the compute bound never exceeds the simulated step") {
     const auto job = spec::resolve_job(
         cluster, c.workload, spec::read_strategy_spec(spec::parse_inline_strategy(strategy, "s"), "s"), kSources);
     const driver::RunOptions run;
-    const double bound = lower::step_time_lower_bound(job, costs, run.lowering(run.tunables(cluster).values)).seconds();
+    const auto lowering = run.lowering(run.tunables(cluster).values);
+    const double bound = lower::step_time_lower_bound(job, costs, lowering).seconds();
     const auto report = driver::build_run_report(job, run, &costs);
     CHECK(bound <= report.simulation->step_time_s);
     // and it is a useful bound, not zero: compute is most of these steps
     CHECK(bound >= 0.4 * report.simulation->step_time_s);
+    // the kernels' bound, which screens before it, never passes it
+    const double kernels = lower::kernel_lower_bound(job, lowering).seconds();
+    CHECK(kernels <= bound);
+    CHECK(kernels >= 0.25 * bound);
   }
+}
+
+TEST_CASE("the kernels' bound: each stage's GEMMs for every micro-batch, at least their FLOPs at the peak") {
+  // pp = 1, no attention kernel counted under context parallelism: the bound is the step's GEMMs,
+  // forward, backward (data and weight) and the recomputed forward, one after another; each GEMM
+  // takes at least its FLOPs at the device's bf16 peak, 2·m·n·k forward and twice that backward
+  const auto cluster = test::fat_tree_cluster(4, 8, true, 2);
+  const auto workload = test::gpt3_layers(8, 64);
+  const auto& m = workload.model;
+  const driver::RunOptions run;
+  const auto lowering = run.lowering(run.tunables(cluster).values);
+  const auto job_of = [&](const std::string& strategy) {
+    return spec::resolve_job(cluster, workload,
+                             spec::read_strategy_spec(spec::parse_inline_strategy(strategy, "s"), "s"), kSources);
+  };
+  const auto plain = job_of("cp=2,gpus=32,mb=1");
+  const auto full = job_of("cp=2,gpus=32,mb=1,recompute=full");
+  const double plain_s = lower::kernel_lower_bound(plain, lowering).seconds();
+  const double full_s = lower::kernel_lower_bound(full, lowering).seconds();
+  // per token and layer: q, k, v, output projection and the MLP's two GEMMs
+  const double h = static_cast<double>(m.hidden);
+  const double ffn = static_cast<double>(m.ffn_hidden);
+  const double tokens = static_cast<double>(plain.micro_batches) * static_cast<double>(workload.training.seq_len) / 2;
+  const double gemm_flops = 2.0 * tokens * m.layers * (4 * h * h + 2 * h * ffn);
+  const double peak = cluster.device.peak_flops.at(spec::Dtype::Bf16).flop_per_s;
+  CHECK(plain_s >= 3 * gemm_flops / peak);
+  CHECK(plain_s <= 3 * gemm_flops / (0.5 * peak));  // and these GEMMs are large: not far above it
+  // full recomputation repeats the forward: at least its FLOPs again
+  CHECK(full_s >= plain_s + gemm_flops / peak);
 }
 
 TEST_CASE("the bound waits for a group straddling two racks, as the simulation does") {
