@@ -295,7 +295,7 @@ case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, fp8_transpose_cache, framework, fsdp_version, gpus, grad_reduce_dtype, '
      'last_stage_layers, launch, limit_all_gathers, loss, mb, offload_layers, optimizer_impl, order, overlap_grad_reduce, overlap_moe_comm, '
      'overlap_param_gather, pp, recompute, recompute_layers, '
-     'recompute_method, recompute_modules, recompute_period, repeat_kv, reshard_after_forward, schedule, segment, sources, sp, sp_saves_gathered, tp, tp_overlap, '
+     'recompute_method, recompute_modules, recompute_period, remat_to_fit, repeat_kv, reshard_after_forward, schedule, segment, sources, sp, sp_saves_gathered, tp, tp_overlap, '
      'vpp, zero, zero_group')
 # host overhead and the framework keys of issue 27 (docs/model.md "Host overhead")
 case('strategy-launch-unknown', f'{RUN} tp=8,gpus=8,launch=graphs', 2,
@@ -336,6 +336,8 @@ case('recompute-policy-unknown', f'{RUN} tp=8,gpus=8,recompute=partial', 2,
 case('fp8-param-gather-without-fp8', f'{RUN} tp=8,gpus=8,fp8_param_gather=on', 2,
      'error: strategy "tp=8,gpus=8,fp8_param_gather=on": /fp8_param_gather: fp8_param_gather=on needs an FP8 recipe '
      '(fp8=tensorwise, or training.dtype fp8)')
+case('remat-to-fit-not-a-switch', f'{RUN} tp=8,gpus=8,remat_to_fit=maybe', 2,
+     'error: strategy "tp=8,gpus=8,remat_to_fit=maybe": /remat_to_fit: "maybe" is not valid; expected one of: on, off, true, false')
 case('fp8-transpose-cache-without-fp8', f'{RUN} tp=8,gpus=8,fp8_transpose_cache=off', 2,
      'error: strategy "tp=8,gpus=8,fp8_transpose_cache=off": /fp8_transpose_cache: fp8_transpose_cache=off is about the '
      'FP8 weights\' transposes of tensorwise scaling and needs fp8=tensorwise (or training.dtype fp8)')

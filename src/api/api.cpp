@@ -81,7 +81,10 @@ spec::Job build_job(const SpecInput& topology, const SpecInput& workload_in, con
   auto cluster = load_cluster(topology);
   auto workload = load_workload(workload_in, training);
   auto strategy = load_strategy(strategy_in, sources.strategy);
-  return spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources);
+  auto job = spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources);
+  const auto tunables = driver::RunOptions{}.tunables(job.cluster).values;
+  model::apply_remat_to_fit(job, tunables.memory, tunables.collectives.channels);
+  return job;
 }
 
 // "I/N" with 0 ≤ I < N.
@@ -195,6 +198,8 @@ RunResult run(const RunRequest& r) {
   options.steps = r.steps;
   options.record_work = r.chakra;
   if (!r.calibration.empty()) options.calibration = spec::load_calibration_spec(r.calibration);
+  const auto tunables = options.tunables(result.job->cluster).values;
+  model::apply_remat_to_fit(*result.job, tunables.memory, tunables.collectives.channels);
   result.report = driver::build_run_report(*result.job, options);
   return result;
 }

@@ -277,6 +277,17 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options) {
 
 namespace {
 
+// The job's warnings, and what the compiler rematerialises for it to fit (remat_to_fit).
+std::vector<std::string> job_warnings(const spec::Job& job) {
+  auto out = job.warnings;
+  if (job.strategy.remat_layers > 0)
+    out.push_back(fmt::format(
+        "remat_to_fit: the compiler recomputes the first {} layer(s) of every model chunk whole in the backward, "
+        "beyond recompute={}, for the live tensors to fit in the device's memory (XLA's rematerialisation)",
+        job.strategy.remat_layers, spec::recompute_name(job.strategy.recompute)));
+  return out;
+}
+
 // Tokens per second, TFLOP/s per GPU and MFU of a step of `step_s` seconds.
 void add_rates(RunReport& r, const spec::Job& job, double step_s) {
   const double tokens =
@@ -309,7 +320,7 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost
   r.device_memory = job.cluster.device.memory;
   r.memory_tuning = tunables.memory;
   r.runtime_memory = model::runtime_memory(job, tunables.memory, tunables.collectives.channels);
-  r.warnings = job.warnings;
+  r.warnings = job_warnings(job);
   {
     // the kernel model's precisions: --dtype fp8 and fp8=tensorwise on bf16 run the same kernels
     const auto kernels = model::kernel_context(job, tunables.kernels);

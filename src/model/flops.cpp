@@ -58,9 +58,11 @@ StepFlops step_flops(const spec::Job& job) {
   StepFlops f;
   const bool frozen = job.workload.training.lora.has_value();  // no weight gradients of the base model
   double recompute = 0;
-  // the share of the layers full recomputation recomputes (all, or recompute_layers per chunk)
-  double recomputed_share = 1.0;
-  if ((job.strategy.recompute_layers || job.strategy.recompute_period) && !job.stage_layers.empty()) {
+  // the share of the layers recomputed whole: full recomputation's (all, or recompute_layers per
+  // chunk) with the compiler's (remat_to_fit); the policy's replay on the others
+  const auto& st = job.strategy;
+  double recomputed_share = st.recompute == spec::Recompute::Full ? 1.0 : 0.0;
+  if ((st.recompute_layers || st.recompute_period || st.remat_layers > 0) && !job.stage_layers.empty()) {
     int recomputed = 0;
     for (std::size_t s = 0; s < job.stage_layers.size(); ++s)
       recomputed += spec::recomputed_layers(job, static_cast<int>(s));
@@ -70,16 +72,20 @@ StepFlops step_flops(const spec::Job& job) {
     const auto ops = layer_ops(model, whole, is_moe_layer(model, layer));
     const auto flops = sum_flops(ops);
     f.model += flops.total() - (frozen ? weight_grad_flops(ops) : 0.0);
-    switch (job.strategy.recompute) {
+    switch (st.recompute) {
       case spec::Recompute::Full:
         recompute += flops.fwd * recomputed_share;
         break;
       case spec::Recompute::Selective:
       case spec::Recompute::Op:
       case spec::Recompute::Dots:
-        recompute += replayed_fwd_flops(ops, layer_checkpoint(job, model, whole, is_moe_layer(model, layer), false));
+        recompute +=
+            flops.fwd * recomputed_share +
+            (1 - recomputed_share) *
+                replayed_fwd_flops(ops, layer_checkpoint(job, model, whole, is_moe_layer(model, layer), false));
         break;
       case spec::Recompute::None:
+        recompute += flops.fwd * recomputed_share;
         break;
     }
   }

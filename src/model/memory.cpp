@@ -287,4 +287,24 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
   return estimate;
 }
 
+MemoryEstimate apply_remat_to_fit(spec::Job& job, const spec::MemoryTuning& assumptions, int nccl_channels) {
+  auto& st = job.strategy;
+  st.remat_layers = 0;
+  auto estimate = estimate_memory(job, assumptions, nccl_channels);
+  if (!st.remat_to_fit || st.overlap_moe_comm || estimate.live_peak() <= job.cluster.device.memory) return estimate;
+  int most = 1;  // layers in the largest model chunk
+  for (const int layers : job.stage_layers) most = std::max(most, layers / std::max(1, st.vpp));
+  // the fewest that fit: the live peak falls as more layers keep only their inputs
+  int lo = 1, hi = most;
+  while (lo < hi) {
+    st.remat_layers = (lo + hi) / 2;
+    if (estimate_memory(job, assumptions, nccl_channels).live_peak() <= job.cluster.device.memory)
+      hi = st.remat_layers;
+    else
+      lo = st.remat_layers + 1;
+  }
+  st.remat_layers = lo;
+  return estimate_memory(job, assumptions, nccl_channels);
+}
+
 }  // namespace trainsim::model

@@ -283,12 +283,12 @@ LayerCheckpoint policy_checkpoint(const spec::Job& job, const ModelSpec& m, cons
   for (const auto& t : tensors)
     if (t.layer_input) input += t.bytes;
   const auto& st = job.strategy;
+  // a layer recomputed whole (full recomputation, or the compiler's to fit) keeps its input only
+  if (recomputed) return {.kept = input, .rebuilt = total - input, .whole_layer = true};
   switch (st.recompute) {
     case spec::Recompute::None:
-      return {.kept = total};
     case spec::Recompute::Full:
-      if (!recomputed) return {.kept = total};
-      return {.kept = input, .rebuilt = total - input, .whole_layer = true};
+      return {.kept = total};
     case spec::Recompute::Op:
       return op_policy(layer_ops(m, s, moe), m, s, input, total);
     case spec::Recompute::Dots:

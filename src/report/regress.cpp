@@ -13,6 +13,7 @@
 #include "trainsim/driver/collective.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/driver/tunables.hpp"
+#include "trainsim/model/memory.hpp"
 #include "trainsim/report/collective_report.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/spec/quantity.hpp"
@@ -63,7 +64,7 @@ ordered_json run_case(const json& run, const fs::path& root, const std::string& 
     strategy = spec::read_strategy_spec(input_json(s, root, sources.strategy, case_source + " /run/strategy"),
                                         sources.strategy);
   }
-  const auto job = spec::resolve_job(cluster, workload, strategy, sources);
+  auto job = spec::resolve_job(cluster, workload, strategy, sources);
   result.device = job.cluster.device.name;
   result.tp = job.strategy.tp;
   result.framework = std::string(spec::framework_name(job.strategy.framework));
@@ -76,6 +77,8 @@ ordered_json run_case(const json& run, const fs::path& root, const std::string& 
     options.calibration = (spec::read_calibration_spec(
         input_json(run.at("calibration"), root, cal_source, case_source + " /run/calibration"), cal_source));
   }
+  const auto tunables = options.tunables(job.cluster).values;
+  model::apply_remat_to_fit(job, tunables.memory, tunables.collectives.channels);
   return to_json(driver::build_run_report(job, options));
 }
 

@@ -89,7 +89,7 @@ Screened screen(const Candidate& c, const spec::ClusterSpec& cluster, const spec
   job.strategy.dp = job.dp;  // the plan names its data-parallel degree rather than the device count
   job.strategy.gpus.reset();
   const auto tunables = options.run.tunables(cluster).values;
-  const auto memory = model::estimate_memory(job, tunables.memory, tunables.collectives.channels);
+  const auto memory = model::apply_remat_to_fit(job, tunables.memory, tunables.collectives.channels);
   const auto& peak = memory.peak().bytes;
   // the memory a plan may use: the device's, for its live tensors (a plan in the headroom or that
   // needs the allocator's reserve is kept and flagged: published runs use the memory to the last

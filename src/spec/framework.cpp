@@ -25,6 +25,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile_is_torch_compile = false,
      .limit_all_gathers = false,
      .caching_allocator = true,
+     .remat_to_fit = false,
      .fsdp_version = 2,
      .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Delayed,
@@ -52,6 +53,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile_is_torch_compile = false,
      .limit_all_gathers = false,
      .caching_allocator = true,
+     .remat_to_fit = false,
      .fsdp_version = 2,
      .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Delayed,
@@ -77,6 +79,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile_is_torch_compile = false,
      .limit_all_gathers = false,
      .caching_allocator = true,
+     .remat_to_fit = false,
      .fsdp_version = 2,
      .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Delayed,
@@ -103,6 +106,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile_is_torch_compile = true,
      .limit_all_gathers = false,
      .caching_allocator = true,
+     .remat_to_fit = false,
      .fsdp_version = 2,
      .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Current,
@@ -131,6 +135,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile_is_torch_compile = false,
      .limit_all_gathers = false,
      .caching_allocator = true,
+     .remat_to_fit = false,
      .fsdp_version = 1,
      .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Delayed,
@@ -156,6 +161,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile_is_torch_compile = false,
      .limit_all_gathers = true,
      .caching_allocator = true,
+     .remat_to_fit = false,
      .fsdp_version = 1,
      .optimizer_impl = OptimizerImpl::ForLoop,
      .fp8_scaling = Fp8Scaling::Delayed,
@@ -184,6 +190,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .compile_is_torch_compile = true,
      .limit_all_gathers = false,
      .caching_allocator = false,
+     .remat_to_fit = true,
      .fsdp_version = 2,
      .optimizer_impl = OptimizerImpl::Fused,
      .fp8_scaling = Fp8Scaling::Current,
@@ -205,7 +212,9 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
                "xla_tpu_enable_async_collective_fusion_fuse_all_gather, xla_tpu_overlap_compute_collective_tc, "
                "xla_enable_async_collective_permute); the cross entropy fused into its reductions over the "
                "logits; attention='flash' (Pallas splash attention on TPU); XLA assigns every buffer of the "
-               "program when it compiles it (no caching allocator)"},
+               "program when it compiles it (no caching allocator) and, where they would not fit, rematerialises "
+               "more of the forward in the backward until they do (its HloRematerialization pass, which the TPU "
+               "compiler runs with the device's memory as the limit)"},
 }};
 
 }  // namespace

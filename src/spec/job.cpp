@@ -404,6 +404,13 @@ void resolve_framework(Job& job, Rules& rules) {
 int recomputed_layers(const Job& job, int stage) {
   const auto& s = job.strategy;
   const int layers = job.stage_layers.at(static_cast<std::size_t>(stage));
+  if (s.remat_layers > 0) {
+    // the compiler's layers beside the policy's: counted per layer, as the memory model walks them
+    const int chunk = std::max(1, layers / std::max(1, s.vpp));
+    int n = 0;
+    for (int i = 0; i < layers; ++i) n += recomputes_layer(s, i % chunk) ? 1 : 0;
+    return n;
+  }
   if (s.recompute != Recompute::Full) return 0;
   if (s.recompute_period) return layers / *s.recompute_period;
   if (!s.recompute_layers || s.recompute_method == RecomputeMethod::Uniform) return layers;

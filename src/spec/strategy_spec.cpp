@@ -169,6 +169,7 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   s.limit_all_gathers = preset_switch("limit_all_gathers", preset.limit_all_gathers, preset.limit_all_gathers);
   s.caching_allocator = r.choice_or<bool>("allocator", preset.caching_allocator, kAllocators);
   if (!r.has("allocator") && !preset.caching_allocator) assume("allocator", "static");
+  s.remat_to_fit = read_switch(r, "remat_to_fit", preset.remat_to_fit);
   s.fsdp_version = static_cast<int>(r.integer_or("fsdp_version", preset.fsdp_version, {1, 2}));
   if (!r.has("fsdp_version") && s.zero == 3) assume("fsdp_version", std::to_string(s.fsdp_version));
   s.optimizer_impl = r.choice_or<OptimizerImpl>("optimizer_impl", preset.optimizer_impl, kOptimizerImpls);
@@ -349,6 +350,7 @@ std::string strategy_text(const StrategySpec& s) {
     out += fmt::format(",limit_all_gathers={}", on_off(s.limit_all_gathers));
   if (s.optimizer_impl != preset.optimizer_impl)
     out += fmt::format(",optimizer_impl={}", optimizer_impl_name(s.optimizer_impl));
+  if (s.remat_to_fit != preset.remat_to_fit) out += fmt::format(",remat_to_fit={}", on_off(s.remat_to_fit));
   if (s.caching_allocator != preset.caching_allocator)
     out += fmt::format(",allocator={}", s.caching_allocator ? "caching" : "static");
   if (s.first_stage_layers) out += fmt::format(",first_stage_layers={}", *s.first_stage_layers);

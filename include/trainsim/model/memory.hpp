@@ -111,4 +111,11 @@ Bytes transient_fp8_transpose_bytes(const spec::Job& job);
 MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& assumptions = {},
                                int nccl_channels = spec::CollectiveTuning{}.channels);
 
+// remat_to_fit: where the estimate's live tensors exceed the device, sets the job's remat_layers to
+// the fewest whole layers per model chunk whose recomputation brings them within it (all of a
+// chunk's when none does: the plan then does not fit). Not under combined 1F1B, whose passes do not
+// recompute. Returns the estimate of the job as it leaves it.
+MemoryEstimate apply_remat_to_fit(spec::Job& job, const spec::MemoryTuning& assumptions = {},
+                                  int nccl_channels = spec::CollectiveTuning{}.channels);
+
 }  // namespace trainsim::model

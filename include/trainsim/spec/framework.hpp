@@ -77,6 +77,7 @@ struct FrameworkPreset {
   bool compile_is_torch_compile;
   bool limit_all_gathers;  // see StrategySpec::limit_all_gathers
   bool caching_allocator;  // see StrategySpec::caching_allocator
+  bool remat_to_fit;       // see StrategySpec::remat_to_fit
   int fsdp_version;        // see StrategySpec::fsdp_version
   OptimizerImpl optimizer_impl;
   Fp8Scaling fp8_scaling;

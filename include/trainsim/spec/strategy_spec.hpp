@@ -154,6 +154,15 @@ struct StrategySpec {
   // loss's cached block) or `static` (a compiler assigns every buffer of the step ahead of time,
   // as XLA does: the reserve is the live tensors).
   bool caching_allocator = true;
+  // Where the step's live tensors would exceed the device, the compiler rematerialises more of the
+  // forward in the backward until they fit (`remat_to_fit`): XLA's HloRematerialization pass, which
+  // the TPU compiler runs with the device's memory as its limit (MaxText's default). Modelled as
+  // whole layers fully recomputed, the first `remat_layers` of every model chunk, as few as fit.
+  // Off, a plan that does not fit does not run (PyTorch raises out-of-memory).
+  bool remat_to_fit = false;
+  // Resolved from the memory model, not read: the layers per model chunk that remat_to_fit
+  // recomputes beyond the checkpointing policy (model::apply_remat_to_fit).
+  int remat_layers = 0;
   // ZeRO-3 as PyTorch's FSDP implements it, which sets the memory-bound copies around its
   // collectives (docs/model.md "Frameworks"): 1, FullyShardedDataParallel's FlatParameter (each
   // unit all-gathered into one flat buffer the modules view; the unsharded gradient cast to the
@@ -190,6 +199,7 @@ inline AttentionImpl attention_of(const StrategySpec& s) {
 }
 // Whether full recomputation recomputes the layer at `index` of its model chunk.
 inline bool recomputes_layer(const StrategySpec& s, int index) {
+  if (index < s.remat_layers) return true;  // the compiler's, to fit (remat_to_fit)
   if (s.recompute != Recompute::Full) return false;
   if (s.recompute_period) return (index + 1) % *s.recompute_period == 0;
   if (s.recompute_method == RecomputeMethod::Uniform) return true;

@@ -15,7 +15,9 @@
 
 #include "common/jobs.hpp"
 #include "trainsim/driver/run.hpp"
+#include "trainsim/model/flops.hpp"
 #include "trainsim/model/memory.hpp"
+#include "trainsim/model/saved_tensors.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/spec/launch_config.hpp"
 
@@ -336,12 +338,14 @@ int runs_that_fit(const std::string& prefix) {
     const spec::Sources sources{.topology = "t", .workload = "w", .strategy = "s"};
     // a shipped topology's path, or the topology inline (a device on another's platform)
     const auto& topology = run.at("topology");
-    const auto job = spec::resolve_job(
+    auto job = spec::resolve_job(
         topology.is_string() ? spec::load_cluster_spec(test::source_path(topology.get<std::string>()))
                              : spec::read_cluster_spec(topology, "t"),
         spec::read_workload_spec(run.at("workload"), "w"),
         spec::read_strategy_spec(spec::parse_inline_strategy(run.at("strategy").get<std::string>(), "s"), "s"),
         sources);
+    const auto tunables = driver::RunOptions{}.tunables(job.cluster).values;
+    model::apply_remat_to_fit(job, tunables.memory, tunables.collectives.channels);  // as `trainsim run`
     const auto r = driver::build_run_report(job);
     CHECK(r.fits);
     ++rows;
@@ -365,6 +369,71 @@ TEST_CASE("every MLPerf Llama 3.1 8B run fits its GPUs" * doctest::test_suite("v
 // transposes Megatron's disable_parameter_transpose_cache keeps from being resident. They ran.
 TEST_CASE("every MLPerf Llama 2 70B LoRA run on AMD Instinct fits its GPUs" * doctest::test_suite("volume")) {
   CHECK(runs_that_fit("mlperf50-llama2-70b-lora-") + runs_that_fit("mlperf51-llama2-70b-lora-") == 7);
+}
+
+// The job of a regression case, its strategy with `from` replaced by `to`, resolved as `trainsim
+// run` resolves it but without remat_to_fit.
+spec::Job case_job(const std::string& name, const std::string& from = "", const std::string& to = "") {
+  const auto run = spec::load_json_file(test::source_path("results/reference/" + name + ".json")).at("run");
+  const spec::Sources sources{.topology = "t", .workload = "w", .strategy = "s"};
+  auto strategy = run.at("strategy").get<std::string>();
+  if (!from.empty()) strategy.replace(strategy.find(from), from.size(), to);
+  return spec::resolve_job(spec::read_cluster_spec(run.at("topology"), "t"),
+                           spec::read_workload_spec(run.at("workload"), "w"),
+                           spec::read_strategy_spec(spec::parse_inline_strategy(strategy, "s"), "s"), sources);
+}
+
+TEST_CASE("remat_to_fit: the fewest whole layers per chunk whose recomputation fits, each costing its forward") {
+  // MaxText 32B on a v5p-128 (recompute=dots, 65,536 tokens per chip): the dots policy keeps 44 KB
+  // per token and layer, 86 GiB over 32 layers, at the edge of the chip's 95.74 GiB
+  const auto t = driver::RunOptions{}.tunables(case_job("maxtext-v5p-32b-1xv5p-128").cluster).values;
+  const auto live = [&](const spec::Job& j) {
+    return model::estimate_memory(j, t.memory, t.collectives.channels).live_peak();
+  };
+  auto job = case_job("maxtext-v5p-32b-1xv5p-128");
+  const auto device = job.cluster.device.memory;
+  const auto before = live(job);
+  REQUIRE(before > device);
+  const auto fitted = model::apply_remat_to_fit(job, t.memory, t.collectives.channels);
+  const int n = job.strategy.remat_layers;
+  REQUIRE(n >= 1);
+  CHECK(fitted.live_peak() <= device);
+  CHECK(fitted.live_peak() == live(job));
+  auto fewer = job;
+  fewer.strategy.remat_layers = n - 1;
+  CHECK(live(fewer) > device);  // the fewest
+  // each layer recomputed whole keeps its input only (as full recomputation's): the live peak falls
+  // by what the dots policy kept beyond the input, n times over, less one layer's worth that the
+  // replay rebuilds during its backward
+  auto full = case_job("maxtext-v5p-32b-1xv5p-128", "recompute=dots", "recompute=full");
+  const auto& m = job.workload.model;
+  const auto shape = model::gpu_layer_shape(job);
+  const double dots = model::layer_checkpoint(job, m, shape, false, false).kept;
+  const double whole = model::layer_checkpoint(full, m, shape, false, true).kept;
+  CHECK(model::layer_checkpoint(job, m, shape, false, true).kept == whole);
+  const auto drop = static_cast<double>((before - fitted.live_peak()).count);
+  CHECK(drop >= (n - 1) * (dots - whole));
+  CHECK(drop <= n * (dots - whole));
+  // the hardware FLOPs gain a forward of each recomputed layer, less the dots policy's replay there
+  auto plain = job;
+  plain.strategy.remat_layers = 0;
+  const double layer_fwd = model::sum_flops(model::layer_ops(m, {.micro_batch = 512, .seq_len = 2048}, false)).fwd;
+  const double replay =
+      model::replayed_fwd_flops(model::layer_ops(m, {.micro_batch = 512, .seq_len = 2048}, false),
+                                model::layer_checkpoint(plain, m, {.micro_batch = 512, .seq_len = 2048}, false, false));
+  CHECK(model::step_flops(job).hardware - model::step_flops(plain).hardware ==
+        doctest::Approx(n * (layer_fwd - replay)).epsilon(1e-9));
+  // off (PyTorch's way), the same plan does not fit and nothing is recomputed
+  auto off = case_job("maxtext-v5p-32b-1xv5p-128", "recompute=dots", "recompute=dots,remat_to_fit=off");
+  model::apply_remat_to_fit(off, t.memory, t.collectives.channels);
+  CHECK(off.strategy.remat_layers == 0);
+  CHECK(live(off) > device);
+}
+
+// MaxText's v5p runs (32B-1T on one and two slices): XLA fits each program in the chip's 95.74 GiB,
+// rematerialising beyond the remat policy where it must (remat_to_fit, MaxText's default); they ran.
+TEST_CASE("every MaxText run on TPU v5p fits its chips" * doctest::test_suite("volume")) {
+  CHECK(runs_that_fit("maxtext-v5p-") == 16);
 }
 
 }  // namespace memory_validation_test
