@@ -294,14 +294,26 @@ MemoryEstimate apply_remat_to_fit(spec::Job& job, const spec::MemoryTuning& assu
   if (!st.remat_to_fit || st.overlap_moe_comm || estimate.live_peak() <= job.cluster.device.memory) return estimate;
   int most = 1;  // layers in the largest model chunk
   for (const int layers : job.stage_layers) most = std::max(most, layers / std::max(1, st.vpp));
+  bool all = true;  // full recomputation of every layer already: nothing more to rematerialise
+  for (int i = 0; i < most && all; ++i) all = spec::recomputes_layer(st, i);
+  if (all) return estimate;
+  const auto fits = [&](int layers) {
+    st.remat_layers = layers;
+    return estimate_memory(job, assumptions, nccl_channels).live_peak() <= job.cluster.device.memory;
+  };
+  // none fits when even every layer recomputed does not: the compiler cannot fit it either
+  if (!fits(most)) {
+    st.remat_layers = 0;
+    return estimate;
+  }
   // the fewest that fit: the live peak falls as more layers keep only their inputs
   int lo = 1, hi = most;
   while (lo < hi) {
-    st.remat_layers = (lo + hi) / 2;
-    if (estimate_memory(job, assumptions, nccl_channels).live_peak() <= job.cluster.device.memory)
-      hi = st.remat_layers;
+    const int mid = (lo + hi) / 2;
+    if (fits(mid))
+      hi = mid;
     else
-      lo = st.remat_layers + 1;
+      lo = mid + 1;
   }
   st.remat_layers = lo;
   return estimate_memory(job, assumptions, nccl_channels);

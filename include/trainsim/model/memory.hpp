@@ -112,9 +112,10 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
                                int nccl_channels = spec::CollectiveTuning{}.channels);
 
 // remat_to_fit: where the estimate's live tensors exceed the device, sets the job's remat_layers to
-// the fewest whole layers per model chunk whose recomputation brings them within it (all of a
-// chunk's when none does: the plan then does not fit). Not under combined 1F1B, whose passes do not
-// recompute. Returns the estimate of the job as it leaves it.
+// the fewest whole layers per model chunk whose recomputation brings them within it; none when even
+// every layer recomputed would not fit (the plan does not fit: the compiler cannot fit it either),
+// when every layer is recomputed already, or under combined 1F1B, whose passes do not recompute.
+// Returns the estimate of the job as it leaves it.
 MemoryEstimate apply_remat_to_fit(spec::Job& job, const spec::MemoryTuning& assumptions = {},
                                   int nccl_channels = spec::CollectiveTuning{}.channels);
 

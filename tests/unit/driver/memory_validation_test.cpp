@@ -423,6 +423,15 @@ TEST_CASE("remat_to_fit: the fewest whole layers per chunk whose recomputation f
                                 model::layer_checkpoint(plain, m, {.micro_batch = 512, .seq_len = 2048}, false, false));
   CHECK(model::step_flops(job).hardware - model::step_flops(plain).hardware ==
         doctest::Approx(n * (layer_fwd - replay)).epsilon(1e-9));
+  // where even every layer recomputed would not fit, or every layer is recomputed already, the
+  // compiler has nothing that fits it: no layer is named, and the plan does not fit
+  auto tiny = case_job("maxtext-v5p-32b-1xv5p-128");
+  tiny.cluster.device.memory = Bytes{std::int64_t{8} << 30};
+  model::apply_remat_to_fit(tiny, t.memory, t.collectives.channels);
+  CHECK(tiny.strategy.remat_layers == 0);
+  full.cluster.device.memory = live(full) - Bytes{1};
+  model::apply_remat_to_fit(full, t.memory, t.collectives.channels);
+  CHECK(full.strategy.remat_layers == 0);
   // off (PyTorch's way), the same plan does not fit and nothing is recomputed
   auto off = case_job("maxtext-v5p-32b-1xv5p-128", "recompute=dots", "recompute=dots,remat_to_fit=off");
   model::apply_remat_to_fit(off, t.memory, t.collectives.channels);
