@@ -107,7 +107,6 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   const LayerShape shape = gpu_layer_shape(job);
   const int pp = st.pp;
   const int layers = job.stage_layers[stage];
-  const int chunk = std::max(1, layers / std::max(1, st.vpp));
   const auto s = static_cast<int>(stage);
   // Average bytes per layer of this stage (dense and MoE layers, recomputed or not, may mix), and
   // the most one layer's recomputation rebuilds during its backward.
@@ -118,9 +117,14 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   double group_held = 0;
   // every layer of a kind (dense or MoE, recomputed or not) keeps the same
   std::array<std::optional<LayerCheckpoint>, 4> kinds;
-  for (int i = 0; i < layers; ++i) {
+  // the stage's layers chunk by chunk, each numbered in its chunk as the lowering numbers it
+  for (int i = 0, chunk = 0, in_chunk = 0; i < layers; ++i, ++in_chunk) {
+    while (chunk + 1 < st.vpp && in_chunk >= spec::chunk_layers(job, s, chunk)) {
+      ++chunk;
+      in_chunk = 0;
+    }
     const bool moe = is_moe_layer(m, first_layer + i);
-    const bool recomputed = spec::recomputes_layer(st, i % chunk);
+    const bool recomputed = spec::recomputes_layer(st, in_chunk);
     auto& kind = kinds[(moe ? 2 : 0) + (recomputed ? 1 : 0)];
     if (!kind) kind = layer_checkpoint(job, m, shape, moe, recomputed);
     const auto& c = *kind;
@@ -129,7 +133,7 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
       working_set = std::max(working_set, c.rebuilt + c.working);
       continue;
     }
-    const bool first = (i % chunk) % group == 0;
+    const bool first = in_chunk % group == 0;
     if (first) group_held = 0;
     per_layer_sum += first ? c.kept : 0.0;
     group_held += first ? c.rebuilt : c.kept + c.rebuilt;
@@ -291,9 +295,13 @@ MemoryEstimate apply_remat_to_fit(spec::Job& job, const spec::MemoryTuning& assu
   auto& st = job.strategy;
   st.remat_layers = 0;
   auto estimate = estimate_memory(job, assumptions, nccl_channels);
-  if (!st.remat_to_fit || st.overlap_moe_comm || estimate.live_peak() <= job.cluster.device.memory) return estimate;
+  // (not beside activation offloading, which Megatron runs without recomputation)
+  if (!st.remat_to_fit || st.overlap_moe_comm || st.offload_layers > 0 ||
+      estimate.live_peak() <= job.cluster.device.memory)
+    return estimate;
   int most = 1;  // layers in the largest model chunk
-  for (const int layers : job.stage_layers) most = std::max(most, layers / std::max(1, st.vpp));
+  for (int stage = 0; stage < st.pp; ++stage)
+    for (int chunk = 0; chunk < st.vpp; ++chunk) most = std::max(most, spec::chunk_layers(job, stage, chunk));
   bool all = true;  // full recomputation of every layer already: nothing more to rematerialise
   for (int i = 0; i < most && all; ++i) all = spec::recomputes_layer(st, i);
   if (all) return estimate;

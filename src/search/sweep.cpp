@@ -3,16 +3,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
+#include <thread>
 
 #include <fmt/format.h>
 
+#include "search/bound_order.hpp"
 #include "search/space.hpp"
 #include "trainsim/driver/cluster_model.hpp"
 #include "trainsim/driver/run.hpp"
@@ -255,64 +256,6 @@ std::vector<std::size_t> screen_all(const std::vector<Candidate>& all, const std
   return candidates;
 }
 
-// The candidates in the order of their full bounds (ties by position), computing a full bound only
-// when a candidate's kernel bound, which it never falls below, comes first: the candidates after
-// the sweep's last simulation are mostly never lowered. Which bounds are computed depends on the
-// thread count; the order does not.
-class BoundOrder {
- public:
-  BoundOrder(const std::vector<std::size_t>& candidates, std::vector<Screened>& screened,
-             std::function<void(std::span<const std::size_t>)> compute_bounds, unsigned threads)
-      : screened_(&screened), compute_(std::move(compute_bounds)), batch_(16 * std::max(1u, threads)) {
-    for (const auto i : candidates) heap_.push_back({screened[i].kernel_bound, false, i});
-    std::make_heap(heap_.begin(), heap_.end(), later);
-  }
-
-  std::size_t size() const { return heap_.size(); }
-
-  // The next candidate (its full bound computed), or none when all are taken.
-  std::optional<std::size_t> peek() {
-    while (!heap_.empty() && !heap_.front().full) {
-      // the kernel bounds first: compute the full ones of a batch of them, the smallest first
-      std::vector<std::size_t> batch;
-      while (!heap_.empty() && !heap_.front().full && batch.size() < batch_) {
-        batch.push_back(heap_.front().position);
-        std::pop_heap(heap_.begin(), heap_.end(), later);
-        heap_.pop_back();
-      }
-      compute_(batch);
-      for (const auto i : batch) {
-        heap_.push_back({*(*screened_)[i].bound, true, i});
-        std::push_heap(heap_.begin(), heap_.end(), later);
-      }
-    }
-    if (heap_.empty()) return std::nullopt;
-    return heap_.front().position;
-  }
-
-  void pop() {
-    std::pop_heap(heap_.begin(), heap_.end(), later);
-    heap_.pop_back();
-  }
-
- private:
-  struct Entry {
-    double key;  // the kernel bound, or the full bound once computed
-    bool full;
-    std::size_t position;
-  };
-  // Smallest key first; at equal keys a kernel bound before a full one (its full bound may tie
-  // with a smaller position), then by position.
-  static bool later(const Entry& a, const Entry& b) {
-    return std::tie(a.key, a.full, a.position) > std::tie(b.key, b.full, b.position);
-  }
-
-  std::vector<Screened>* screened_;
-  std::function<void(std::span<const std::size_t>)> compute_;
-  std::size_t batch_;
-  std::vector<Entry> heap_;
-};
-
 // The plan a simulated candidate ranks as, or nothing when it does not fit once simulated.
 std::optional<Plan> simulate_one(const spec::Job& job, std::size_t index, double bound,
                                  const spec::WorkloadSpec& workload, const SweepOptions& options,
@@ -359,16 +302,13 @@ std::vector<Plan> simulate_rounds(BoundOrder& order, const std::vector<std::size
     if (options.exhaustive || kept.size() < options.top) return std::numeric_limits<double>::infinity();
     return kept[options.top - 1].objective;
   };
-  // the next candidate in bound order while its bound does not exceed the K-th best
-  const auto next = [&]() -> std::optional<std::size_t> {
-    const auto i = order.peek();
-    if (!i || *screened[*i].bound > threshold()) return std::nullopt;
-    return i;
-  };
-  while (next()) {
+  while (order.peek(threshold())) {
+    // the next kRound candidates in bound order whose bound does not exceed the K-th best
     std::vector<std::size_t> round;
-    for (auto i = next(); i && round.size() < kRound; i = next()) {
-      round.push_back(*i);
+    while (round.size() < kRound) {
+      const auto next = order.peek(threshold());
+      if (!next) break;
+      round.push_back(next->first);
       order.pop();
     }
     std::vector<std::optional<Plan>> plans(round.size());
@@ -440,18 +380,24 @@ SweepResult sweep(const spec::ClusterSpec& cluster, const spec::WorkloadSpec& wo
   CostModelPools pools(cluster, all, options.run.tunables(cluster).values.collectives);
   std::vector<Screened> screened;
   const auto candidates = screen_all(all, mine, cluster, workload, sources, options, screened, result);
-  const auto compute_bounds = [&](std::span<const std::size_t> batch) {
+  std::vector<double> kernel_bounds(screened.size());
+  for (const auto i : candidates) kernel_bounds[i] = screened[i].kernel_bound;
+  const auto full_bounds = [&](std::span<const std::size_t> batch) {
+    std::vector<double> out(batch.size());
     parallel_for(batch.size(), options.threads, [&](std::size_t b) {
       auto& s = screened[batch[b]];
       auto& pool = pools.of(s.job->strategy);
       auto costs = pool.acquire();
-      s.bound = full_bound(*s.job, cluster, workload, options, *costs);
+      s.bound = out[b] = full_bound(*s.job, cluster, workload, options, *costs);
       pool.release(std::move(costs));
-      SIM_ASSERT(s.kernel_bound <= *s.bound * (1 + 1e-9), "the kernel bound {} exceeds the full bound {} for {}",
-                 s.kernel_bound, *s.bound, spec::strategy_text(s.job->strategy));
+      // the order's premise (both are whole picoseconds through the same monotone objective)
+      SIM_ASSERT(s.kernel_bound <= *s.bound, "the kernel bound {} exceeds the full bound {} for {}", s.kernel_bound,
+                 *s.bound, spec::strategy_text(s.job->strategy));
     });
+    return out;
   };
-  BoundOrder order(candidates, screened, compute_bounds, options.threads);
+  const unsigned threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  BoundOrder order(candidates, kernel_bounds, full_bounds, 16 * std::size_t{threads});
   result.top = simulate_rounds(order, mine, screened, workload, options, pools, result.stats, result.simulated);
   result.exhaustive = options.exhaustive;
   if (options.shards == 1) keep_certain_simulations(result);

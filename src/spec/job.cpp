@@ -405,10 +405,10 @@ int recomputed_layers(const Job& job, int stage) {
   const auto& s = job.strategy;
   const int layers = job.stage_layers.at(static_cast<std::size_t>(stage));
   if (s.remat_layers > 0) {
-    // the compiler's layers beside the policy's: counted per layer, as the memory model walks them
-    const int chunk = std::max(1, layers / std::max(1, s.vpp));
+    // the compiler's layers beside the policy's: counted chunk by chunk, as the lowering runs them
     int n = 0;
-    for (int i = 0; i < layers; ++i) n += recomputes_layer(s, i % chunk) ? 1 : 0;
+    for (int chunk = 0; chunk < s.vpp; ++chunk)
+      for (int i = 0; i < chunk_layers(job, stage, chunk); ++i) n += recomputes_layer(s, i) ? 1 : 0;
     return n;
   }
   if (s.recompute != Recompute::Full) return 0;

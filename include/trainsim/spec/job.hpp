@@ -32,8 +32,8 @@ struct Job {
   std::vector<std::string> warnings;
 };
 
-// Layers of pipeline stage `stage` that full recomputation recomputes (all of them, or
-// recompute_layers of each model chunk).
+// Layers of pipeline stage `stage` recomputed whole: by full recomputation (all of them, or
+// recompute_layers of each model chunk) and by the compiler to fit (remat_layers of each chunk).
 int recomputed_layers(const Job& job, int stage);
 
 // Why the strategy's `segment` cannot be allocated on the cluster, or "" when it can (or is unset).

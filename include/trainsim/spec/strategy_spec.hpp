@@ -197,7 +197,8 @@ AttentionImpl framework_attention(Framework framework, DeviceArch arch);
 inline AttentionImpl attention_of(const StrategySpec& s) {
   return s.attention.value_or(AttentionImpl::Flash);
 }
-// Whether full recomputation recomputes the layer at `index` of its model chunk.
+// Whether the layer at `index` of its model chunk is recomputed whole: by full recomputation, or by
+// the compiler to fit (remat_layers).
 inline bool recomputes_layer(const StrategySpec& s, int index) {
   if (index < s.remat_layers) return true;  // the compiler's, to fit (remat_to_fit)
   if (s.recompute != Recompute::Full) return false;

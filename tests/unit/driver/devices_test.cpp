@@ -93,7 +93,6 @@ TEST_CASE("GB300 runs HGX B300's GEMM microbenchmarks at their share of that boa
     const double share = g.tflops * 1e12 / hgx_peak.at(g.dtype);
     const double expected = share * cluster.device.peak_flops.at(g.dtype).flop_per_s / 1e12;
     CHECK(trace::modelled_tflops(g, ctx) == doctest::Approx(expected).epsilon(0.02));
-    CHECK(trace::modelled_tflops(g, ctx) > g.tflops * 1.09);
   }
 }
 

@@ -53,6 +53,7 @@ TEST_CASE("the compute bound never exceeds the simulated step") {
   struct Case {
     spec::WorkloadSpec workload;
     const char* strategy;
+    int remat_layers = 0;  // the compiler's whole layers per chunk (remat_to_fit's resolution)
   };
   const std::vector<Case> cases = {
       {test::gpt3_layers(8, 64), "tp=8,gpus=32,zero=1,mb=1"},
@@ -70,14 +71,22 @@ TEST_CASE("the compute bound never exceeds the simulated step") {
       {test::tiny_moe(), "ep=4,pp=2,vpp=2,gpus=8,zero=1,mb=1,schedule=dualpipev,overlap_moe_comm=on"},
       {test::tiny_moe(), "ep=4,pp=2,vpp=2,gpus=8,zero=1,mb=1,schedule=interleaved,overlap_moe_comm=on"},
       {test::tiny_moe(), "ep=4,pp=2,vpp=2,gpus=8,zero=1,mb=1,schedule=dualpipev"},
+      {test::gpt3_layers(8, 64), "tp=8,sp=on,tp_overlap=on,gpus=32,mb=1"},  // stretched, chunked GEMMs
+      // chunks of 1 and 2 layers on the first stage; block recomputation and the compiler's
+      {test::gpt3_layers(8, 64),
+       "tp=8,pp=2,vpp=2,gpus=32,mb=1,schedule=interleaved,first_stage_layers=3,recompute=full,recompute_layers=1"},
+      {test::gpt3_layers(8, 64),
+       "tp=8,pp=2,vpp=2,gpus=32,mb=1,schedule=interleaved,first_stage_layers=3,recompute=dots", 1},
+      {test::gpt3_layers(8, 64), "tp=8,gpus=32,mb=1,recompute=selective", 3},
   };
   for (const auto& c : cases) {
     // data-parallel traffic overlapped with compute, as the bound leaves it out
     const std::string strategy =
         std::string(c.strategy) + ",overlap_grad_reduce=on,overlap_param_gather=on,grad_reduce_dtype=bf16";
     CAPTURE(strategy);
-    const auto job = spec::resolve_job(
-        cluster, c.workload, spec::read_strategy_spec(spec::parse_inline_strategy(strategy, "s"), "s"), kSources);
+    auto job = spec::resolve_job(cluster, c.workload,
+                                 spec::read_strategy_spec(spec::parse_inline_strategy(strategy, "s"), "s"), kSources);
+    job.strategy.remat_layers = c.remat_layers;
     const driver::RunOptions run;
     const auto lowering = run.lowering(run.tunables(cluster).values);
     const double bound = lower::step_time_lower_bound(job, costs, lowering).seconds();
@@ -90,6 +99,23 @@ TEST_CASE("the compute bound never exceeds the simulated step") {
     CHECK(kernels <= bound);
     CHECK(kernels >= 0.25 * bound);
   }
+}
+
+TEST_CASE("the compiler's layers are counted chunk by chunk, as the lowering numbers them") {
+  // 8 layers over pp 2 × vpp 2 with 3 on the first stage: its chunks hold 1 and 2 layers (the short
+  // one first), the last stage's 3 and 2; two layers per chunk recomputed: 1 + 2 and 2 + 2
+  const auto cluster = test::fat_tree_cluster(4, 8, true, 2);
+  auto job = spec::resolve_job(
+      cluster, test::gpt3_layers(8, 64),
+      spec::read_strategy_spec(
+          spec::parse_inline_strategy(
+              "tp=8,pp=2,vpp=2,gpus=32,mb=1,schedule=interleaved,first_stage_layers=3,recompute=dots", "s"),
+          "s"),
+      kSources);
+  REQUIRE(spec::chunk_layers(job, 0, 0) + spec::chunk_layers(job, 0, 1) == 3);
+  job.strategy.remat_layers = 2;
+  CHECK(spec::recomputed_layers(job, 0) == 3);
+  CHECK(spec::recomputed_layers(job, 1) == 4);
 }
 
 TEST_CASE("the kernels' bound: each stage's GEMMs for every micro-batch, at least their FLOPs at the peak") {
