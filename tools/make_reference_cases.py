@@ -556,7 +556,7 @@ BRIDGE_MODEL = {"LLAMA3_8B": "llama3-8b", "LLAMA3_70B": "llama3-70b", "LLAMA3.1_
 BRIDGE_FP8 = {"FP8": "tensorwise", "FP8-CS": "tensorwise", "MXFP8": "blockwise"}
 BRIDGE_CONTAINERS = ["NeMo 26.04", "NeMo 26.02", "NeMo 25.11"]  # newest first
 BLACKWELL_GAP = ("B200 and GB200 kernels are not validated on training: attention is H100's (no Blackwell attention "
-                 "microbenchmark), and these runs are 11-20% slower than the GEMM microbenchmarks the devices are "
+                 "microbenchmark), and these runs are 12-22% slower than the GEMM microbenchmarks the devices are "
                  "fitted to make them (docs/validation.md \"Megatron-Bridge on Blackwell\")")
 # the systems whose Bridge rows are such gaps (GB300's fit carries HGX B300's rows to its own peaks
 # and agrees with its rows: tools/fit-devices OTHER_BOARD)
@@ -576,8 +576,12 @@ def nvl72_segment(gpus):
 def bridge_strategy(row):
     model = BRIDGE_MODEL[row["model"]]
     tp, pp, cp, vp = row["tp"], row["pp"], row["cp"], row["vp"] or 1
+    # Transformer Engine's fused cross entropy: Megatron-Bridge's GPT provider fuses the loss
+    # (gpt_provider.py cross_entropy_loss_fusion = True, since 2025-07) and its performance scripts
+    # pick TE's kernel (scripts/performance/utils/overrides.py cross_entropy_fusion_impl = "te",
+    # since 2025-08), before the NeMo 25.11 container
     s = (f"framework=nemo,tp={tp},pp={pp},cp={cp},gpus={row['gpus']},mb={row['mbs']},"
-         f"fp8={BRIDGE_FP8[row['precision']]},grad_reduce_dtype=bf16")
+         f"fp8={BRIDGE_FP8[row['precision']]},grad_reduce_dtype=bf16,loss=fused_inplace")
     if tp > 1:
         s += ",sp=on"
     if row["system"] in ("DGX-GB200", "DGX-GB300"):
