@@ -12,6 +12,7 @@
 #include "trainsim/driver/run.hpp"
 #include "trainsim/lower/bound.hpp"
 #include "trainsim/search/sweep.hpp"
+#include "trainsim/spec/reader.hpp"
 #include "trainsim/spec/strategy_spec.hpp"
 #include "trainsim/topo/topology.hpp"
 #include "trainsim/util/error.hpp"
@@ -485,6 +486,28 @@ TEST_CASE("a sweep at the edge of memory keeps the plan that ran") {
                                 [](const search::Plan& p) { return p.strategy.find(",mb=18,") != std::string::npos; });
   REQUIRE(ran != r.top.end());
   CHECK(ran->memory_at_risk);
+}
+
+TEST_CASE("a MaxText sweep keeps the plan that ran, which fits only by XLA's rematerialisation") {
+  // MaxText's 32B on one v5p-128 (results/reference/maxtext-v5p-32b-1xv5p-128.json): tp 4, the
+  // fsdp axis over 16, 32 sequences per tensor-parallel group in one pass, the dots policy. Its
+  // analytic peak passes the chip's 95.74 GiB unless XLA recomputes some layers; with remat_to_fit
+  // (MaxText's preset) the sweep ranks it, without it the screen prunes it.
+  const auto run =
+      spec::load_json_file(test::source_path("results/reference/maxtext-v5p-32b-1xv5p-128.json")).at("run");
+  const auto cluster = spec::read_cluster_spec(run.at("topology"), "t");
+  const auto workload = spec::read_workload_spec(run.at("workload"), "w");
+  const auto ran = [&](const std::string& fix) {
+    auto options = options_for({64}, 1000);
+    options.fixed = spec::parse_inline_strategy(fix, "--fix");
+    options.exhaustive = true;
+    const auto r = run_sweep(cluster, workload, options);
+    return std::any_of(r.top.begin(), r.top.end(), [](const search::Plan& p) {
+      return p.strategy.find(",dp=16,zero=3,mb=32,") != std::string::npos;
+    });
+  };
+  CHECK(ran("framework=maxtext,tp=4,sp=on,pp=1,recompute=dots"));
+  CHECK_FALSE(ran("framework=maxtext,tp=4,sp=on,pp=1,recompute=dots,remat_to_fit=off"));
 }
 
 TEST_CASE("the memory screen prunes by the live tensors, not by the allocator's reserve") {
