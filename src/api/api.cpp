@@ -82,8 +82,7 @@ spec::Job build_job(const SpecInput& topology, const SpecInput& workload_in, con
   auto workload = load_workload(workload_in, training);
   auto strategy = load_strategy(strategy_in, sources.strategy);
   auto job = spec::resolve_job(std::move(cluster), std::move(workload), std::move(strategy), sources);
-  const auto tunables = driver::RunOptions{}.tunables(job.cluster).values;
-  model::apply_remat_to_fit(job, tunables.memory, tunables.collectives.channels);
+  driver::prepare_job(job, {});
   return job;
 }
 
@@ -198,8 +197,7 @@ RunResult run(const RunRequest& r) {
   options.steps = r.steps;
   options.record_work = r.chakra;
   if (!r.calibration.empty()) options.calibration = spec::load_calibration_spec(r.calibration);
-  const auto tunables = options.tunables(result.job->cluster).values;
-  model::apply_remat_to_fit(*result.job, tunables.memory, tunables.collectives.channels);
+  driver::prepare_job(*result.job, options);
   result.report = driver::build_run_report(*result.job, options);
   return result;
 }

@@ -268,6 +268,11 @@ std::vector<lower::DistinctGroup> straddling_groups(const spec::Job& job, std::v
   return out;
 }
 
+void prepare_job(spec::Job& job, const RunOptions& options) {
+  const auto tunables = options.tunables(job.cluster).values;
+  model::apply_remat_to_fit(job, tunables.memory, tunables.collectives.channels);
+}
+
 RunReport build_run_report(const spec::Job& job, const RunOptions& options) {
   if (!options.simulate) return build_run_report(job, options, nullptr);
   const ClusterModel cluster(topo::reachable_part(job.cluster, job.gpus), options.tunables(job.cluster).values.collectives);

@@ -13,7 +13,6 @@
 #include "trainsim/driver/collective.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/driver/tunables.hpp"
-#include "trainsim/model/memory.hpp"
 #include "trainsim/report/collective_report.hpp"
 #include "trainsim/report/format.hpp"
 #include "trainsim/spec/quantity.hpp"
@@ -77,8 +76,7 @@ ordered_json run_case(const json& run, const fs::path& root, const std::string& 
     options.calibration = (spec::read_calibration_spec(
         input_json(run.at("calibration"), root, cal_source, case_source + " /run/calibration"), cal_source));
   }
-  const auto tunables = options.tunables(job.cluster).values;
-  model::apply_remat_to_fit(job, tunables.memory, tunables.collectives.channels);
+  driver::prepare_job(job, options);
   return to_json(driver::build_run_report(job, options));
 }
 

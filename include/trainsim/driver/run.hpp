@@ -127,6 +127,12 @@ RunReport build_run_report(const spec::Job& job, const RunOptions& options = {})
 // simulates many jobs on one topology); may be null when `options.simulate` is false.
 RunReport build_run_report(const spec::Job& job, const RunOptions& options, cost::CostModel* costs);
 
+// The job as its compiler would lay it out: where remat_to_fit is on and the live tensors would not
+// fit, the layers XLA's rematerialisation recomputes (model::apply_remat_to_fit), with the memory
+// tunables `options` gives its cluster. Every command that reports on a resolved job calls it
+// first (the sweep screens with the same function).
+void prepare_job(spec::Job& job, const RunOptions& options);
+
 // The worst tp, cp and ep group that straddles two scale-up domains (or TPU slices), each by its
 // first rank, for the lowering to simulate beside the first group (lower::LoweringOptions::
 // distinct_groups); with `warnings`, one line per dimension that has such groups.

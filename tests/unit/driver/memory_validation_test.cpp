@@ -344,8 +344,7 @@ int runs_that_fit(const std::string& prefix) {
         spec::read_workload_spec(run.at("workload"), "w"),
         spec::read_strategy_spec(spec::parse_inline_strategy(run.at("strategy").get<std::string>(), "s"), "s"),
         sources);
-    const auto tunables = driver::RunOptions{}.tunables(job.cluster).values;
-    model::apply_remat_to_fit(job, tunables.memory, tunables.collectives.channels);  // as `trainsim run`
+    driver::prepare_job(job, {});  // as `trainsim run`
     const auto r = driver::build_run_report(job);
     CHECK(r.fits);
     ++rows;
