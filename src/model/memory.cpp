@@ -118,27 +118,26 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   // every layer of a kind (dense or MoE, recomputed or not) keeps the same
   std::array<std::optional<LayerCheckpoint>, 4> kinds;
   // the stage's layers chunk by chunk, each numbered in its chunk as the lowering numbers it
-  for (int i = 0, chunk = 0, in_chunk = 0; i < layers; ++i, ++in_chunk) {
-    while (chunk + 1 < st.vpp && in_chunk >= spec::chunk_layers(job, s, chunk)) {
-      ++chunk;
-      in_chunk = 0;
+  int i = 0;  // in the stage
+  for (int chunk = 0; chunk < st.vpp; ++chunk)
+    for (int in_chunk = 0; in_chunk < spec::chunk_layers(job, s, chunk); ++in_chunk, ++i) {
+      const bool moe = is_moe_layer(m, first_layer + i);
+      const bool recomputed = spec::recomputes_layer(st, in_chunk);
+      auto& kind = kinds[(moe ? 2 : 0) + (recomputed ? 1 : 0)];
+      if (!kind) kind = layer_checkpoint(job, m, shape, moe, recomputed);
+      const auto& c = *kind;
+      if (group == 1) {
+        per_layer_sum += c.kept;
+        working_set = std::max(working_set, c.rebuilt + c.working);
+        continue;
+      }
+      const bool first = in_chunk % group == 0;
+      if (first) group_held = 0;
+      per_layer_sum += first ? c.kept : 0.0;
+      group_held += first ? c.rebuilt : c.kept + c.rebuilt;
+      working_set = std::max(working_set, group_held + c.working);
     }
-    const bool moe = is_moe_layer(m, first_layer + i);
-    const bool recomputed = spec::recomputes_layer(st, in_chunk);
-    auto& kind = kinds[(moe ? 2 : 0) + (recomputed ? 1 : 0)];
-    if (!kind) kind = layer_checkpoint(job, m, shape, moe, recomputed);
-    const auto& c = *kind;
-    if (group == 1) {
-      per_layer_sum += c.kept;
-      working_set = std::max(working_set, c.rebuilt + c.working);
-      continue;
-    }
-    const bool first = in_chunk % group == 0;
-    if (first) group_held = 0;
-    per_layer_sum += first ? c.kept : 0.0;
-    group_held += first ? c.rebuilt : c.kept + c.rebuilt;
-    working_set = std::max(working_set, group_held + c.working);
-  }
+  SIM_ASSERT(i == layers, "stage {}'s chunks hold {} layers of its {}", s, i, layers);
   const double per_layer = layers > 0 ? per_layer_sum / layers : 0;
   double bytes = per_layer * inflight_layer_microbatches(st.schedule, s, pp, st.vpp, job.micro_batches, layers);
   // activation offloading (pp = 1, one micro-batch in flight): the offloaded layers' tensors are on
@@ -305,9 +304,13 @@ MemoryEstimate apply_remat_to_fit(spec::Job& job, const spec::MemoryTuning& assu
   bool all = true;  // full recomputation of every layer already: nothing more to rematerialise
   for (int i = 0; i < most && all; ++i) all = spec::recomputes_layer(st, i);
   if (all) return estimate;
+  std::optional<MemoryEstimate> fitted;  // of the fewest that fit so far
   const auto fits = [&](int layers) {
     st.remat_layers = layers;
-    return estimate_memory(job, assumptions, nccl_channels).live_peak() <= job.cluster.device.memory;
+    auto e = estimate_memory(job, assumptions, nccl_channels);
+    if (e.live_peak() > job.cluster.device.memory) return false;
+    fitted = std::move(e);
+    return true;
   };
   // none fits when even every layer recomputed does not: the compiler cannot fit it either
   if (!fits(most)) {
@@ -323,8 +326,8 @@ MemoryEstimate apply_remat_to_fit(spec::Job& job, const spec::MemoryTuning& assu
     else
       lo = mid + 1;
   }
-  st.remat_layers = lo;
-  return estimate_memory(job, assumptions, nccl_channels);
+  st.remat_layers = lo;  // fitted holds its estimate: the last that fitted was hi, now lo
+  return std::move(*fitted);
 }
 
 }  // namespace trainsim::model
