@@ -291,9 +291,9 @@ case('memory-headroom-out-of-range', f'{RUN} tp=8,gpus=8 --memory-headroom 2', 2
 case('strategy-key-in-capitals', f'{RUN} TP=8,gpus=8', 2,
      'error: strategy "TP=8,gpus=8": /TP: unknown key "TP" (did you mean "tp"?)')
 case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
-     'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: allocator, attention, compile, cp, '
+     'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: allocator, attention, bias_grad, compile, cp, '
      'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, fp8_transpose_cache, framework, fsdp_version, gpus, grad_reduce_dtype, '
-     'last_stage_layers, launch, limit_all_gathers, loss, mb, offload_layers, optimizer_impl, order, overlap_grad_reduce, overlap_moe_comm, '
+     'last_stage_layers, launch, limit_all_gathers, loss, mb, norm_grad, offload_layers, optimizer_impl, order, overlap_grad_reduce, overlap_moe_comm, '
      'overlap_param_gather, pp, recompute, recompute_layers, '
      'recompute_method, recompute_modules, recompute_period, remat_to_fit, repeat_kv, reshard_after_forward, schedule, segment, sources, sp, sp_saves_gathered, tp, tp_overlap, '
      'vpp, zero, zero_group')
@@ -302,6 +302,10 @@ case('strategy-launch-unknown', f'{RUN} tp=8,gpus=8,launch=graphs', 2,
      'error: strategy "tp=8,gpus=8,launch=graphs": /launch: "graphs" is not valid; expected one of: eager, compiled, cuda_graphs')
 case('strategy-optimizer-impl-unknown', f'{RUN} tp=8,gpus=8,optimizer_impl=fast', 2,
      'error: strategy "tp=8,gpus=8,optimizer_impl=fast": /optimizer_impl: "fast" is not valid; expected one of: fused, foreach, for_loop')
+case('strategy-bias-grad-unknown', f'{RUN} tp=8,gpus=8,bias_grad=epilogue', 2,
+     'error: strategy "tp=8,gpus=8,bias_grad=epilogue": /bias_grad: "epilogue" is not valid; expected one of: separate, fused')
+case('strategy-norm-grad-unknown', f'{RUN} tp=8,gpus=8,norm_grad=on', 2,
+     'error: strategy "tp=8,gpus=8,norm_grad=on": /norm_grad: "on" is not valid; expected one of: separate, fused')
 case('strategy-limit-all-gathers-not-a-switch', f'{RUN} tp=8,gpus=8,limit_all_gathers=2', 2,
      'error: strategy "tp=8,gpus=8,limit_all_gathers=2": /limit_all_gathers: 2 is not valid; expected one of: on, off, true, false')
 case('calibration-host-launch-negative', f'{RUN} tp=8,gpus=8 --calibration @c.json', 2,

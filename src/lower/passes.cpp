@@ -446,10 +446,10 @@ TaskWork Passes::work(int unit, const std::vector<Kernel>& kernels) {
     const double flops = k.pass == model::Pass::Forward        ? op.fwd_flops
                          : k.pass == model::Pass::BackwardData ? op.bwd_data_flops
                                                                : op.bwd_weight_flops;
-    // the backward's memory-bound traffic is the data-gradient pass's
+    // memory-bound traffic: the weight-gradient pass's is a bias's or a norm's separate reduction
     const double bytes = k.pass == model::Pass::Forward        ? op.fwd_bytes
                          : k.pass == model::Pass::BackwardData ? op.bwd_bytes
-                                                               : 0.0;
+                                                               : model::weight_grad_bytes(op, ctx_.kernels());
     out.flops += flops / k.parts;
     out.bytes += bytes / k.parts;
   }

@@ -230,7 +230,20 @@ KernelContext kernel_context(const spec::Job& job, const spec::KernelTuning& tun
           .tuning = tuning,
           .fp8 = casts,
           .eager = !job.strategy.compile,
-          .frozen_weights = job.workload.training.lora.has_value()};
+          .frozen_weights = job.workload.training.lora.has_value(),
+          .separate_bias_grad = !job.strategy.bias_grad_fused,
+          .separate_norm_grad = !job.strategy.norm_grad_fused};
+}
+
+double weight_grad_bytes(const Op& op, const KernelContext& ctx) {
+  if (ctx.frozen_weights) return 0;  // LoRA freezes the biases and norms with the weights
+  if (const auto* g = std::get_if<Gemm>(&op.shape)) {
+    if (!g->bias || !ctx.separate_bias_grad) return 0;
+    // read dY (m×n per instance); the n sums are negligible
+    return activation_bytes(ctx.dtype) * static_cast<double>(g->m) * static_cast<double>(g->n) *
+           static_cast<double>(g->count);
+  }
+  return ctx.separate_norm_grad ? op.wgrad_bytes : 0;
 }
 
 CastTraffic fp8_cast_traffic(const Gemm& g, Pass pass, const KernelContext& ctx) {
@@ -319,8 +332,11 @@ Duration kernel_time(const Op& op, Pass pass, const KernelContext& ctx) {
               return gemm_seconds(g.m, g.n, g.k, g.count, dtype, ctx) + cast;
             case Pass::BackwardData:
               return gemm_seconds(g.m, g.k, g.n, g.count, dtype, ctx) + cast;
-            case Pass::BackwardWeight:
-              return gemm_seconds(g.k, g.n, g.m, g.count, dtype, ctx) + cast;
+            case Pass::BackwardWeight: {
+              const double bias = weight_grad_bytes(op, ctx);
+              return gemm_seconds(g.k, g.n, g.m, g.count, dtype, ctx) + cast +
+                     (bias > 0 ? bias / hbm(ctx) + ctx.tuning.kernel_gap.seconds() : 0.0);
+            }
           }
           return 0.0;
         } else if constexpr (std::is_same_v<T, AttentionCore>) {
@@ -328,7 +344,7 @@ Duration kernel_time(const Op& op, Pass pass, const KernelContext& ctx) {
           return spec::is_fused(ctx.attention) ? fused_attention_seconds(shape, pass, ctx)
                                                : unfused_attention_seconds(shape, pass, ctx, shape.dropout);
         } else {
-          if (pass == Pass::BackwardWeight) return 0.0;
+          if (pass == Pass::BackwardWeight) return elementwise_seconds(weight_grad_bytes(op, ctx), ctx);
           const double fused = elementwise_seconds(pass == Pass::Forward ? op.fwd_bytes : op.bwd_bytes, ctx);
           return fused + eager_extra_seconds(op, fused, ctx);
         }
@@ -344,7 +360,8 @@ int kernel_launches(const Op& op, Pass pass, const KernelContext& ctx) {
         using T = std::decay_t<decltype(shape)>;
         if constexpr (std::is_same_v<T, Gemm>) {
           if (ctx.frozen_weights && pass == Pass::BackwardWeight && multiplies_weights(op)) return 0;
-          return 1 + (shape.linear ? fp8_cast_traffic(shape, pass, ctx).kernels : 0);
+          const int bias = pass == Pass::BackwardWeight && weight_grad_bytes(op, ctx) > 0 ? 1 : 0;
+          return 1 + bias + (shape.linear ? fp8_cast_traffic(shape, pass, ctx).kernels : 0);
         } else if constexpr (std::is_same_v<T, AttentionCore>) {
           if (pass == Pass::BackwardWeight) return 0;
           if (!spec::is_fused(ctx.attention)) return pass == Pass::Forward ? 4 : 6;  // GEMMs and softmax passes
@@ -352,7 +369,7 @@ int kernel_launches(const Op& op, Pass pass, const KernelContext& ctx) {
           // (flash_attn csrc flash_bwd_launch_template.h)
           return pass == Pass::Forward ? 1 : 3;
         } else {
-          if (pass == Pass::BackwardWeight) return 0;
+          if (pass == Pass::BackwardWeight) return weight_grad_bytes(op, ctx) > 0 ? 1 : 0;
           if (ctx.eager)
             for (const auto& e : kEagerOps)
               if (e.name == op.name) return e.kernels;

@@ -33,6 +33,15 @@ Op elementwise(std::string_view name, double fwd_bytes, double bwd_bytes) {
   return Op{.name = name, .shape = Elementwise{.bytes = fwd_bytes}, .fwd_bytes = fwd_bytes, .bwd_bytes = bwd_bytes};
 }
 
+// A norm over `elements` activations: the forward reads x and writes y; the data gradient reads x
+// and dy and writes dx; the weight gradient (LayerNorm's γ and β, RMSNorm's γ) sums x̂·dy and dy
+// over the tokens, reading x and dy again where it is a kernel of its own.
+Op norm(std::string_view name, double elements, double e) {
+  Op op = elementwise(name, 2 * e * elements, 3 * e * elements);
+  op.wgrad_bytes = 2 * e * elements;
+  return op;
+}
+
 // Attention core: Q·Kᵀ and P·V are 2·b·a·q·kv·d FLOPs each forward (Megatron-LM counts the full
 // square, not the causal half); the backward has four such products (dQ, dK, dV, dP).
 Op attention(AttentionCore core) {
@@ -72,18 +81,16 @@ Op activation(std::string_view name, const ModelSpec& m, double tokens, double w
 // and the one shared key.
 void add_mla_projections(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, std::int64_t heads) {
   const auto& a = *m.mla;
-  const double norm_bytes = 2 * d.e * static_cast<double>(d.tokens);
+  const auto tokens = static_cast<double>(d.tokens);
   if (a.q_lora_rank > 0) {
     ops.push_back(linear("q_down", d.tokens, a.q_lora_rank, m.hidden));
-    ops.push_back(elementwise("q_norm", norm_bytes * static_cast<double>(a.q_lora_rank),
-                              1.5 * norm_bytes * static_cast<double>(a.q_lora_rank)));
+    ops.push_back(norm("q_norm", tokens * static_cast<double>(a.q_lora_rank), d.e));
     ops.push_back(linear("q_up", d.tokens, heads * a.qk_head_dim(), a.q_lora_rank));
   } else {
     ops.push_back(linear("q_up", d.tokens, heads * a.qk_head_dim(), m.hidden));
   }
   ops.push_back(linear("kv_down", d.tokens, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden));
-  ops.push_back(elementwise("kv_norm", norm_bytes * static_cast<double>(a.kv_lora_rank),
-                            1.5 * norm_bytes * static_cast<double>(a.kv_lora_rank)));
+  ops.push_back(norm("kv_norm", tokens * static_cast<double>(a.kv_lora_rank), d.e));
   ops.push_back(linear("kv_up", d.tokens, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank));
   const double rotated = static_cast<double>(d.tokens) * static_cast<double>((heads + 1) * a.qk_rope_head_dim);
   ops.push_back(elementwise("rope", 2 * d.e * rotated, 2 * d.e * rotated));
@@ -95,8 +102,7 @@ void add_attention_block(std::vector<Op>& ops, const ModelSpec& m, const LayerSh
   const std::int64_t dh = m.head_dim;
   // the value's head size (MLA's differs from the query's and key's)
   const std::int64_t dv = m.mla ? m.mla->v_head_dim : dh;
-  // norm: read x, write y; backward reads x and dy, writes dx
-  ops.push_back(elementwise("norm1", 2 * d.e * d.tokens_sp * d.h, 3 * d.e * d.tokens_sp * d.h));
+  ops.push_back(norm("norm1", d.tokens_sp * d.h, d.e));
   if (m.mla) {
     add_mla_projections(ops, m, d, q_heads);
   } else {
@@ -119,7 +125,7 @@ void add_attention_block(std::vector<Op>& ops, const ModelSpec& m, const LayerSh
   // dropout + residual add: read two tensors, write one (and a 1-byte mask)
   const double mask = m.dropout ? 1 : 0;
   ops.push_back(elementwise("residual1", (3 * d.e + mask) * d.tokens_sp * d.h, (2 * d.e + mask) * d.tokens_sp * d.h));
-  ops.push_back(elementwise("norm2", 2 * d.e * d.tokens_sp * d.h, 3 * d.e * d.tokens_sp * d.h));
+  ops.push_back(norm("norm2", d.tokens_sp * d.h, d.e));
 }
 
 void add_dense_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, const Dims& d) {
@@ -245,6 +251,9 @@ std::vector<Op> layer_ops(const ModelSpec& model, const LayerShape& shape, bool 
     add_dense_mlp(ops, model, shape, d);
   const double mask = model.dropout ? 1 : 0;
   ops.push_back(elementwise("residual2", (3 * d.e + mask) * d.tokens_sp * d.h, (2 * d.e + mask) * d.tokens_sp * d.h));
+  if (model.bias)
+    for (auto& op : ops)
+      if (auto* g = std::get_if<Gemm>(&op.shape); g != nullptr && g->linear) g->bias = true;
   if (shape.lora != nullptr) add_lora_adapters(ops, *shape.lora, d.e);
   return ops;
 }
@@ -261,7 +270,7 @@ std::vector<Op> head_ops(const ModelSpec& model, const LayerShape& shape) {
   const std::int64_t vocab_shard = (model.vocab + shape.tp - 1) / shape.tp;
   const double logits = static_cast<double>(d.tokens) * static_cast<double>(vocab_shard);
   return {
-      elementwise("final_norm", 2 * d.e * d.tokens_sp * d.h, 3 * d.e * d.tokens_sp * d.h),
+      norm("final_norm", d.tokens_sp * d.h, d.e),
       gemm("logits", d.tokens, vocab_shard, model.hidden),
       // the cross-entropy's kernels as its implementation runs them (spec::loss_traffic_per_logit)
       elementwise("loss", shape.loss_traffic.fwd * logits, shape.loss_traffic.bwd * logits),

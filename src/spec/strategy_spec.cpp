@@ -45,6 +45,7 @@ constexpr std::array<Choice<LaunchMode>, 3> kLaunch{
     {{"eager", LaunchMode::Eager}, {"compiled", LaunchMode::Compiled}, {"cuda_graphs", LaunchMode::CudaGraphs}}};
 constexpr std::array<Choice<CpComm>, 2> kCpComm{{{"all_gather", CpComm::AllGather}, {"ring", CpComm::Ring}}};
 constexpr std::array<Choice<bool>, 2> kAllocators{{{"caching", true}, {"static", false}}};
+constexpr std::array<Choice<bool>, 2> kGradKernels{{{"separate", false}, {"fused", true}}};
 constexpr std::array<Choice<bool>, 4> kSwitch{{{"on", true}, {"off", false}, {"true", true}, {"false", false}}};
 constexpr std::array<Choice<ParallelDim>, 5> kDims{{{"tp", ParallelDim::Tp},
                                                     {"cp", ParallelDim::Cp},
@@ -175,6 +176,10 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   s.optimizer_impl = r.choice_or<OptimizerImpl>("optimizer_impl", preset.optimizer_impl, kOptimizerImpls);
   if (!r.has("optimizer_impl") && preset.optimizer_impl != OptimizerImpl::Fused)
     assume("optimizer_impl", optimizer_impl_name(s.optimizer_impl));
+  s.bias_grad_fused = r.choice_or<bool>("bias_grad", preset.bias_grad_fused, kGradKernels);
+  if (!r.has("bias_grad") && !preset.bias_grad_fused) assume("bias_grad", "separate");
+  s.norm_grad_fused = r.choice_or<bool>("norm_grad", preset.norm_grad_fused, kGradKernels);
+  if (!r.has("norm_grad") && !preset.norm_grad_fused) assume("norm_grad", "separate");
 }
 
 // "core_attn+mlp": each a Megatron-Core module name, none twice.
@@ -351,6 +356,10 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.optimizer_impl != preset.optimizer_impl)
     out += fmt::format(",optimizer_impl={}", optimizer_impl_name(s.optimizer_impl));
   if (s.remat_to_fit != preset.remat_to_fit) out += fmt::format(",remat_to_fit={}", on_off(s.remat_to_fit));
+  if (s.bias_grad_fused != preset.bias_grad_fused)
+    out += fmt::format(",bias_grad={}", s.bias_grad_fused ? "fused" : "separate");
+  if (s.norm_grad_fused != preset.norm_grad_fused)
+    out += fmt::format(",norm_grad={}", s.norm_grad_fused ? "fused" : "separate");
   if (s.caching_allocator != preset.caching_allocator)
     out += fmt::format(",allocator={}", s.caching_allocator ? "caching" : "static");
   if (s.first_stage_layers) out += fmt::format(",first_stage_layers={}", *s.first_stage_layers);

@@ -47,6 +47,10 @@ struct KernelContext {
   bool eager = false;
   // The linear layers' weights do not train (LoRA): no weight-gradient GEMMs.
   bool frozen_weights = false;
+  // The bias and norm weight gradients as kernels of their own (strategy keys bias_grad and
+  // norm_grad `separate`) rather than inside the GEMM's epilogue or the norm's data-gradient kernel.
+  bool separate_bias_grad = false;
+  bool separate_norm_grad = false;
 };
 
 // Bytes one FP8 linear layer's casts move in a pass, per element of the operands involved, and
@@ -83,6 +87,10 @@ Duration kernel_time(const Op& op, Pass pass, const KernelContext& ctx);
 // How many kernels the host launches for an op's pass: one per GEMM or fused pass, FlashAttention's
 // three backward kernels, an FP8 recipe's casts, and an eager element-wise op's separate kernels.
 int kernel_launches(const Op& op, Pass pass, const KernelContext& ctx);
+// The HBM bytes of an op's weight-gradient pass that run as memory-bound kernels of their own: a
+// linear layer's bias gradient (the output gradient summed over its rows) and a norm's weight
+// gradient (its input and output gradient read again), where the context runs them separately.
+double weight_grad_bytes(const Op& op, const KernelContext& ctx);
 // Forward, backward (both passes) of a list of kernels.
 Duration forward_time(const std::vector<Op>& ops, const KernelContext& ctx);
 Duration backward_time(const std::vector<Op>& ops, const KernelContext& ctx);

@@ -21,6 +21,9 @@ struct Gemm {
   // A linear layer of the transformer block (activations times weights): the GEMMs an FP8 recipe
   // runs in FP8. The router, the logits and the attention core stay in the activations' dtype.
   bool linear = false;
+  // The layer adds a bias to C (model.bias): its gradient is the sum of dC over the m rows, in
+  // the weight-gradient pass (strategy key bias_grad).
+  bool bias = false;
   friend bool operator==(const Gemm&, const Gemm&) = default;
 };
 
@@ -56,6 +59,10 @@ struct Op {
   double bwd_weight_flops = 0;  // backward, weight gradient ("W")
   double fwd_bytes = 0;         // HBM traffic of memory-bound kernels
   double bwd_bytes = 0;
+  // A norm's weight (and LayerNorm's bias) gradient: a reduction over the tokens of its input
+  // times the output gradient, which reads both again unless the data-gradient kernel computes it
+  // alongside (strategy key norm_grad)
+  double wgrad_bytes = 0;
   bool attention_core = false;  // recomputed by selective recompute
   friend bool operator==(const Op&, const Op&) = default;
 };

@@ -80,6 +80,8 @@ struct FrameworkPreset {
   bool remat_to_fit;       // see StrategySpec::remat_to_fit
   int fsdp_version;        // see StrategySpec::fsdp_version
   OptimizerImpl optimizer_impl;
+  bool bias_grad_fused;  // see StrategySpec::bias_grad_fused
+  bool norm_grad_fused;  // see StrategySpec::norm_grad_fused
   Fp8Scaling fp8_scaling;
   // FP8 weight copies cast once per step and kept (Transformer Engine) or cast per micro-batch.
   bool fp8_weight_cache;

@@ -171,6 +171,16 @@ struct StrategySpec {
   // concatenated into the reduce-scatter input in the reduce dtype).
   int fsdp_version = 2;
   OptimizerImpl optimizer_impl = OptimizerImpl::Fused;
+  // How the backward computes a linear layer's bias gradient (`bias_grad`, models with biases):
+  // `separate`, a reduction kernel of its own over the output gradient (PyTorch autograd's addmm
+  // backward, Megatron-LM's `grad_output.sum(dim=0)`), or `fused` into the weight-gradient GEMM's
+  // epilogue (Transformer Engine: cuBLASLt's BGRADB, or its FP8 cast kernel).
+  bool bias_grad_fused = true;
+  // How the backward computes a norm's weight gradient (`norm_grad`): `separate`, a kernel of its
+  // own that reads the norm's input and output gradient again (PyTorch's native LayerNorm and
+  // RMSNorm, Apex's FusedLayerNorm, Inductor's generated reductions), or `fused` into the input-
+  // gradient kernel as per-block partial sums (Transformer Engine's normalization kernels).
+  bool norm_grad_fused = true;
   AssumedKeys assumed;
   friend bool operator==(const StrategySpec&, const StrategySpec&) = default;
 };

@@ -633,4 +633,32 @@ TEST_CASE("the loss's kernels move what each implementation's kernels move, per 
   }
 }
 
+TEST_CASE("bias and norm weight gradients: separate kernels under PyTorch's autograd and Apex, fused under TE") {
+  // composer, torchtitan and the 2021 presets run them as kernels of their own; Transformer Engine's
+  // layers (megatron-core, nemo) inside the weight-gradient GEMM and the norm's data-gradient kernel
+  CHECK_FALSE(test::make_job("dgx-a100-superpod", "gpt3-175b", "gpus=8,framework=composer").strategy.bias_grad_fused);
+  CHECK_FALSE(
+      test::make_job("dgx-a100-superpod", "gpt3-175b", "gpus=8,framework=megatron-2021").strategy.norm_grad_fused);
+  CHECK(test::make_job("dgx-a100-superpod", "gpt3-175b", "gpus=8,framework=nemo").strategy.bias_grad_fused);
+  const auto separate = test::make_job("dgx-a100-superpod", test::tiny_gpt(2, 8, 2048),
+                                       "gpus=1,mb=4,bias_grad=separate,norm_grad=separate");
+  const auto fused = test::make_job("dgx-a100-superpod", test::tiny_gpt(2, 8, 2048), "gpus=1,mb=4");
+  CHECK_FALSE(separate.strategy.assumed.contains("bias_grad"));  // given, not assumed
+  const spec::KernelTuning tuning;
+  const auto ops = model::layer_ops(separate.workload.model, model::gpu_layer_shape(separate), false);
+  const auto extra = model::backward_time(ops, model::kernel_context(separate, tuning)) -
+                     model::backward_time(ops, model::kernel_context(fused, tuning));
+  // per layer, T = 4·2048 tokens, h = 1024, ffn 4096, bf16: the four biases' output gradients
+  // (3h + h + 4h + h columns) read once, the two norms' x and dy read again; a kernel gap each
+  const double tokens = 4 * 2048;
+  const double bytes = 2 * tokens * (3 * 1024 + 1024 + 4096 + 1024) + 2 * (2 * 2 * tokens * 1024);
+  const double hbm = 2039e9 * tuning.hbm_efficiency;
+  CHECK(extra.seconds() == doctest::Approx(bytes / hbm + 6 * tuning.kernel_gap.seconds()).epsilon(1e-9));
+  int launches = 0;
+  for (const auto& op : ops)
+    launches += model::kernel_launches(op, model::Pass::BackwardWeight, model::kernel_context(separate, tuning)) -
+                model::kernel_launches(op, model::Pass::BackwardWeight, model::kernel_context(fused, tuning));
+  CHECK(launches == 6);
+}
+
 }  // namespace framework_test

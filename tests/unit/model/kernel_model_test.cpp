@@ -75,6 +75,44 @@ TEST_CASE("element-wise kernels run at the achievable HBM bandwidth") {
   CHECK(kernel_time(op, Pass::BackwardWeight, ctx) == Duration::zero());
 }
 
+TEST_CASE("a bias gradient is a reduction over the output gradient unless the GEMM's epilogue computes it") {
+  // dW = Xᵀ·dY, and where the layer has a bias, db = Σ_rows dY: read m·n bf16 elements once
+  auto ctx = a100();
+  ctx.tuning.kernel_gap = Duration::zero();
+  Op op = gemm(8192, 3072, 768);
+  const auto plain = kernel_time(op, Pass::BackwardWeight, ctx).seconds();
+  std::get<Gemm>(op.shape).bias = true;
+  CHECK(kernel_time(op, Pass::BackwardWeight, ctx).seconds() == doctest::Approx(plain));  // fused (TE)
+  ctx.separate_bias_grad = true;
+  const double reduction = 2.0 * 8192 * 3072 / (2039e9 * 0.83);
+  CHECK(kernel_time(op, Pass::BackwardWeight, ctx).seconds() == doctest::Approx(plain + reduction));
+  CHECK(kernel_launches(op, Pass::BackwardWeight, ctx) == 2);
+  // the data gradient and the forward do not change; frozen weights (LoRA) freeze the bias too
+  CHECK(weight_grad_bytes(op, ctx) == 2.0 * 8192 * 3072);
+  ctx.frozen_weights = true;
+  CHECK(weight_grad_bytes(op, ctx) == 0);
+}
+
+TEST_CASE("a norm's weight gradient reads its input and output gradient again as a kernel of its own") {
+  // LayerNorm over T×h: dx reads x and dy and writes dx (6 bytes per element in bf16); γ and β
+  // sum x̂·dy and dy over the tokens, a second pass over x and dy (4 bytes) unless the dx kernel
+  // keeps per-block partial sums (Transformer Engine)
+  auto ctx = a100();
+  ctx.tuning.kernel_gap = Duration::zero();
+  const double elements = 8192.0 * 4096;
+  const Op op{.name = "norm1",
+              .shape = Elementwise{4 * elements},
+              .fwd_bytes = 4 * elements,
+              .bwd_bytes = 6 * elements,
+              .wgrad_bytes = 4 * elements};
+  CHECK(kernel_time(op, Pass::BackwardWeight, ctx) == Duration::zero());
+  CHECK(kernel_launches(op, Pass::BackwardWeight, ctx) == 0);
+  ctx.separate_norm_grad = true;
+  CHECK(kernel_time(op, Pass::BackwardWeight, ctx).seconds() == doctest::Approx(4 * elements / (2039e9 * 0.83)));
+  CHECK(kernel_launches(op, Pass::BackwardWeight, ctx) == 1);
+  CHECK(kernel_time(op, Pass::BackwardData, ctx).seconds() == doctest::Approx(6 * elements / (2039e9 * 0.83)));
+}
+
 TEST_CASE("flash attention computes half of a causal square; unfused attention is slower at long sequences") {
   auto ctx = a100();
   ctx.tuning.kernel_gap = Duration::zero();

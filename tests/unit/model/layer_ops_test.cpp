@@ -20,10 +20,14 @@ TEST_CASE("Megatron tensor parallelism splits the GEMMs' columns and rows") {
   const auto job = test::make_job("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=8,gpus=64,mb=2");
   const auto ops = layer_ops(job.workload.model, gpu_layer_shape(job), false);
   const std::int64_t tokens = 2 * 2048;
-  CHECK(std::get<Gemm>(find(ops, "qkv").shape) == Gemm{.m = tokens, .n = 3 * 12288 / 8, .k = 12288, .linear = true});
-  CHECK(std::get<Gemm>(find(ops, "out_proj").shape) == Gemm{.m = tokens, .n = 12288, .k = 12288 / 8, .linear = true});
-  CHECK(std::get<Gemm>(find(ops, "fc1").shape) == Gemm{.m = tokens, .n = 4 * 12288 / 8, .k = 12288, .linear = true});
-  CHECK(std::get<Gemm>(find(ops, "fc2").shape) == Gemm{.m = tokens, .n = 12288, .k = 4 * 12288 / 8, .linear = true});
+  CHECK(std::get<Gemm>(find(ops, "qkv").shape) ==
+        Gemm{.m = tokens, .n = 3 * 12288 / 8, .k = 12288, .linear = true, .bias = true});
+  CHECK(std::get<Gemm>(find(ops, "out_proj").shape) ==
+        Gemm{.m = tokens, .n = 12288, .k = 12288 / 8, .linear = true, .bias = true});
+  CHECK(std::get<Gemm>(find(ops, "fc1").shape) ==
+        Gemm{.m = tokens, .n = 4 * 12288 / 8, .k = 12288, .linear = true, .bias = true});
+  CHECK(std::get<Gemm>(find(ops, "fc2").shape) ==
+        Gemm{.m = tokens, .n = 12288, .k = 4 * 12288 / 8, .linear = true, .bias = true});
   const auto core = std::get<AttentionCore>(find(ops, "attention").shape);
   CHECK(core.heads == 12);
   CHECK(core.q_len == 2048);
