@@ -143,16 +143,17 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   // activation offloading (pp = 1, one micro-batch in flight): the offloaded layers' tensors are on
   // the host at the peak, but for the group copied back before its backward
   if (st.offload_layers > 0) bytes -= per_layer * (st.offload_layers - 1);
-  bytes += working_set;
   if (stage == 0)
     bytes +=
         embedding_activation_bytes(m, shape) * inflight_microbatches(st.schedule, 0, pp, st.vpp, job.micro_batches);
-  if (static_cast<int>(stage) == spec::head_stage(job)) {
-    // The last virtual stage runs each micro-batch's backward right after its forward, except in GPipe.
-    const double held = st.schedule == Schedule::GPipe ? static_cast<double>(job.micro_batches) : 1.0;
-    bytes += head_activation_bytes(m, shape) * held;
-  }
-  return bytes;
+  if (static_cast<int>(stage) != spec::head_stage(job)) return bytes + working_set;
+  // The last virtual stage runs each micro-batch's backward right after its forward, except in
+  // GPipe: the head's tensors (the logits, the loss's) are freed by its backward, before any
+  // layer's backward builds its working set, so the two do not add up; GPipe holds every
+  // micro-batch's head until the backward begins.
+  if (st.schedule == Schedule::GPipe)
+    return bytes + working_set + head_activation_bytes(m, shape) * static_cast<double>(job.micro_batches);
+  return bytes + std::max(working_set, head_activation_bytes(m, shape));
 }
 
 }  // namespace

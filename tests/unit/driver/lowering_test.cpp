@@ -51,6 +51,22 @@ TEST_CASE("the simulated memory peak matches the analytic model where both are e
   CHECK(r.peak_memory == doctest::Approx(static_cast<double>(r.memory.peak().bytes.total().count)).epsilon(0.02));
 }
 
+TEST_CASE("without a pipeline the loss's tensors and a layer's backward working set do not add up") {
+  // one stage holding every layer, fully recomputed (each keeps its input; the layer being rebuilt
+  // in the backward holds all of its own): the peak is at the loss (the logits) or at the last
+  // layer's backward (its working set), whichever is larger, never both; the analytic model agrees
+  // with the simulation on either side of the switch
+  for (const std::int64_t vocab : {2048, 65536}) {
+    auto w = test::tiny_gpt(2);
+    w.model.vocab = vocab;
+    const auto r = simulate(tiny_job("tp=2,gpus=16,sp=on,recompute=full,mb=2", 2, w));
+    CAPTURE(vocab);
+    const auto& peak = r.simulation->per_stage.front().memory_at_peak;
+    CHECK(static_cast<double>(peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]) ==
+          doctest::Approx(r.memory.peak().bytes.activations.as_double()).epsilon(0.01));
+  }
+}
+
 TEST_CASE("ZeRO-3 moves 1.5 times the data-parallel bytes of DDP") {
   // DDP: one all-reduce of the gradients (2P bytes of bus traffic); ZeRO-3: all-gather before
   // forward and before backward plus a reduce-scatter (P each). Payload bytes: P + P + P vs P.
