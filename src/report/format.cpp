@@ -54,6 +54,13 @@ ordered_json assumed_json(const spec::StrategySpec& s) {
   return out;
 }
 
+// The keys given over a named framework preset's values: the given value wins.
+ordered_json overrides_json(const spec::StrategySpec& s) {
+  ordered_json out = ordered_json::object();
+  for (const auto& o : s.overrides.keys) out[o.key] = {{"given", o.given}, {"preset", o.preset}};
+  return out;
+}
+
 ordered_json strategy_json(const spec::Job& job) {
   const auto& s = job.strategy;
   return {{"tp", s.tp},
@@ -82,7 +89,8 @@ ordered_json strategy_json(const spec::Job& job) {
           {"compile", s.compile},
           {"reshard_after_forward", spec::reshard_after_forward_of(s)},
           {"loss", spec::loss_name(s.loss)},
-          {"assumed", assumed_json(s)}};
+          {"assumed", assumed_json(s)},
+          {"overrides", overrides_json(s)}};
 }
 
 }  // namespace
@@ -436,8 +444,13 @@ std::string to_table(const RunReport& r) {
     std::string assumed;
     for (const auto& [key, value] : s.assumed.keys)
       assumed += fmt::format("{}{}={}", assumed.empty() ? "" : ", ", key, value);
+    std::string given;
+    for (const auto& o : s.overrides.keys)
+      given += fmt::format("{}{}={} (preset: {})", given.empty() ? "" : ", ", o.key, o.given, o.preset);
+    std::string notes = assumed.empty() ? std::string() : fmt::format("assumed: {}", assumed);
+    if (!given.empty()) notes += fmt::format("{}given, winning over the preset: {}", notes.empty() ? "" : "; ", given);
     line("framework", fmt::format("{}{}", spec::framework_name(s.framework),
-                                  assumed.empty() ? std::string() : fmt::format(" (assumed: {})", assumed)));
+                                  notes.empty() ? std::string() : fmt::format(" ({})", notes)));
   }
   line("precision", precision_text(r));
   line("micro-batches", fmt::format("{} per step and pipeline", job.micro_batches));

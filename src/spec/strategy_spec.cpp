@@ -126,8 +126,41 @@ std::vector<ParallelDim> read_order(Reader& r, std::vector<ParallelDim> fallback
   return order;
 }
 
+std::string_view grad_kernel_text(bool fused) {
+  return fused ? "fused" : "separate";
+}
+
+// Each key a preset sets, with its value in `s` and the preset's, as the strategy writes them.
+struct KeyTexts {
+  std::string_view key;
+  std::string given;
+  std::string preset;
+};
+std::vector<KeyTexts> preset_key_texts(const StrategySpec& s, const FrameworkPreset& p) {
+  const auto text = [](auto value) { return std::string(value); };
+  return {
+      {"zero", std::to_string(s.zero), std::to_string(p.zero)},
+      {"tp_overlap", text(on_off(s.tp_overlap)), text(on_off(p.tp_overlap))},
+      {"grad_reduce_dtype", reduce_dtype_text(s.grad_reduce_dtype), reduce_dtype_text(p.grad_reduce_dtype)},
+      {"overlap_grad_reduce", text(on_off(s.overlap_grad_reduce)), text(on_off(p.overlap_grad_reduce))},
+      {"overlap_param_gather", text(on_off(s.overlap_param_gather)), text(on_off(p.overlap_param_gather))},
+      {"compile", text(on_off(s.compile)), text(on_off(p.compile))},
+      {"loss", text(loss_name(s.loss)), text(loss_name(p.loss_at(s.tp)))},
+      {"repeat_kv", text(on_off(s.repeat_kv)), text(on_off(p.repeat_kv))},
+      {"fp8_param_gather", text(on_off(s.fp8_param_gather)), text(on_off(p.fp8_param_gather))},
+      {"sp_saves_gathered", text(on_off(s.sp_saves_gathered)), text(on_off(p.sp_saves_gathered))},
+      {"limit_all_gathers", text(on_off(s.limit_all_gathers)), text(on_off(p.limit_all_gathers))},
+      {"allocator", s.caching_allocator ? "caching" : "static", p.caching_allocator ? "caching" : "static"},
+      {"remat_to_fit", text(on_off(s.remat_to_fit)), text(on_off(p.remat_to_fit))},
+      {"fsdp_version", std::to_string(s.fsdp_version), std::to_string(p.fsdp_version)},
+      {"optimizer_impl", text(optimizer_impl_name(s.optimizer_impl)), text(optimizer_impl_name(p.optimizer_impl))},
+      {"bias_grad", text(grad_kernel_text(s.bias_grad_fused)), text(grad_kernel_text(p.bias_grad_fused))},
+      {"norm_grad", text(grad_kernel_text(s.norm_grad_fused)), text(grad_kernel_text(p.norm_grad_fused))},
+  };
+}
+
 // The framework keys: given ones as given, the others from the framework's preset (recorded as
-// assumed).
+// assumed); given ones that differ from a named preset's are recorded as overrides.
 void read_framework_keys(Reader& r, StrategySpec& s) {
   s.framework = r.choice_or<Framework>("framework", Framework::MegatronCore, kFrameworks);
   const auto& preset = framework_preset(s.framework);
@@ -180,6 +213,10 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   if (!r.has("bias_grad") && !preset.bias_grad_fused) assume("bias_grad", "separate");
   s.norm_grad_fused = r.choice_or<bool>("norm_grad", preset.norm_grad_fused, kGradKernels);
   if (!r.has("norm_grad") && !preset.norm_grad_fused) assume("norm_grad", "separate");
+  if (!r.has("framework")) return;
+  for (auto& [key, given, by_preset] : preset_key_texts(s, preset))
+    if (r.has(key) && given != by_preset)
+      s.overrides.keys.push_back({.key = std::string(key), .given = std::move(given), .preset = std::move(by_preset)});
 }
 
 // "core_attn+mlp": each a Megatron-Core module name, none twice.
@@ -357,9 +394,9 @@ std::string strategy_text(const StrategySpec& s) {
     out += fmt::format(",optimizer_impl={}", optimizer_impl_name(s.optimizer_impl));
   if (s.remat_to_fit != preset.remat_to_fit) out += fmt::format(",remat_to_fit={}", on_off(s.remat_to_fit));
   if (s.bias_grad_fused != preset.bias_grad_fused)
-    out += fmt::format(",bias_grad={}", s.bias_grad_fused ? "fused" : "separate");
+    out += fmt::format(",bias_grad={}", grad_kernel_text(s.bias_grad_fused));
   if (s.norm_grad_fused != preset.norm_grad_fused)
-    out += fmt::format(",norm_grad={}", s.norm_grad_fused ? "fused" : "separate");
+    out += fmt::format(",norm_grad={}", grad_kernel_text(s.norm_grad_fused));
   if (s.caching_allocator != preset.caching_allocator)
     out += fmt::format(",allocator={}", s.caching_allocator ? "caching" : "static");
   if (s.first_stage_layers) out += fmt::format(",first_stage_layers={}", *s.first_stage_layers);

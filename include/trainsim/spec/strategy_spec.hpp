@@ -51,6 +51,18 @@ struct AssumedKeys {
   friend bool operator==(const AssumedKeys&, const AssumedKeys&) { return true; }
 };
 
+// Keys the strategy gave that a named framework preset would have set otherwise: the given value
+// wins; the report says so, with the preset's value beside it.
+struct PresetOverride {
+  std::string key;
+  std::string given;
+  std::string preset;
+};
+struct PresetOverrides {
+  std::vector<PresetOverride> keys;
+  friend bool operator==(const PresetOverrides&, const PresetOverrides&) { return true; }
+};
+
 struct StrategySpec {
   int tp = 1;
   bool sp = false;
@@ -182,6 +194,7 @@ struct StrategySpec {
   // gradient kernel as per-block partial sums (Transformer Engine's normalization kernels).
   bool norm_grad_fused = true;
   AssumedKeys assumed;
+  PresetOverrides overrides;  // only where `framework` was given
   friend bool operator==(const StrategySpec&, const StrategySpec&) = default;
 };
 

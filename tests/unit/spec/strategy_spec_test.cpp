@@ -84,3 +84,22 @@ TEST_CASE("strategy_text reads back as the same strategy") {
   CHECK(strategy_text(inline_strategy("pp=2,tp=8,sp=on,dp=4")) ==
         "tp=8,sp=on,pp=2,dp=4,zero=0,mb=1,schedule=1f1b,recompute=none");
 }
+
+TEST_CASE("a key given over a named framework preset wins, and the strategy says which it overrode") {
+  const auto s = inline_strategy("framework=composer,tp=1,optimizer_impl=fused,bias_grad=fused,zero=3,compile=on");
+  CHECK(s.optimizer_impl == OptimizerImpl::Fused);  // given, not Composer's for_loop
+  CHECK(s.bias_grad_fused);
+  REQUIRE(s.overrides.keys.size() == 2);  // zero=3 and compile=on are the preset's own values
+  CHECK(s.overrides.keys[0].key == "optimizer_impl");
+  CHECK(s.overrides.keys[0].given == "fused");
+  CHECK(s.overrides.keys[0].preset == "for_loop");
+  CHECK(s.overrides.keys[1].key == "bias_grad");
+  CHECK(s.overrides.keys[1].preset == "separate");
+  CHECK_FALSE(s.assumed.contains("optimizer_impl"));
+  // the loss the preset would pick depends on tp: TorchTitan's under TP is loss_parallel
+  const auto tt = inline_strategy("framework=torchtitan,tp=2,loss=upcast");
+  REQUIRE(tt.overrides.keys.size() == 1);
+  CHECK(tt.overrides.keys[0].preset == "loss_parallel");
+  // without a named framework nothing is overridden: megatron-core's defaults are the keys' own
+  CHECK(inline_strategy("tp=1,optimizer_impl=foreach").overrides.keys.empty());
+}
