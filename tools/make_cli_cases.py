@@ -292,7 +292,7 @@ case('strategy-key-in-capitals', f'{RUN} TP=8,gpus=8', 2,
      'error: strategy "TP=8,gpus=8": /TP: unknown key "TP" (did you mean "tp"?)')
 case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: allocator, attention, bias_grad, compile, cp, '
-     'cp_comm, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, fp8_transpose_cache, framework, fsdp_version, gpus, grad_reduce_dtype, '
+     'cp_comm, dispatcher, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, fp8_transpose_cache, framework, fsdp_version, gpus, grad_reduce_dtype, '
      'last_stage_layers, launch, limit_all_gathers, loss, mb, norm_grad, offload_layers, optimizer_impl, order, overlap_grad_reduce, overlap_moe_comm, '
      'overlap_param_gather, pp, recompute, recompute_layers, '
      'recompute_method, recompute_modules, recompute_period, remat_to_fit, repeat_kv, reshard_after_forward, schedule, segment, sources, sp, sp_saves_gathered, tp, tp_overlap, '
@@ -760,3 +760,23 @@ case('moe-comm-overlap-with-full-recompute',
      f'run -t {H100T} -w workloads/qwen3-30b-a3b.json -s ep=8,gpus=8,overlap_moe_comm=on,recompute=full', 2,
      'error: strategy "ep=8,gpus=8,overlap_moe_comm=on,recompute=full": /overlap_moe_comm: overlap_moe_comm needs '
      'recompute other than full and no recompute_layers (Megatron-Core refuses whole-layer recomputation with it)')
+
+# the DeepEP dispatcher and group-limited routing (docs/model.md "Mixture of experts")
+case('dispatcher-unknown', f'run -t {H100T} -w workloads/qwen3-30b-a3b.json -s ep=8,gpus=8,dispatcher=nccl', 2,
+     'error: strategy "ep=8,gpus=8,dispatcher=nccl": /dispatcher: "nccl" is not valid; expected one of: alltoall, deepep')
+case('dispatcher-deepep-without-experts', f'{RUN} tp=8,gpus=8,dispatcher=deepep', 2,
+     'error: strategy "tp=8,gpus=8,dispatcher=deepep": /dispatcher: dispatcher=deepep needs a mixture of experts '
+     'with ep > 1 (it carries the expert-parallel exchange)')
+MOE_W = {"name": "m", "model": {"kind": "transformer", "layers": 4, "hidden": 1024, "heads": 16, "ffn_hidden": 4096,
+                                "vocab": 32000, "mlp": "swiglu",
+                                "moe": {"experts": 16, "top_k": 4, "expert_ffn_hidden": 512}},
+         "training": {"seq_len": 1024, "global_batch": 8, "dtype": "bf16", "optimizer": "adamw"}}
+for name, extra, message in (
+        ('moe-groups-uneven', {"groups": 3}, '/model/moe/groups: 3 does not divide the 16 experts into equal groups'),
+        ('moe-group-top-k-above-groups', {"groups": 4, "group_top_k": 5}, '/model/moe/group_top_k: 5 exceeds the '
+         'number of groups (4)'),
+        ('moe-group-top-k-too-few-experts', {"groups": 8, "group_top_k": 1}, '/model/moe/group_top_k: 1 group(s) of '
+         '2 experts cannot hold the top_k of 4')):
+    w = json.loads(json.dumps(MOE_W))
+    w["model"]["moe"].update(extra)
+    case(name, f'run -t {H100T} -w @w.json -s ep=8,gpus=8', 2, f'error: @w.json: {message}', {'w.json': w})

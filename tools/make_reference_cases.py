@@ -628,6 +628,36 @@ def megatron_bridge():
                      note=BLACKWELL_GAP if row["system"] in BLACKWELL_GAP_SYSTEMS else None)
 
 
+def megatron_bridge_deepseek():
+    """DeepSeek-V3 on 1,024 H100s (Megatron-Bridge's 25.09 table, 'dropless'): TP 2 with SP, PP 8 with
+    4 virtual stages, EP 64 with the experts folded over TP (expert_tensor_parallel_size 1), micro-batch
+    1 (recipes/deepseek/h100/deepseek_v3.py and perf_recipes/deepseek/h100/deepseek_v3.py at
+    067f987d); the flex dispatcher with HybridEP (the recipe's moe_flex_dispatcher_backend and its
+    NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=8), the shared experts overlapped with the dispatch (the
+    bridge's moe_shared_expert_overlap), MLA up-projections and the MLP recomputed
+    (recompute_modules), FP8 current scaling (the 1,024-GPU fp8_cs recipe is the table's layout), bf16
+    gradient reduction and TE's fused loss as the other Bridge rows. Not modelled: the multi-token
+    prediction layer, and the recipe's layout of one layer in the first virtual stage and the loss
+    alone in the last (7 + 6×8 + 6 layers here)."""
+    ref = load("collected/machines/training.json")
+    for row in ref["rows"]:
+        if row["system"] != "DGX-H100" or row["model"] != "DeepSeekV3 (dropless)":
+            continue
+        workload = load_workload("deepseek-v3-like")
+        workload["training"] = {"seq_len": row["seq_len"], "global_batch": row["gbs"], "dtype": "fp8",
+                                "optimizer": "adamw"}
+        strategy = (f"framework=nemo,tp={row['tp']},sp=on,pp={row['pp']},vpp={row['vp']},schedule=interleaved,"
+                    f"ep={row['ep']},etp=1,gpus={row['gpus']},mb={row['mbs']},fp8=tensorwise,grad_reduce_dtype=bf16,"
+                    "loss=fused_inplace,recompute=selective,recompute_modules=mla_up_proj+mlp,ep_overlap=on,"
+                    "dispatcher=deepep,first_stage_layers=7,last_stage_layers=6")
+        step = row["gbs"] * row["seq_len"] / (row["gpus"] * row["tokens_per_sec_per_gpu"])
+        run_case(f"bridge-25.09-h100-deepseek-v3-{row['gpus']}gpus", "Megatron-Bridge performance tables (FP8)",
+                 f"{row['model']} on {row['gpus']} {row['system']}, {row['container']}: "
+                 f"{row['tokens_per_sec_per_gpu']} tokens/s per GPU (step {step:.3f} s derived; "
+                 f"{row['source']}; reference/collected/machines/training.json)",
+                 workload, strategy, "/step_time_s", round(step, 4), topology=H100)
+
+
 # MLPerf Training v5.1's Llama 3.1 8B pretraining (reference/collected/machines/
 # mlperf_training_v51_llama31_8b.json): NeMo 2 on Megatron-Core with Transformer Engine, FP8 with
 # FP8 weights and the distributed optimizer, bf16 gradient reduction, no recomputation; the four
@@ -755,5 +785,6 @@ if __name__ == "__main__":
     llmfoundry()
     maxtext_multislice()
     megatron_bridge()
+    megatron_bridge_deepseek()
     mlperf_llama31_8b()
     mlperf_llama2_70b_lora()

@@ -328,8 +328,8 @@ TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind
 
 TaskList Context::collective_again(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                                    std::span<const ParallelDim> dims, StreamKind stream, Category category,
-                                   double fraction, std::string_view algorithm) {
-  return issue_collective(stage, name, kind, bytes, dims, stream, category, fraction, algorithm, {}, false);
+                                   double fraction, std::string_view algorithm, Subgroup subgroup) {
+  return issue_collective(stage, name, kind, bytes, dims, stream, category, fraction, algorithm, subgroup, false);
 }
 
 TaskList Context::issue_collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,

@@ -80,7 +80,7 @@ class Context {
   // pass played back): its costing choices are kept already (Lowered::collectives).
   TaskList collective_again(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                             std::span<const spec::ParallelDim> dims, StreamKind stream, Category category,
-                            double fraction, std::string_view algorithm);
+                            double fraction, std::string_view algorithm, Subgroup subgroup = {});
   // The longest time a group of the stage's ranks along `dims` takes for the collective alone on its
   // links (the cost model's answer, uncontended): no simulated collective takes less.
   Duration uncontended(int stage, cost::CollectiveKind kind, Bytes bytes, std::span<const spec::ParallelDim> dims,

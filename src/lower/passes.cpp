@@ -31,9 +31,13 @@ using model::kLoraAdapterOps;
 constexpr double kWeightGradShare = 0.5;
 // A part of a collective: `fraction` of its time under `algorithm` (a ring-attention step is one of
 // the cp − 1 steps of a ring all-gather).
+// Tokens per chunk of a DeepEP/HybridEP exchange (Passes::ep_legs).
+constexpr double kDeepEpChunkTokens = 128;
+
 struct Share {
   double fraction = 1.0;
   std::string_view algorithm = "auto";
+  Subgroup subgroup{};  // a part of each group (the legs of a hierarchical expert-parallel exchange)
 };
 }  // namespace
 
@@ -189,7 +193,7 @@ class Passes::Writer {
     label_ += what;
     const auto label = p_.ctx_.graph().intern(label_);
     auto out = p_.ctx_.collective(stage_, sim::TaskName::interned_label(label, microbatch_), kind, bytes, dims, stream,
-                                  category, share.fraction, share.algorithm);
+                                  category, share.fraction, share.algorithm, share.subgroup);
     if (tape_ != nullptr) {
       tape_->steps.push_back({.kind = TapeStep::Kind::Collective,
                               .category = category,
@@ -199,10 +203,51 @@ class Passes::Writer {
                               .bytes = bytes,
                               .dims = {dims.begin(), dims.end()},
                               .fraction = share.fraction,
-                              .algorithm = std::string(share.algorithm)});
+                              .algorithm = std::string(share.algorithm),
+                              .subgroup = share.subgroup});
       taped_out_.emplace_back(tape_->steps.size() - 1, out);
     }
     return out;
+  }
+
+  Share leg_share(bool across) const {
+    const auto& legs = p_.ep_legs_;
+    return across ? Share{.fraction = legs.across_share, .subgroup = legs.across}
+                  : Share{.fraction = legs.within_share, .subgroup = legs.within};
+  }
+
+  // The expert-parallel exchange `what` (p_.ep_legs_): a dispatch, or a combine's gradient
+  // (`toward_experts`), crosses the network before the domain; a combine, or a dispatch's gradient,
+  // the domain first. The compute stream does not wait for it (yet).
+  TaskList ep_async(std::string_view what, bool toward_experts, bool after_compute) {
+    const auto& legs = p_.ep_legs_;
+    const auto dims = p_.ep_dims();
+    if (!legs.split)
+      return comm_async(what, CollectiveKind::AllToAll, p_.all_to_all_bytes(), dims, StreamKind::EpComm,
+                        Category::EpComm, {}, after_compute);
+    const auto leg = [&](bool across, bool after) {
+      leg_label_ = what;
+      leg_label_ += across ? " rdma" : " nvlink";
+      return comm_async(leg_label_, CollectiveKind::AllToAll, across ? legs.across_bytes : legs.within_bytes, dims,
+                        StreamKind::EpComm, Category::EpComm, leg_share(across), after);
+    };
+    leg(toward_experts, after_compute);
+    return leg(!toward_experts, false);  // on the same stream, after the first leg
+  }
+  // The same with the compute stream waiting for it.
+  void ep(std::string_view what, bool toward_experts) {
+    const auto& legs = p_.ep_legs_;
+    const auto dims = p_.ep_dims();
+    if (!legs.split) {
+      comm(what, CollectiveKind::AllToAll, p_.all_to_all_bytes(), dims, StreamKind::EpComm, Category::EpComm);
+      return;
+    }
+    for (const bool across : {toward_experts, !toward_experts}) {
+      leg_label_ = what;
+      leg_label_ += across ? " rdma" : " nvlink";
+      comm(leg_label_, CollectiveKind::AllToAll, across ? legs.across_bytes : legs.within_bytes, dims,
+           StreamKind::EpComm, Category::EpComm, leg_share(across));
+    }
   }
 
   void wait_for(const TaskList& tasks) {
@@ -266,6 +311,9 @@ class Passes::Writer {
     const int rank = ctx.rank(ranks[std::min(p_.measure_position_, ranks.size() - 1)]).rank;
     std::uint32_t mask = 0;
     for (const auto d : dims) mask |= 1u << static_cast<unsigned>(d);
+    if (share.subgroup.size > 0)  // a leg of each group (uniform legs: the stage's longest)
+      return Duration::from_seconds(ctx.uncontended(stage_, kind, bytes, dims, share.subgroup).seconds() *
+                                    share.fraction);
     auto [it, added] =
         p_.uncontended_.try_emplace({rank, mask, kind, bytes.count, share.fraction, std::string(share.algorithm)});
     if (added) {
@@ -297,7 +345,7 @@ class Passes::Writer {
         case TapeStep::Kind::Collective:
           out[i] = p_.ctx_.collective_again(stage_, sim::TaskName::interned_label(step.label, microbatch_),
                                             step.collective, step.bytes, std::span(step.dims.data(), step.dims.size()),
-                                            step.stream, step.category, step.fraction, step.algorithm);
+                                            step.stream, step.category, step.fraction, step.algorithm, step.subgroup);
           break;
         case TapeStep::Kind::WaitFor:
           p_.ctx_.wait(stage_, StreamKind::Compute, out[step.step]);
@@ -319,6 +367,7 @@ class Passes::Writer {
   std::vector<TaskList> played_out_;                         // the collectives' tasks of a tape played
   std::vector<std::pair<int, Kernel>> queued_;
   std::string label_;                    // scratch space for task labels
+  std::string leg_label_;                // a hierarchical exchange leg's name, before the prefix
   std::vector<Kernel> kernels_scratch_;  // and for the kernels of a task
   TaskList last_;
   TaskList first_;
@@ -354,7 +403,49 @@ Passes::Passes(Context& ctx, DataParallel& dp)
       dp_(dp),
       offload_(ctx),
       split_(splits_weight_grad(ctx.job().strategy.schedule)),
-      transient_transpose_(model::transient_fp8_transpose_bytes(ctx.job()).count) {}
+      transient_transpose_(model::transient_fp8_transpose_bytes(ctx.job()).count) {
+  ep_legs_ = ep_legs();
+}
+
+Passes::EpLegs Passes::ep_legs() const {
+  const auto& job = ctx_.job();
+  const auto& m = job.workload.model;
+  if (!job.strategy.deepep_dispatch || !m.moe || ctx_.shape().ep < 2) return {};
+  // the first simulated rank's group; placements repeat it for every group
+  const auto group = ctx_.placement().group(ep_dims(), ctx_.rank(ctx_.stage_ranks(0).front()).rank);
+  const auto domain_of = [&](topo::DeviceId d) {
+    return d.value / static_cast<std::uint32_t>(job.cluster.node.devices);
+  };
+  std::size_t local = 0;  // the group's ranks in its first rank's domain
+  while (local < group.size() && domain_of(group[local]) == domain_of(group.front())) ++local;
+  if (local == group.size() || group.size() % local != 0) return {};  // one domain, or uneven
+  // every block of `local` consecutive ranks is one domain (what Subgroup's blocks take)
+  for (std::size_t j = 0; j < group.size(); ++j)
+    if (domain_of(group[j]) != domain_of(group[j - j % local]) ||
+        (j % local == 0 && j > 0 && domain_of(group[j]) == domain_of(group[j - 1])))
+      return {};
+  const int domains = static_cast<int>(group.size() / local);
+  const auto& s = ctx_.shape();
+  const double token_bytes =
+      static_cast<double>(s.routed_tokens()) * static_cast<double>(m.hidden) * s.activation_bytes;
+  EpLegs legs{.split = true,
+              .across = Subgroup{.size = static_cast<int>(local), .across = true},
+              .within = Subgroup{.size = static_cast<int>(local), .across = false},
+              .across_bytes = Bytes::from_double(token_bytes * model::expected_domains_per_token(*m.moe, domains)),
+              .within_bytes = all_to_all_bytes()};
+  // DeepEP and HybridEP forward each chunk of tokens over NVLink as it arrives over the network
+  // (chunks of 128 tokens: Megatron-Bridge's DeepSeek-V3 H100 recipe, HybridEP's
+  // NUM_OF_TOKENS_PER_CHUNK_COMBINE_API): the shorter leg trails the longer by one chunk
+  const double chunks = std::max(1.0, std::ceil(static_cast<double>(s.routed_tokens()) / kDeepEpChunkTokens));
+  const auto time = [&](Bytes bytes, Subgroup part) {
+    return ctx_.uncontended(0, CollectiveKind::AllToAll, bytes, ep_dims(), part).seconds();
+  };
+  if (time(legs.across_bytes, legs.across) >= time(legs.within_bytes, legs.within))
+    legs.within_share = 1.0 / chunks;
+  else
+    legs.across_share = 1.0 / chunks;
+  return legs;
+}
 
 const std::vector<model::Op>& Passes::ops_of(int unit) {
   const auto& m = ctx_.job().workload.model;
@@ -605,23 +696,17 @@ void Passes::mlp_forward(Writer& w, int unit, bool moe, Category category, Colle
     w.add(unit, {"router", "permute"}, fwd);
     if (overlap_shared_experts()) {
       // the shared experts run while the routed tokens travel
-      const auto dispatch = w.comm_async("ep dispatch", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(),
-                                         StreamKind::EpComm, Category::EpComm, {}, true);
+      const auto dispatch = w.ep_async("ep dispatch", true, true);
       w.add(unit, {"shared_fc1", "shared_act", "shared_fc2"}, fwd);
       w.flush(category);
       w.wait_for(dispatch);
       w.add(unit, {"expert_fc1", "expert_act", "expert_fc2"}, fwd);
-      w.comm("ep combine", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm,
-             Category::EpComm);
+      w.ep("ep combine", false);
       w.add(unit, {"unpermute"}, fwd);
     } else {
-      if (s.ep > 1)
-        w.comm("ep dispatch", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm,
-               Category::EpComm);
+      if (s.ep > 1) w.ep("ep dispatch", true);
       w.add(unit, {"expert_fc1", "expert_act", "expert_fc2"}, fwd);
-      if (s.ep > 1)
-        w.comm("ep combine", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm,
-               Category::EpComm);
+      if (s.ep > 1) w.ep("ep combine", false);
       w.add(unit, {"unpermute", "shared_fc1", "shared_act", "shared_fc2"}, fwd);
     }
   } else {
@@ -707,24 +792,18 @@ void Passes::mlp_backward(Writer& w, int unit, const std::vector<Pass>& bwd, boo
   if (s.sp && tp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
   if (moe && overlap_shared_experts()) {
     w.add(unit, {"unpermute"}, bwd);
-    const auto combine = w.comm_async("ep combine grad", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(),
-                                      StreamKind::EpComm, Category::EpComm, {}, true);
+    const auto combine = w.ep_async("ep combine grad", true, true);
     w.add(unit, {"shared_fc2", "shared_act", "shared_fc1"}, bwd);
     w.flush(Category::Compute);
     w.wait_for(combine);
     w.add(unit, {"expert_fc2", "expert_act", "expert_fc1"}, bwd);
-    w.comm("ep dispatch grad", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm,
-           Category::EpComm);
+    w.ep("ep dispatch grad", false);
     w.add(unit, {"permute", "router"}, bwd);
   } else if (moe) {
     w.add(unit, {"unpermute", "shared_fc2", "shared_act", "shared_fc1"}, bwd);
-    if (s.ep > 1)
-      w.comm("ep combine grad", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm,
-             Category::EpComm);
+    if (s.ep > 1) w.ep("ep combine grad", true);
     w.add(unit, {"expert_fc2", "expert_act", "expert_fc1"}, bwd);
-    if (s.ep > 1)
-      w.comm("ep dispatch grad", CollectiveKind::AllToAll, all_to_all_bytes(), ep_dims(), StreamKind::EpComm,
-             Category::EpComm);
+    if (s.ep > 1) w.ep("ep dispatch grad", false);
     w.add(unit, {"permute", "router"}, bwd);
   } else {
     w.add(unit, {"fc2", "act", "fc1"}, bwd);

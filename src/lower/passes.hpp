@@ -79,6 +79,7 @@ class Passes {
     boost::container::small_vector<spec::ParallelDim, 2> dims;
     double fraction = 1.0;
     std::string algorithm;
+    Subgroup subgroup;
   };
   struct Tape {
     std::vector<TapeStep> steps;
@@ -141,6 +142,23 @@ class Passes {
   double reduce_scatter_sm_share() const;
   void ring_attention(Writer& w, int unit, const std::vector<model::Pass>& passes, bool backward, Category category);
   Bytes all_to_all_bytes() const;
+  // Under dispatcher=deepep with the expert-parallel group across scale-up domains, the exchange's
+  // two legs: across the domains among the group's ranks of one local index (each token once per
+  // domain that holds one of its experts: model::expected_domains_per_token), then inside each
+  // domain (every routed copy to its expert's rank). Not split: one all-to-all of every copy.
+  struct EpLegs {
+    bool split = false;
+    Subgroup across;  // the group's ranks of one local index, one per domain
+    Subgroup within;  // the group's ranks in one domain
+    Bytes across_bytes;
+    Bytes within_bytes;
+    // The legs run at once, chunk by chunk: the longer one whole, of the shorter only its last
+    // chunk's share trails it.
+    double across_share = 1.0;
+    double within_share = 1.0;
+  };
+  EpLegs ep_legs() const;
+  EpLegs ep_legs_;
 
   Context& ctx_;
   DataParallel& dp_;

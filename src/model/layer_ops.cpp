@@ -277,6 +277,43 @@ std::vector<Op> head_ops(const ModelSpec& model, const LayerShape& shape) {
   };
 }
 
+namespace {
+// The chance that none of `k` experts drawn without replacement from `pool` is one of `held` of them.
+double none_drawn(double pool, double held, int k) {
+  double p = 1;
+  for (int i = 0; i < k; ++i) p *= std::max(0.0, pool - held - i) / (pool - i);
+  return p;
+}
+double choose(int n, int r) {
+  if (r < 0 || r > n) return 0;
+  double c = 1;
+  for (int i = 1; i <= r; ++i) c = c * (n - r + i) / i;
+  return c;
+}
+}  // namespace
+
+double expected_domains_per_token(const spec::MoeSpec& moe, int domains) {
+  SIM_ASSERT(domains >= 1 && moe.experts % domains == 0, "{} experts over {} domains", moe.experts, domains);
+  if (domains == 1) return 1.0;
+  const double experts = moe.experts;
+  const double per_domain = experts / domains;
+  const int g = moe.groups;
+  const int m = moe.group_top_k;
+  const auto unlimited = [&] { return domains * (1 - none_drawn(experts, per_domain, moe.top_k)); };
+  if (g == 1 || m >= g) return unlimited();
+  const double candidates = m * experts / g;  // the experts of the token's groups
+  if (domains % g == 0)                       // each group spans domains/g domains, all of whose experts are candidates
+    return m * (domains / g) * (1 - none_drawn(candidates, per_domain, moe.top_k));
+  if (g % domains != 0) return unlimited();
+  // each domain holds q groups, c of them the token's (hypergeometric over the m picked of g)
+  const int q = g / domains;
+  double hit = 0;
+  for (int c = 1; c <= std::min(q, m); ++c)
+    hit +=
+        choose(q, c) * choose(g - q, m - c) / choose(g, m) * (1 - none_drawn(candidates, c * experts / g, moe.top_k));
+  return domains * hit;
+}
+
 bool multiplies_weights(const Op& op) {
   const auto* g = std::get_if<Gemm>(&op.shape);
   return g != nullptr && (g->linear || op.name == "logits" || op.name == "router");

@@ -149,6 +149,16 @@ void read_deepseek(Reader& r, ModelSpec& m, std::vector<std::string>& warnings) 
   e.expert_ffn_hidden = r.integer("moe_intermediate_size", {1, 1 << 22});
   e.shared_experts = static_cast<int>(r.integer_or("n_shared_experts", 0, {0, 64}));
   e.dense_layers = static_cast<int>(r.integer_or("first_k_dense_replace", 0, {0, 10000}));
+  // group-limited routing (DeepSeek-V3: 8 groups, the best 4 per token)
+  e.groups = static_cast<int>(r.integer_or("n_group", 1, {1, 1 << 16}));
+  e.group_top_k = static_cast<int>(r.integer_or("topk_group", e.groups, {1, 1 << 16}));
+  if (e.experts % e.groups != 0)
+    r.error_at("n_group", fmt::format("{} does not divide the {} experts into equal groups", e.groups, e.experts));
+  else if (e.group_top_k > e.groups)
+    r.error_at("topk_group", fmt::format("{} exceeds n_group ({})", e.group_top_k, e.groups));
+  else if (e.top_k > e.group_top_k * (e.experts / e.groups))
+    r.error_at("topk_group", fmt::format("{} group(s) of {} experts cannot hold num_experts_per_tok {}", e.group_top_k,
+                                         e.experts / e.groups, e.top_k));
   if (const auto freq = r.optional_integer("moe_layer_freq", {1, 10000}); freq && *freq != 1)
     r.error_at("moe_layer_freq", fmt::format("{}: only every layer after first_k_dense_replace being an MoE "
                                              "layer (1) is modelled",

@@ -136,6 +136,10 @@ void check_model_split(Job& job, Rules& rules) {
         fmt::format("vocab {} is padded to a multiple of tp={} for the vocab-parallel embedding", m.vocab, s.tp));
   if (s.sp && s.tp == 1) job.warnings.push_back("sp=on has no effect with tp=1");
   if (s.cp_comm != CpComm::AllGather && s.cp == 1) job.warnings.push_back("cp_comm has no effect with cp=1");
+  if (s.deepep_dispatch && (!m.moe || s.ep < 2))
+    rules.strategy("/dispatcher",
+                   "dispatcher=deepep needs a mixture of experts with ep > 1 (it carries the "
+                   "expert-parallel exchange)");
   if (s.ep_overlap && (!m.moe || m.moe->shared_experts == 0))
     job.warnings.push_back("ep_overlap=on has no effect without shared experts to overlap the dispatch with");
   check_moe_comm_overlap(job, rules);

@@ -46,6 +46,7 @@ constexpr std::array<Choice<LaunchMode>, 3> kLaunch{
 constexpr std::array<Choice<CpComm>, 2> kCpComm{{{"all_gather", CpComm::AllGather}, {"ring", CpComm::Ring}}};
 constexpr std::array<Choice<bool>, 2> kAllocators{{{"caching", true}, {"static", false}}};
 constexpr std::array<Choice<bool>, 2> kGradKernels{{{"separate", false}, {"fused", true}}};
+constexpr std::array<Choice<bool>, 2> kDispatchers{{{"alltoall", false}, {"deepep", true}}};
 constexpr std::array<Choice<bool>, 4> kSwitch{{{"on", true}, {"off", false}, {"true", true}, {"false", false}}};
 constexpr std::array<Choice<ParallelDim>, 5> kDims{{{"tp", ParallelDim::Tp},
                                                     {"cp", ParallelDim::Cp},
@@ -349,6 +350,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.ep != 1) out += fmt::format(",ep={}", s.ep);
   if (s.etp) out += fmt::format(",etp={}", *s.etp);
   if (s.ep_overlap) out += ",ep_overlap=on";
+  if (s.deepep_dispatch) out += ",dispatcher=deepep";
   if (s.overlap_moe_comm) out += ",overlap_moe_comm=on";
   out += fmt::format(",pp={}", s.pp);
   if (s.vpp != 1) out += fmt::format(",vpp={}", s.vpp);
@@ -419,6 +421,7 @@ StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& s
   s.ep = static_cast<int>(r.integer_or("ep", 1, kDegree));
   if (const auto etp = r.optional_integer("etp", kDegree)) s.etp = static_cast<int>(*etp);
   s.ep_overlap = read_switch(r, "ep_overlap", false);
+  s.deepep_dispatch = r.choice_or<bool>("dispatcher", false, kDispatchers);
   s.overlap_moe_comm = read_switch(r, "overlap_moe_comm", false);
   s.dp = r.optional_integer("dp", {1, std::int64_t{1} << 22});
   s.mb = r.integer_or("mb", 1, {1, 1 << 30});

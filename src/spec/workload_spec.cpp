@@ -36,6 +36,19 @@ constexpr std::array<Choice<Optimizer>, 3> kOptimizers{
 constexpr std::array<Choice<Dtype>, 4> kTrainingDtypes{
     {{"bf16", Dtype::Bf16}, {"fp16", Dtype::Fp16}, {"fp32", Dtype::Fp32}, {"fp8", Dtype::Fp8}}};
 
+// Group-limited routing: the groups split the experts evenly, a token picks at most all of them,
+// and its top_k experts fit in the groups it picks.
+void check_routing_groups(Reader& r, const MoeSpec& m, std::string_view groups_key, std::string_view top_key) {
+  if (m.experts % m.groups != 0) {
+    r.error_at(groups_key, fmt::format("{} does not divide the {} experts into equal groups", m.groups, m.experts));
+  } else if (m.group_top_k > m.groups) {
+    r.error_at(top_key, fmt::format("{} exceeds the number of groups ({})", m.group_top_k, m.groups));
+  } else if (m.top_k > m.group_top_k * (m.experts / m.groups)) {
+    r.error_at(top_key, fmt::format("{} group(s) of {} experts cannot hold the top_k of {}", m.group_top_k,
+                                    m.experts / m.groups, m.top_k));
+  }
+}
+
 MoeSpec read_moe(Reader r, int layers) {
   MoeSpec m;
   m.experts = static_cast<int>(r.integer("experts", {1, 1 << 16}));
@@ -45,8 +58,12 @@ MoeSpec read_moe(Reader r, int layers) {
   m.capacity_factor = r.number_or("capacity_factor", 1.0, {1.0, 64.0});
   m.dense_layers = static_cast<int>(r.integer_or("dense_layers", 0, {0, 10000}));
   m.layer_step = static_cast<int>(r.integer_or("layer_step", 1, {1, 10000}));
+  m.groups = static_cast<int>(r.integer_or("groups", 1, {1, 1 << 16}));
+  m.group_top_k = static_cast<int>(r.integer_or("group_top_k", m.groups, {1, 1 << 16}));
   if (m.top_k > m.experts)
     r.error_at("top_k", fmt::format("{} exceeds the number of experts ({})", m.top_k, m.experts));
+  else
+    check_routing_groups(r, m, "groups", "group_top_k");
   if (m.dense_layers >= layers)
     r.error_at("dense_layers",
                fmt::format("{} leaves no MoE layer among the model's {} layers", m.dense_layers, layers));

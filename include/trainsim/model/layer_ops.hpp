@@ -116,6 +116,14 @@ std::vector<Op> embedding_ops(const spec::ModelSpec& model, const LayerShape& sh
 // Final norm, output projection and cross-entropy on the last pipeline stage.
 std::vector<Op> head_ops(const spec::ModelSpec& model, const LayerShape& shape);
 
+// The scale-up domains that hold at least one of a token's top_k experts, on average, when the
+// expert-parallel group spans `domains` equal domains (experts spread evenly over its ranks, a group
+// of experts on consecutive ranks) and a token's experts are drawn uniformly from its best
+// group_top_k groups (DeepSeek-V3's node-limited routing; all experts without groups): how many
+// times DeepEP sends a token across the network, its own domain included. Group boundaries that
+// neither contain nor split the domains evenly are taken as no limit.
+double expected_domains_per_token(const spec::MoeSpec& moe, int domains);
+
 // FLOPs of a kernel list; GEMMs and attention only, as the Megatron-LM paper counts them.
 struct OpFlops {
   double fwd = 0;

@@ -78,6 +78,12 @@ struct StrategySpec {
   // The shared experts compute while the routed tokens are dispatched (Megatron-LM's
   // --moe-shared-expert-overlap) instead of after the combine.
   bool ep_overlap = false;
+  // How routed tokens travel to their experts and back (`dispatcher`): `alltoall` (Megatron-Core's
+  // --moe-token-dispatcher-type alltoall: every routed copy straight to its expert's rank) or
+  // `deepep` (the flex dispatcher with DeepEP or HybridEP, --moe-flex-dispatcher-backend: a token
+  // crosses the network once per scale-up domain that holds one of its experts, to the peer with its
+  // own local rank, which forwards the copies over NVLink; docs/model.md "Mixture of experts").
+  bool deepep_dispatch = false;
   // Combined 1F1B (Megatron-Core's --overlap-moe-expert-parallel-comm): a forward and a backward
   // pass of adjacent micro-batches run together, each one's dispatch and combine all-to-alls beside
   // the other's compute.

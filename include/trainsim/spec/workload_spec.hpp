@@ -26,6 +26,12 @@ struct MoeSpec {
   // after those, every layer_step-th layer is an MoE layer (layer i when (i + 1) % layer_step == 0,
   // Qwen2-MoE's decoder_sparse_step), the others dense
   int layer_step = 1;
+  // Group-limited routing (DeepSeek-V3's n_group and topk_group, Megatron-Core's
+  // --moe-router-num-groups and --moe-router-group-topk): the experts form `groups` equal groups
+  // and a token takes its top_k experts from its best `group_top_k` groups only (1 and 1: no limit).
+  // Under expert parallelism the groups lie on consecutive ranks, so a token reaches fewer nodes.
+  int groups = 1;
+  int group_top_k = 1;
   friend bool operator==(const MoeSpec&, const MoeSpec&) = default;
 };
 

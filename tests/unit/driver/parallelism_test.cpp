@@ -2,7 +2,10 @@
 // hides its traffic, and the activation memory context parallelism saves.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "common/clusters.hpp"
+#include "common/jobs.hpp"
 #include "common/reports.hpp"
 #include "common/workloads.hpp"
 #include "trainsim/driver/run.hpp"
@@ -259,4 +262,30 @@ TEST_CASE("a segment of each NVL72 rack: the job's domains are 16 trays, their N
   const double segments = ep_busy(",segment=16");
   CHECK(segments > 0);
   CHECK(segments < 0.5 * whole_racks);
+}
+
+TEST_CASE("DeepEP sends a token across the network once per domain holding its experts, then over NVLink") {
+  // 16 experts, top 4, EP 16 over two 8-GPU nodes: alltoall sends top_k copies per token, 8 of 16
+  // to the other node; DeepEP sends it once to each node that holds one of its experts (the network
+  // leg, the longer here) and forwards the top_k copies inside the node (its last 128-token chunk
+  // trailing the network leg)
+  auto w = test::tiny_moe();
+  w.model.moe->experts = 16;
+  w.model.moe->top_k = 4;
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto plain = simulate_job(job_on(cluster, w, "ep=16,gpus=16"));
+  const auto job = job_on(cluster, w, "ep=16,gpus=16,dispatcher=deepep");
+  const auto deepep = simulate_job(job);
+  const double tokens = static_cast<double>(job.micro_batches * job.strategy.mb * w.training.seq_len);
+  const double domains = model::expected_domains_per_token(*w.model.moe, 2);
+  const double chunks = std::ceil(static_cast<double>(job.strategy.mb * w.training.seq_len) / 128.0);
+  const double per_token_layer = test::comm_bytes(deepep, lower::Category::EpComm) / (tokens * w.model.layers);
+  CHECK(per_token_layer == doctest::Approx(4.0 * w.model.hidden * 2 * (domains + 4.0 / chunks)));
+  CHECK(deepep.simulation->breakdown.exposed_comm_s < plain.simulation->breakdown.exposed_comm_s);
+  CHECK(deepep.simulation->step_time_s < plain.simulation->step_time_s);
+  // inside one node there is no network leg: the same exchange as alltoall
+  const auto inside = simulate_job(job_on(cluster, w, "ep=8,gpus=16,dispatcher=deepep"));
+  const auto inside_plain = simulate_job(job_on(cluster, w, "ep=8,gpus=16"));
+  CHECK(inside.simulation->step_time_s == inside_plain.simulation->step_time_s);
+  CHECK(test::comm_bytes(inside, lower::Category::EpComm) == test::comm_bytes(inside_plain, lower::Category::EpComm));
 }

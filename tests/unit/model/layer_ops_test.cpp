@@ -1,5 +1,11 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <set>
+#include <vector>
+
 #include "common/jobs.hpp"
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/layer_ops.hpp"
@@ -71,4 +77,44 @@ TEST_CASE("context parallelism gives each rank a slice of queries against all ke
   CHECK(core.q_len == 131072 / 16);
   CHECK(core.kv_len == 131072);
   CHECK(core.heads == 16);
+}
+
+TEST_CASE("the scale-up domains a token's experts lie in: DeepEP's network copies, against a Monte Carlo") {
+  // routing drawn at random: the token's group_top_k groups uniformly, then its top_k experts
+  // uniformly among theirs; experts spread over the domains in order (a group on consecutive ranks)
+  std::mt19937_64 rng(7);
+  const auto simulated = [&](spec::MoeSpec moe, int domains) {
+    const int per_group = moe.experts / moe.groups;
+    const int per_domain = moe.experts / domains;
+    double total = 0;
+    constexpr int kSamples = 200000;
+    std::vector<int> groups(static_cast<std::size_t>(moe.groups));
+    std::iota(groups.begin(), groups.end(), 0);
+    for (int n = 0; n < kSamples; ++n) {
+      std::shuffle(groups.begin(), groups.end(), rng);
+      std::vector<int> candidates;
+      for (int g = 0; g < moe.group_top_k; ++g)
+        for (int e = 0; e < per_group; ++e) candidates.push_back(groups[static_cast<std::size_t>(g)] * per_group + e);
+      std::shuffle(candidates.begin(), candidates.end(), rng);
+      std::set<int> hit;
+      for (int k = 0; k < moe.top_k; ++k) hit.insert(candidates[static_cast<std::size_t>(k)] / per_domain);
+      total += static_cast<double>(hit.size());
+    }
+    return total / kSamples;
+  };
+  spec::MoeSpec v3{.experts = 256, .top_k = 8, .expert_ffn_hidden = 2048, .groups = 8, .group_top_k = 4};
+  spec::MoeSpec free = v3;
+  free.groups = free.group_top_k = 1;
+  for (const int domains : {2, 4, 8, 16, 32}) {
+    CAPTURE(domains);
+    CHECK(expected_domains_per_token(free, domains) == doctest::Approx(simulated(free, domains)).epsilon(0.01));
+    CHECK(expected_domains_per_token(v3, domains) == doctest::Approx(simulated(v3, domains)).epsilon(0.01));
+    // DeepSeek-V3's node-limited routing: at most 4 groups' domains, never more than unlimited
+    CHECK(expected_domains_per_token(v3, domains) <= expected_domains_per_token(free, domains) + 1e-12);
+  }
+  // one expert per token reaches one domain; one domain is all; 8 groups on 8 domains reach at most 4
+  free.top_k = 1;
+  CHECK(expected_domains_per_token(free, 16) == doctest::Approx(1.0));
+  CHECK(expected_domains_per_token(v3, 1) == 1.0);
+  CHECK(expected_domains_per_token(v3, 8) < 4.0);
 }
