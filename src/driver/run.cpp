@@ -216,7 +216,17 @@ std::vector<lower::DistinctGroup> straddling_groups(const spec::Job& job, std::v
   std::vector<lower::DistinctGroup> out;
   const auto& c = job.cluster;
   const auto* torus = std::get_if<spec::TorusNetwork>(&c.network);
-  if (c.nodes < 2 || (torus && torus->slices < 2)) return out;
+  const auto deepep_idle = [&](int ep) {
+    if (job.strategy.deepep_dispatch && !spec::ep_folded(job.strategy) && warnings != nullptr)
+      warnings->push_back(
+          fmt::format("dispatcher=deepep changes nothing here: every ep={} group lies inside one {}, "
+                      "where its exchange is alltoall's",
+                      ep, torus ? "TPU slice" : "scale-up domain"));
+  };
+  if (c.nodes < 2 || (torus && torus->slices < 2)) {
+    deepep_idle(job.strategy.ep);
+    return out;
+  }
   const auto placement = topo::Placement::from_strategy(job.strategy, job.dp);
   const auto domain = static_cast<std::uint32_t>(torus ? torus->slice_devices() : c.node.devices);
   for (const auto dim : {spec::ParallelDim::Tp, spec::ParallelDim::Cp, spec::ParallelDim::Ep}) {
@@ -259,6 +269,7 @@ std::vector<lower::DistinctGroup> straddling_groups(const spec::Job& job, std::v
     }
     // groups that all cross alike (ep 16 over 8-GPU nodes) run alike: the first stands for them
     if (worst && worst_outside > least_outside) out.push_back({*worst, dim});
+    if (dim == spec::ParallelDim::Ep && crossing == 0) deepep_idle(size);
     if (crossing > 0 && warnings != nullptr)
       warnings->push_back(fmt::format("{} of the {} {}={} groups span {} of {} devices: their collectives cross the {}",
                                       crossing, groups, spec::parallel_dim_name(dim), size,

@@ -322,19 +322,21 @@ const std::vector<Context::StageGroup>& Context::groups_of(int stage, std::span<
 
 TaskList Context::collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                              std::span<const ParallelDim> dims, StreamKind stream, Category category, double fraction,
-                             std::string_view algorithm, Subgroup subgroup) {
-  return issue_collective(stage, name, kind, bytes, dims, stream, category, fraction, algorithm, subgroup, true);
+                             std::string_view algorithm, Subgroup subgroup, bool whole_bytes) {
+  return issue_collective(stage, name, kind, bytes, dims, stream, category, fraction, algorithm, subgroup, whole_bytes,
+                          true);
 }
 
 TaskList Context::collective_again(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                                    std::span<const ParallelDim> dims, StreamKind stream, Category category,
-                                   double fraction, std::string_view algorithm, Subgroup subgroup) {
-  return issue_collective(stage, name, kind, bytes, dims, stream, category, fraction, algorithm, subgroup, false);
+                                   double fraction, std::string_view algorithm, Subgroup subgroup, bool whole_bytes) {
+  return issue_collective(stage, name, kind, bytes, dims, stream, category, fraction, algorithm, subgroup, whole_bytes,
+                          false);
 }
 
 TaskList Context::issue_collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                                    std::span<const ParallelDim> dims, StreamKind stream, Category category,
-                                   double fraction, std::string_view algorithm, Subgroup subgroup,
+                                   double fraction, std::string_view algorithm, Subgroup subgroup, bool whole_bytes,
                                    bool record_choices) {
   const auto& ranks = stage_ranks(stage);
   TaskList out(ranks.size(), kNoTask);
@@ -345,6 +347,7 @@ TaskList Context::issue_collective(int stage, sim::TaskName name, cost::Collecti
                     .kind = kind,
                     .bytes = bytes.count,
                     .fraction = fraction,
+                    .whole_bytes = whole_bytes,
                     .overlaps_compute = stream != StreamKind::TpComm,
                     .algorithm = std::string(algorithm)};
   for (const auto& costed : costed_groups(key, dims, bytes)) {
@@ -375,6 +378,7 @@ std::size_t Context::CallKeyHash::operator()(const CallKey& k) const {
   boost::hash_combine(h, static_cast<int>(k.kind));
   boost::hash_combine(h, k.bytes);
   boost::hash_combine(h, k.fraction);
+  boost::hash_combine(h, k.whole_bytes);
   boost::hash_combine(h, k.overlaps_compute);
   boost::hash_combine(h, k.algorithm);
   return h;
@@ -390,7 +394,7 @@ const std::vector<Context::CostedGroup>& Context::costed_groups(const CallKey& k
       c.time = Duration::from_seconds(c.time.seconds() * key.fraction);
       c.latency = Duration::from_seconds(c.latency.seconds() * key.fraction);
     }
-    const auto scaled = Bytes::from_double(bytes.as_double() * key.fraction);
+    const auto scaled = key.whole_bytes ? bytes : Bytes::from_double(bytes.as_double() * key.fraction);
     CostedGroup costed{.group = &g, .cost = std::move(c), .bytes = scaled, .work = {}};
     if (costed.cost.plan != nullptr) costed.work = comm_work(costed.cost, scaled, key.overlaps_compute);
     out.push_back(std::move(costed));

@@ -71,16 +71,19 @@ class Context {
   void unissued_launch(int stage, Duration duration);
   // One collective per group along `dims` among the stage's ranks, on their `stream`; costed on the
   // whole group the placement gives (all its ranks, simulated or not).
-  // `fraction` of the collective under `algorithm` ("auto": NCCL's choice) is one step of it;
-  // `subgroup` narrows each group.
+  // `fraction` of the collective under `algorithm` ("auto": NCCL's choice) is one step of it, its
+  // time and bytes that share (`whole_bytes`: its time only, all its bytes moving, the rest beside
+  // other work); `subgroup` narrows each group.
   TaskList collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                       std::span<const spec::ParallelDim> dims, StreamKind stream, Category category,
-                      double fraction = 1.0, std::string_view algorithm = "auto", Subgroup subgroup = {});
+                      double fraction = 1.0, std::string_view algorithm = "auto", Subgroup subgroup = {},
+                      bool whole_bytes = false);
   // The same collective as one issued before with the same arguments but the name's number (a
   // pass played back): its costing choices are kept already (Lowered::collectives).
   TaskList collective_again(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                             std::span<const spec::ParallelDim> dims, StreamKind stream, Category category,
-                            double fraction, std::string_view algorithm, Subgroup subgroup = {});
+                            double fraction, std::string_view algorithm, Subgroup subgroup = {},
+                            bool whole_bytes = false);
   // The longest time a group of the stage's ranks along `dims` takes for the collective alone on its
   // links (the cost model's answer, uncontended): no simulated collective takes less.
   Duration uncontended(int stage, cost::CollectiveKind kind, Bytes bytes, std::span<const spec::ParallelDim> dims,
@@ -123,7 +126,8 @@ class Context {
   std::size_t index_of_rank(int rank) const;
   TaskList issue_collective(int stage, sim::TaskName name, cost::CollectiveKind kind, Bytes bytes,
                             std::span<const spec::ParallelDim> dims, StreamKind stream, Category category,
-                            double fraction, std::string_view algorithm, Subgroup subgroup, bool record_choices);
+                            double fraction, std::string_view algorithm, Subgroup subgroup, bool whole_bytes,
+                            bool record_choices);
   // The rank of `rank`'s pipeline group on `stage` (pp_groups_ keeps each group asked for).
   int pp_peer(int rank, int stage);
   std::unordered_map<int, std::vector<int>> pp_groups_;
@@ -168,12 +172,14 @@ class Context {
     cost::CollectiveKind kind{};
     std::int64_t bytes = 0;
     double fraction = 1.0;
+    bool whole_bytes = false;
     bool overlaps_compute = false;
     std::string algorithm;
     friend bool operator==(const CallKey& a, const CallKey& b) {
       return a.stage == b.stage && a.dims == b.dims && a.subgroup.size == b.subgroup.size &&
              a.subgroup.across == b.subgroup.across && a.kind == b.kind && a.bytes == b.bytes &&
-             a.fraction == b.fraction && a.overlaps_compute == b.overlaps_compute && a.algorithm == b.algorithm;
+             a.fraction == b.fraction && a.whole_bytes == b.whole_bytes && a.overlaps_compute == b.overlaps_compute &&
+             a.algorithm == b.algorithm;
     }
   };
   struct CallKeyHash {

@@ -37,7 +37,8 @@ constexpr double kDeepEpChunkTokens = 128;
 struct Share {
   double fraction = 1.0;
   std::string_view algorithm = "auto";
-  Subgroup subgroup{};  // a part of each group (the legs of a hierarchical expert-parallel exchange)
+  Subgroup subgroup{};       // a part of each group (the legs of a hierarchical expert-parallel exchange)
+  bool whole_bytes = false;  // `fraction` is of the time only (Context::collective)
 };
 }  // namespace
 
@@ -193,7 +194,7 @@ class Passes::Writer {
     label_ += what;
     const auto label = p_.ctx_.graph().intern(label_);
     auto out = p_.ctx_.collective(stage_, sim::TaskName::interned_label(label, microbatch_), kind, bytes, dims, stream,
-                                  category, share.fraction, share.algorithm, share.subgroup);
+                                  category, share.fraction, share.algorithm, share.subgroup, share.whole_bytes);
     if (tape_ != nullptr) {
       tape_->steps.push_back({.kind = TapeStep::Kind::Collective,
                               .category = category,
@@ -204,7 +205,8 @@ class Passes::Writer {
                               .dims = {dims.begin(), dims.end()},
                               .fraction = share.fraction,
                               .algorithm = std::string(share.algorithm),
-                              .subgroup = share.subgroup});
+                              .subgroup = share.subgroup,
+                              .whole_bytes = share.whole_bytes});
       taped_out_.emplace_back(tape_->steps.size() - 1, out);
     }
     return out;
@@ -212,8 +214,9 @@ class Passes::Writer {
 
   Share leg_share(bool across) const {
     const auto& legs = p_.ep_legs_;
-    return across ? Share{.fraction = legs.across_share, .subgroup = legs.across}
-                  : Share{.fraction = legs.within_share, .subgroup = legs.within};
+    // the trailing leg's bytes all move, most of them beside the other leg
+    return across ? Share{.fraction = legs.across_share, .subgroup = legs.across, .whole_bytes = true}
+                  : Share{.fraction = legs.within_share, .subgroup = legs.within, .whole_bytes = true};
   }
 
   // The expert-parallel exchange `what` (p_.ep_legs_): a dispatch, or a combine's gradient
@@ -343,9 +346,10 @@ class Passes::Writer {
           p_.ctx_.wait(stage_, step.stream, last_);
           break;
         case TapeStep::Kind::Collective:
-          out[i] = p_.ctx_.collective_again(stage_, sim::TaskName::interned_label(step.label, microbatch_),
-                                            step.collective, step.bytes, std::span(step.dims.data(), step.dims.size()),
-                                            step.stream, step.category, step.fraction, step.algorithm, step.subgroup);
+          out[i] =
+              p_.ctx_.collective_again(stage_, sim::TaskName::interned_label(step.label, microbatch_), step.collective,
+                                       step.bytes, std::span(step.dims.data(), step.dims.size()), step.stream,
+                                       step.category, step.fraction, step.algorithm, step.subgroup, step.whole_bytes);
           break;
         case TapeStep::Kind::WaitFor:
           p_.ctx_.wait(stage_, StreamKind::Compute, out[step.step]);
@@ -411,7 +415,7 @@ Passes::EpLegs Passes::ep_legs() const {
   const auto& job = ctx_.job();
   const auto& m = job.workload.model;
   if (!job.strategy.deepep_dispatch || !m.moe || ctx_.shape().ep < 2) return {};
-  // the first simulated rank's group; placements repeat it for every group
+  // the first simulated rank's group (a straddling group simulated beside it takes these legs too)
   const auto group = ctx_.placement().group(ep_dims(), ctx_.rank(ctx_.stage_ranks(0).front()).rank);
   const auto domain_of = [&](topo::DeviceId d) {
     return d.value / static_cast<std::uint32_t>(job.cluster.node.devices);

@@ -80,6 +80,7 @@ class Passes {
     double fraction = 1.0;
     std::string algorithm;
     Subgroup subgroup;
+    bool whole_bytes = false;
   };
   struct Tape {
     std::vector<TapeStep> steps;

@@ -147,13 +147,16 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
     bytes +=
         embedding_activation_bytes(m, shape) * inflight_microbatches(st.schedule, 0, pp, st.vpp, job.micro_batches);
   if (static_cast<int>(stage) != spec::head_stage(job)) return bytes + working_set;
-  // The last virtual stage runs each micro-batch's backward right after its forward, except in
-  // GPipe: the head's tensors (the logits, the loss's) are freed by its backward, before any
-  // layer's backward builds its working set, so the two do not add up; GPipe holds every
-  // micro-batch's head until the backward begins.
+  // The last virtual stage runs a micro-batch's head (the logits, the loss's tensors) and frees it in
+  // its backward before that micro-batch's layers build their backward working set, so the two do
+  // not add up; GPipe holds every micro-batch's head until the backward begins (the first backward
+  // frees its own); DualPipeV and combined 1F1B run one micro-batch's forward, head included,
+  // beside another's backward.
+  const double head = head_activation_bytes(m, shape);
   if (st.schedule == Schedule::GPipe)
-    return bytes + working_set + head_activation_bytes(m, shape) * static_cast<double>(job.micro_batches);
-  return bytes + std::max(working_set, head_activation_bytes(m, shape));
+    return bytes + head * static_cast<double>(job.micro_batches - 1) + std::max(working_set, head);
+  if (st.schedule == Schedule::DualPipeV || st.overlap_moe_comm) return bytes + working_set + head;
+  return bytes + std::max(working_set, head);
 }
 
 }  // namespace

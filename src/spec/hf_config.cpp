@@ -31,18 +31,61 @@ constexpr std::array<Choice<Family>, 11> kFamilies{{{"llama", Family::Llama},
 // Keys that do not change what a training step costs: token ids, initialisation, norm epsilons,
 // rotary frequencies and scaling, dropout of inference-only heads, routing details that leave the
 // expert count and top-k alone, bookkeeping. Read silently.
-const std::set<std::string, std::less<>> kCostFreeKeys{
-    "_name_or_path", "architectures", "auto_map", "aux_loss_alpha", "bos_token_id", "classifier_dropout",
-    "decoder_start_token_id", "eos_token_id", "ep_size", "id2label", "initializer_range", "label2id",
-    "layer_norm_eps", "layer_norm_epsilon", "max_position_embeddings", "max_window_layers", "model_type", "n_ctx",
-    "n_group", "norm_topk_prob", "output_router_logits", "pad_token_id", "pretraining_tp", "quantization_config",
-    "rms_norm_eps", "rope_interleave", "rope_scaling", "rope_theta", "rotary_emb_base", "routed_scaling_factor",
-    "router_aux_loss_coef", "router_jitter_noise", "scale_attn_by_inverse_layer_idx", "scale_attn_weights",
-    "reorder_and_upcast_attn", "scoring_func", "seq_aux", "summary_activation", "summary_first_dropout",
-    "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params", "topk_group",
-    "topk_method", "torch_dtype", "transformers_version", "use_cache", "use_parallel_residual", "hidden_act",
-    "activation_function", "attention_dropout", "hidden_dropout", "tokenizer_class", "is_decoder",
-    "bad_words_ids", "dtype", "moe_layer_freq"};
+const std::set<std::string, std::less<>> kCostFreeKeys{"_name_or_path",
+                                                       "architectures",
+                                                       "auto_map",
+                                                       "aux_loss_alpha",
+                                                       "bos_token_id",
+                                                       "classifier_dropout",
+                                                       "decoder_start_token_id",
+                                                       "eos_token_id",
+                                                       "ep_size",
+                                                       "id2label",
+                                                       "initializer_range",
+                                                       "label2id",
+                                                       "layer_norm_eps",
+                                                       "layer_norm_epsilon",
+                                                       "max_position_embeddings",
+                                                       "max_window_layers",
+                                                       "model_type",
+                                                       "n_ctx",
+                                                       "norm_topk_prob",
+                                                       "output_router_logits",
+                                                       "pad_token_id",
+                                                       "pretraining_tp",
+                                                       "quantization_config",
+                                                       "rms_norm_eps",
+                                                       "rope_interleave",
+                                                       "rope_scaling",
+                                                       "rope_theta",
+                                                       "rotary_emb_base",
+                                                       "routed_scaling_factor",
+                                                       "router_aux_loss_coef",
+                                                       "router_jitter_noise",
+                                                       "scale_attn_by_inverse_layer_idx",
+                                                       "scale_attn_weights",
+                                                       "reorder_and_upcast_attn",
+                                                       "scoring_func",
+                                                       "seq_aux",
+                                                       "summary_activation",
+                                                       "summary_first_dropout",
+                                                       "summary_proj_to_labels",
+                                                       "summary_type",
+                                                       "summary_use_proj",
+                                                       "task_specific_params",
+                                                       "torch_dtype",
+                                                       "transformers_version",
+                                                       "use_cache",
+                                                       "use_parallel_residual",
+                                                       "hidden_act",
+                                                       "activation_function",
+                                                       "attention_dropout",
+                                                       "hidden_dropout",
+                                                       "tokenizer_class",
+                                                       "is_decoder",
+                                                       "bad_words_ids",
+                                                       "dtype",
+                                                       "moe_layer_freq"};
 
 // The keys every Llama-like family shares (LlamaConfig): dimensions, GQA, tying, biases.
 struct LlamaLike {
@@ -149,16 +192,12 @@ void read_deepseek(Reader& r, ModelSpec& m, std::vector<std::string>& warnings) 
   e.expert_ffn_hidden = r.integer("moe_intermediate_size", {1, 1 << 22});
   e.shared_experts = static_cast<int>(r.integer_or("n_shared_experts", 0, {0, 64}));
   e.dense_layers = static_cast<int>(r.integer_or("first_k_dense_replace", 0, {0, 10000}));
-  // group-limited routing (DeepSeek-V3: 8 groups, the best 4 per token)
+  // group-limited routing (DeepSeek-V2's group_limited_greedy, V3's noaux_tc: 8 groups, the best 3
+  // or 4 per token); topk_method "greedy" picks from every expert whatever n_group says
   e.groups = static_cast<int>(r.integer_or("n_group", 1, {1, 1 << 16}));
   e.group_top_k = static_cast<int>(r.integer_or("topk_group", e.groups, {1, 1 << 16}));
-  if (e.experts % e.groups != 0)
-    r.error_at("n_group", fmt::format("{} does not divide the {} experts into equal groups", e.groups, e.experts));
-  else if (e.group_top_k > e.groups)
-    r.error_at("topk_group", fmt::format("{} exceeds n_group ({})", e.group_top_k, e.groups));
-  else if (e.top_k > e.group_top_k * (e.experts / e.groups))
-    r.error_at("topk_group", fmt::format("{} group(s) of {} experts cannot hold num_experts_per_tok {}", e.group_top_k,
-                                         e.experts / e.groups, e.top_k));
+  if (r.string_or("topk_method", "greedy") == "greedy") e.groups = e.group_top_k = 1;
+  if (e.top_k <= e.experts) check_routing_groups(r, e, "n_group", "topk_group");
   if (const auto freq = r.optional_integer("moe_layer_freq", {1, 10000}); freq && *freq != 1)
     r.error_at("moe_layer_freq", fmt::format("{}: only every layer after first_k_dense_replace being an MoE "
                                              "layer (1) is modelled",

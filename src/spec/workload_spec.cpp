@@ -36,19 +36,6 @@ constexpr std::array<Choice<Optimizer>, 3> kOptimizers{
 constexpr std::array<Choice<Dtype>, 4> kTrainingDtypes{
     {{"bf16", Dtype::Bf16}, {"fp16", Dtype::Fp16}, {"fp32", Dtype::Fp32}, {"fp8", Dtype::Fp8}}};
 
-// Group-limited routing: the groups split the experts evenly, a token picks at most all of them,
-// and its top_k experts fit in the groups it picks.
-void check_routing_groups(Reader& r, const MoeSpec& m, std::string_view groups_key, std::string_view top_key) {
-  if (m.experts % m.groups != 0) {
-    r.error_at(groups_key, fmt::format("{} does not divide the {} experts into equal groups", m.groups, m.experts));
-  } else if (m.group_top_k > m.groups) {
-    r.error_at(top_key, fmt::format("{} exceeds the number of groups ({})", m.group_top_k, m.groups));
-  } else if (m.top_k > m.group_top_k * (m.experts / m.groups)) {
-    r.error_at(top_key, fmt::format("{} group(s) of {} experts cannot hold the top_k of {}", m.group_top_k,
-                                    m.experts / m.groups, m.top_k));
-  }
-}
-
 MoeSpec read_moe(Reader r, int layers) {
   MoeSpec m;
   m.experts = static_cast<int>(r.integer("experts", {1, 1 << 16}));
@@ -178,6 +165,17 @@ TrainingSpec read_training(Reader r) {
 }
 
 }  // namespace
+
+void check_routing_groups(Reader& r, const MoeSpec& m, std::string_view groups_key, std::string_view top_key) {
+  if (m.experts % m.groups != 0) {
+    r.error_at(groups_key, fmt::format("{} does not divide the {} experts into equal groups", m.groups, m.experts));
+  } else if (m.group_top_k > m.groups) {
+    r.error_at(top_key, fmt::format("{} exceeds the number of groups ({})", m.group_top_k, m.groups));
+  } else if (m.top_k > m.group_top_k * (m.experts / m.groups)) {
+    r.error_at(top_key, fmt::format("{} group(s) of {} experts cannot hold the top_k of {}", m.group_top_k,
+                                    m.experts / m.groups, m.top_k));
+  }
+}
 
 std::string_view mlp_name(MlpKind kind) {
   return choice_name<MlpKind>(kMlpKinds, kind);

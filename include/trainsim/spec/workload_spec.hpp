@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -34,6 +35,11 @@ struct MoeSpec {
   int group_top_k = 1;
   friend bool operator==(const MoeSpec&, const MoeSpec&) = default;
 };
+
+class Reader;
+// Checks group-limited routing (`groups` divides the experts, a token picks at most all groups,
+// and its top_k experts fit in the groups it picks), errors named by the keys the file uses.
+void check_routing_groups(Reader& r, const MoeSpec& moe, std::string_view groups_key, std::string_view top_key);
 
 // Multi-head latent attention (DeepSeek-V2/V3): queries through a low-rank bottleneck (none when
 // q_lora_rank is 0), keys and values from one compressed latent of kv_lora_rank per token plus a

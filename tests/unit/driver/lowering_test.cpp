@@ -5,6 +5,7 @@
 #include "common/reports.hpp"
 #include "common/workloads.hpp"
 #include "trainsim/driver/cluster_model.hpp"
+#include "trainsim/driver/memory_timeline.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/sim/engine.hpp"
 
@@ -61,6 +62,11 @@ TEST_CASE("without a pipeline the loss's tensors and a layer's backward working 
     w.model.vocab = vocab;
     const auto r = simulate(tiny_job("tp=2,gpus=16,sp=on,recompute=full,mb=2", 2, w));
     CAPTURE(vocab);
+    // the two vocabularies fall on either side of the switch: the peak at the small one's last
+    // layer's backward, at the large one's loss
+    const auto site = driver::memory_peak(r);
+    REQUIRE(site);
+    CHECK((site->task.find("head") != std::string::npos) == (vocab == 65536));
     const auto& peak = r.simulation->per_stage.front().memory_at_peak;
     CHECK(static_cast<double>(peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]) ==
           doctest::Approx(r.memory.peak().bytes.activations.as_double()).epsilon(0.01));

@@ -2,7 +2,7 @@
 // hides its traffic, and the activation memory context parallelism saves.
 #include <doctest/doctest.h>
 
-#include <cmath>
+#include <algorithm>
 
 #include "common/clusters.hpp"
 #include "common/jobs.hpp"
@@ -267,8 +267,8 @@ TEST_CASE("a segment of each NVL72 rack: the job's domains are 16 trays, their N
 TEST_CASE("DeepEP sends a token across the network once per domain holding its experts, then over NVLink") {
   // 16 experts, top 4, EP 16 over two 8-GPU nodes: alltoall sends top_k copies per token, 8 of 16
   // to the other node; DeepEP sends it once to each node that holds one of its experts (the network
-  // leg, the longer here) and forwards the top_k copies inside the node (its last 128-token chunk
-  // trailing the network leg)
+  // leg, the longer here) and forwards the top_k copies inside the node (all of them moving, only
+  // the last 128-token chunk's time trailing the network leg)
   auto w = test::tiny_moe();
   w.model.moe->experts = 16;
   w.model.moe->top_k = 4;
@@ -278,9 +278,10 @@ TEST_CASE("DeepEP sends a token across the network once per domain holding its e
   const auto deepep = simulate_job(job);
   const double tokens = static_cast<double>(job.micro_batches * job.strategy.mb * w.training.seq_len);
   const double domains = model::expected_domains_per_token(*w.model.moe, 2);
-  const double chunks = std::ceil(static_cast<double>(job.strategy.mb * w.training.seq_len) / 128.0);
   const double per_token_layer = test::comm_bytes(deepep, lower::Category::EpComm) / (tokens * w.model.layers);
-  CHECK(per_token_layer == doctest::Approx(4.0 * w.model.hidden * 2 * (domains + 4.0 / chunks)));
+  CHECK(per_token_layer == doctest::Approx(4.0 * w.model.hidden * 2 * (domains + 4.0)));
+  // two nodes: a token almost surely has an expert on each (1 − C(8, 4)/C(16, 4) = 0.977 per node)
+  CHECK(domains == doctest::Approx(2 * (1 - 70.0 / 1820.0)));
   CHECK(deepep.simulation->breakdown.exposed_comm_s < plain.simulation->breakdown.exposed_comm_s);
   CHECK(deepep.simulation->step_time_s < plain.simulation->step_time_s);
   // inside one node there is no network leg: the same exchange as alltoall
@@ -288,4 +289,9 @@ TEST_CASE("DeepEP sends a token across the network once per domain holding its e
   const auto inside_plain = simulate_job(job_on(cluster, w, "ep=8,gpus=16"));
   CHECK(inside.simulation->step_time_s == inside_plain.simulation->step_time_s);
   CHECK(test::comm_bytes(inside, lower::Category::EpComm) == test::comm_bytes(inside_plain, lower::Category::EpComm));
+  // and the report says so
+  CHECK(std::any_of(inside.warnings.begin(), inside.warnings.end(),
+                    [](const std::string& line) { return line.starts_with("dispatcher=deepep changes nothing"); }));
+  CHECK(std::none_of(deepep.warnings.begin(), deepep.warnings.end(),
+                     [](const std::string& line) { return line.starts_with("dispatcher=deepep changes nothing"); }));
 }

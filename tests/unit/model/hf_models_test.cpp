@@ -155,6 +155,15 @@ TEST_CASE("Hugging Face configs: what is read, what is warned about, what is ref
   CHECK(v3.model.head_dim == 192);
   CHECK(v3.model.moe->dense_layers == 3);
   CHECK(v3.model.moe->shared_experts == 1);
+  // node-limited routing (noaux_tc): 8 groups, the best 4; greedy routing picks from every expert
+  CHECK(v3.model.moe->groups == 8);
+  CHECK(v3.model.moe->group_top_k == 4);
+  auto greedy = kDeepseekV3;
+  greedy["topk_method"] = "greedy";
+  CHECK(read(dir, greedy).model.moe->groups == 1);
+  auto uneven = kDeepseekV3;
+  uneven["n_group"] = 3;
+  CHECK_THROWS_WITH_AS(read(dir, uneven), doctest::Contains("/n_group: 3 does not divide the 256 experts"), SpecError);
   CHECK(v3.name == dir.path().filename().string());  // a config.json is named by its folder
   // the multi-token prediction module is not modelled: a warning names it; rope scaling, token ids
   // and routing details are silent

@@ -83,20 +83,29 @@ TEST_CASE("the scale-up domains a token's experts lie in: DeepEP's network copie
   // routing drawn at random: the token's group_top_k groups uniformly, then its top_k experts
   // uniformly among theirs; experts spread over the domains in order (a group on consecutive ranks)
   std::mt19937_64 rng(7);
+  // the first `k` of `v` drawn uniformly without replacement (a partial Fisher-Yates shuffle)
+  const auto draw = [&](std::vector<int>& v, int k) {
+    for (int i = 0; i < k; ++i) {
+      std::uniform_int_distribution<std::size_t> pick(static_cast<std::size_t>(i), v.size() - 1);
+      std::swap(v[static_cast<std::size_t>(i)], v[pick(rng)]);
+    }
+  };
   const auto simulated = [&](spec::MoeSpec moe, int domains) {
     const int per_group = moe.experts / moe.groups;
     const int per_domain = moe.experts / domains;
     double total = 0;
-    constexpr int kSamples = 200000;
+    constexpr int kSamples = 50000;
     std::vector<int> groups(static_cast<std::size_t>(moe.groups));
     std::iota(groups.begin(), groups.end(), 0);
+    std::vector<int> candidates;
+    std::set<int> hit;
     for (int n = 0; n < kSamples; ++n) {
-      std::shuffle(groups.begin(), groups.end(), rng);
-      std::vector<int> candidates;
+      draw(groups, moe.group_top_k);
+      candidates.clear();
       for (int g = 0; g < moe.group_top_k; ++g)
         for (int e = 0; e < per_group; ++e) candidates.push_back(groups[static_cast<std::size_t>(g)] * per_group + e);
-      std::shuffle(candidates.begin(), candidates.end(), rng);
-      std::set<int> hit;
+      draw(candidates, moe.top_k);
+      hit.clear();
       for (int k = 0; k < moe.top_k; ++k) hit.insert(candidates[static_cast<std::size_t>(k)] / per_domain);
       total += static_cast<double>(hit.size());
     }

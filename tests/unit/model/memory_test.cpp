@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "common/jobs.hpp"
+#include "trainsim/model/flops.hpp"
 #include "trainsim/model/memory.hpp"
 #include "trainsim/model/params.hpp"
 #include "trainsim/model/saved_tensors.hpp"
@@ -198,4 +199,17 @@ TEST_CASE(
   // over the whole vocabulary only: under tensor parallelism the logits are shards
   CHECK_THROWS_WITH_AS(test::make_job("dgx-h100-superpod", "llama3-8b", "tp=2,gpus=8,loss=fused_linear"),
                        doctest::Contains("/loss: fused_linear is Liger's fused linear cross entropy"), SpecError);
+}
+
+TEST_CASE("a forward beside another micro-batch's backward holds the loss's tensors and the working set together") {
+  // one stage: 1F1B frees the head before any layer's backward (the larger of the two counts);
+  // combined 1F1B runs a forward, head included, beside a backward (both count): the difference is
+  // the smaller of the two, at most the head's tensors
+  const auto w = spec::load_workload_spec(test::workload("qwen3-30b-a3b"));
+  const auto plain = test::make_job("dgx-h100-superpod", w, "ep=8,gpus=8,mb=1");
+  const auto paired = test::make_job("dgx-h100-superpod", w, "ep=8,gpus=8,mb=1,overlap_moe_comm=on");
+  const double extra = estimate_memory(paired).peak().bytes.activations.as_double() -
+                       estimate_memory(plain).peak().bytes.activations.as_double();
+  CHECK(extra > 0);
+  CHECK(extra <= head_activation_bytes(w.model, gpu_layer_shape(plain)) * (1 + 1e-12));
 }
