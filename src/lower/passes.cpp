@@ -430,8 +430,9 @@ Passes::EpLegs Passes::ep_legs() const {
       return {};
   const int domains = static_cast<int>(group.size() / local);
   const auto& s = ctx_.shape();
-  const double token_bytes =
-      static_cast<double>(s.routed_tokens()) * static_cast<double>(m.hidden) * s.activation_bytes;
+  // capacity_factor stands for the busiest rank's load over the mean on both legs
+  const double token_bytes = static_cast<double>(s.routed_tokens()) * static_cast<double>(m.hidden) *
+                             s.activation_bytes * m.moe->capacity_factor;
   EpLegs legs{.split = true,
               .across = Subgroup{.size = static_cast<int>(local), .across = true},
               .within = Subgroup{.size = static_cast<int>(local), .across = false},
