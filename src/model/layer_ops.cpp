@@ -251,9 +251,9 @@ std::vector<Op> layer_ops(const ModelSpec& model, const LayerShape& shape, bool 
     add_dense_mlp(ops, model, shape, d);
   const double mask = model.dropout ? 1 : 0;
   ops.push_back(elementwise("residual2", (3 * d.e + mask) * d.tokens_sp * d.h, (2 * d.e + mask) * d.tokens_sp * d.h));
-  if (model.bias)
-    for (auto& op : ops)
-      if (auto* g = std::get_if<Gemm>(&op.shape); g != nullptr && g->linear) g->bias = true;
+  for (auto& op : ops)
+    if (auto* g = std::get_if<Gemm>(&op.shape); g != nullptr && g->linear)
+      g->bias = model.bias || (model.qkv_bias && op.name == "qkv");
   if (shape.lora != nullptr) add_lora_adapters(ops, *shape.lora, d.e);
   return ops;
 }

@@ -61,7 +61,7 @@ double attention_params(const ModelSpec& m, double kv_heads_held, double q_heads
   const double q = q_heads_held * d;
   const double kv = 2 * kv_heads_held * d;
   const double weights = h * (q + kv) + q * h;
-  const double biases = m.bias ? q + kv : 0;
+  const double biases = m.bias || m.qkv_bias ? q + kv : 0;
   const double out_bias = m.bias ? (replicate_out_bias ? h : h / tp) : 0;
   return weights + biases + out_bias;
 }
@@ -214,7 +214,7 @@ int layer_parameter_tensors(const spec::ModelSpec& model, bool moe, int local_ex
   const int mlp_linears = model.mlp == spec::MlpKind::Swiglu ? 3 : 2;
   int linears = 2;             // attention: QKV (fused) and the output projection
   if (model.mla) linears = 5;  // q down and up, kv down and up, output
-  int tensors = 2 * per_norm;
+  int tensors = 2 * per_norm + (model.qkv_bias && !model.bias ? 1 : 0);  // Qwen2's q, k and v bias
   if (!moe) return tensors + (linears + mlp_linears) * per_linear;
   const int shared = model.moe ? model.moe->shared_experts : 0;
   return tensors + linears * per_linear + 1 + (local_experts + shared) * mlp_linears * per_linear;

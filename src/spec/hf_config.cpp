@@ -296,7 +296,10 @@ ModelSpec read_family(Family family, Reader& r, std::vector<std::string>& warnin
       const bool qwen2 = family == Family::Qwen2 || family == Family::Qwen2Moe;
       // Qwen2's q, k and v projections always carry biases; Qwen3's follow attention_bias
       llama.read(qwen2);
-      if (qwen2) m.bias = true;
+      if (qwen2) {  // biases on q, k and v only (Qwen2Attention: o_proj and the MLP have none)
+        m.bias = false;
+        m.qkv_bias = true;
+      }
       llama.head_dim();
       const bool moe = family == Family::Qwen2Moe || family == Family::Qwen3Moe;
       // an all-sparse MoE model still names intermediate_size for the dense layers it lacks

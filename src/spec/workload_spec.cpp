@@ -90,6 +90,7 @@ ModelSpec read_model(Reader r) {
   m.vocab = r.integer("vocab", {1, 1 << 24});
   m.mlp = r.choice<MlpKind>("mlp", kMlpKinds);
   m.bias = r.boolean_or("bias", true);
+  m.qkv_bias = r.boolean_or("qkv_bias", false);
   m.norm = r.choice_or<NormKind>("norm", NormKind::LayerNorm, kNormKinds);
   m.position = r.choice_or<PositionKind>("position", PositionKind::Learned, kPositionKinds);
   m.tied_embeddings = r.boolean_or("tied_embeddings", true);

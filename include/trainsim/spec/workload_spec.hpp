@@ -68,6 +68,8 @@ struct ModelSpec {
   std::optional<MoeSpec> moe;
   // Megatron GPT defaults; Llama-style files say false / rmsnorm / rope / false / false.
   bool bias = true;
+  // Without `bias`, biases on the query, key and value projections alone (Qwen2's attention).
+  bool qkv_bias = false;
   NormKind norm = NormKind::LayerNorm;
   PositionKind position = PositionKind::Learned;
   bool tied_embeddings = true;

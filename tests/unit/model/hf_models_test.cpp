@@ -164,6 +164,10 @@ TEST_CASE("Hugging Face configs: what is read, what is warned about, what is ref
   auto uneven = kDeepseekV3;
   uneven["n_group"] = 3;
   CHECK_THROWS_WITH_AS(read(dir, uneven), doctest::Contains("/n_group: 3 does not divide the 256 experts"), SpecError);
+  // Qwen2's biases: on q, k and v, not on the output projection nor the MLP
+  const auto qwen = read(dir, kQwen25_72b);
+  CHECK_FALSE(qwen.model.bias);
+  CHECK(qwen.model.qkv_bias);
   CHECK(v3.name == dir.path().filename().string());  // a config.json is named by its folder
   // the multi-token prediction module is not modelled: a warning names it; rope scaling, token ids
   // and routing details are silent

@@ -127,3 +127,16 @@ TEST_CASE("the scale-up domains a token's experts lie in: DeepEP's network copie
   CHECK(expected_domains_per_token(v3, 1) == 1.0);
   CHECK(expected_domains_per_token(v3, 8) < 4.0);
 }
+
+TEST_CASE("biases on every linear layer of a GPT block, on q, k and v alone for Qwen2's") {
+  const auto job = test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8");
+  auto m = job.workload.model;
+  m.bias = false;
+  m.qkv_bias = true;
+  const auto ops = layer_ops(m, gpu_layer_shape(job), false);
+  CHECK(std::get<Gemm>(find(ops, "qkv").shape).bias);
+  for (const auto* name : {"out_proj", "fc1", "fc2"}) CHECK_FALSE(std::get<Gemm>(find(ops, name).shape).bias);
+  m.bias = true;
+  for (const auto* name : {"qkv", "out_proj", "fc1", "fc2"})
+    CHECK(std::get<Gemm>(find(layer_ops(m, gpu_layer_shape(job), false), name).shape).bias);
+}
