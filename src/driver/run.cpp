@@ -250,15 +250,9 @@ std::vector<lower::DistinctGroup> straddling_groups(const spec::Job& job, std::v
       const auto g = placement.group(dim, r);
       ++groups;
       // the group is sorted: each domain's members are one run of it
-      std::size_t fewest = g.size();
-      std::size_t domains = 0;
-      for (std::size_t i = 0, run = 1; i < g.size(); ++i, ++run)
-        if (i + 1 == g.size() || g[i + 1].value / domain != g[i].value / domain) {
-          fewest = std::min(fewest, run);
-          ++domains;
-          run = 0;
-        }
-      const std::size_t outside = g.size() - fewest;
+      const auto runs = topo::domain_runs(g, domain);
+      const std::size_t domains = runs.size();
+      const std::size_t outside = g.size() - *std::min_element(runs.begin(), runs.end());
       least_outside = std::min(least_outside, outside);
       if (domains < 2) continue;
       ++crossing;

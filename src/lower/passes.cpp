@@ -29,16 +29,21 @@ using model::kLoraAdapterOps;
 // Share of a layer's stored activations that zero-bubble schedules keep from B until W: the inputs
 // of the GEMMs (X of dW = Xᵀ·dY) and the output gradients.
 constexpr double kWeightGradShare = 0.5;
-// A part of a collective: `fraction` of its time under `algorithm` (a ring-attention step is one of
-// the cp − 1 steps of a ring all-gather).
 // Tokens per chunk of a DeepEP/HybridEP exchange (Passes::ep_legs).
 constexpr double kDeepEpChunkTokens = 128;
 
+// A part of a collective: `fraction` of its time under `algorithm` (a ring-attention step is one of
+// the cp − 1 steps of a ring all-gather).
 struct Share {
   double fraction = 1.0;
   std::string_view algorithm = "auto";
   Subgroup subgroup{};       // a part of each group (the legs of a hierarchical expert-parallel exchange)
   bool whole_bytes = false;  // `fraction` is of the time only (Context::collective)
+};
+// A leg of a hierarchical expert-parallel exchange, as a collective: its bytes and its share.
+struct EpLeg {
+  Bytes bytes;
+  Share share;
 };
 }  // namespace
 
@@ -212,11 +217,15 @@ class Passes::Writer {
     return out;
   }
 
-  Share leg_share(bool across) const {
+  // One leg of a split exchange (p_.ep_legs_): its name (in leg_label_), its bytes, its share; the
+  // trailing leg's bytes all move, most of them beside the other leg.
+  EpLeg ep_leg(std::string_view what, bool across) {
     const auto& legs = p_.ep_legs_;
-    // the trailing leg's bytes all move, most of them beside the other leg
-    return across ? Share{.fraction = legs.across_share, .subgroup = legs.across, .whole_bytes = true}
-                  : Share{.fraction = legs.within_share, .subgroup = legs.within, .whole_bytes = true};
+    leg_label_ = what;
+    leg_label_ += across ? " rdma" : " nvlink";
+    if (across)
+      return {legs.across_bytes, Share{.fraction = legs.across_share, .subgroup = legs.across, .whole_bytes = true}};
+    return {legs.within_bytes, Share{.fraction = legs.within_share, .subgroup = legs.within, .whole_bytes = true}};
   }
 
   // The expert-parallel exchange `what` (p_.ep_legs_): a dispatch, or a combine's gradient
@@ -229,10 +238,9 @@ class Passes::Writer {
       return comm_async(what, CollectiveKind::AllToAll, p_.all_to_all_bytes(), dims, StreamKind::EpComm,
                         Category::EpComm, {}, after_compute);
     const auto leg = [&](bool across, bool after) {
-      leg_label_ = what;
-      leg_label_ += across ? " rdma" : " nvlink";
-      return comm_async(leg_label_, CollectiveKind::AllToAll, across ? legs.across_bytes : legs.within_bytes, dims,
-                        StreamKind::EpComm, Category::EpComm, leg_share(across), after);
+      const auto [bytes, share] = ep_leg(what, across);
+      return comm_async(leg_label_, CollectiveKind::AllToAll, bytes, dims, StreamKind::EpComm, Category::EpComm, share,
+                        after);
     };
     leg(toward_experts, after_compute);
     return leg(!toward_experts, false);  // on the same stream, after the first leg
@@ -246,10 +254,8 @@ class Passes::Writer {
       return;
     }
     for (const bool across : {toward_experts, !toward_experts}) {
-      leg_label_ = what;
-      leg_label_ += across ? " rdma" : " nvlink";
-      comm(leg_label_, CollectiveKind::AllToAll, across ? legs.across_bytes : legs.within_bytes, dims,
-           StreamKind::EpComm, Category::EpComm, leg_share(across));
+      const auto [bytes, share] = ep_leg(what, across);
+      comm(leg_label_, CollectiveKind::AllToAll, bytes, dims, StreamKind::EpComm, Category::EpComm, share);
     }
   }
 
@@ -415,20 +421,14 @@ Passes::EpLegs Passes::ep_legs() const {
   const auto& job = ctx_.job();
   const auto& m = job.workload.model;
   if (!job.strategy.deepep_dispatch || !m.moe || ctx_.shape().ep < 2) return {};
-  // the first simulated rank's group (a straddling group simulated beside it takes these legs too)
+  // the first simulated rank's group (a straddling group simulated beside it takes these legs too);
+  // sorted, so each domain's members are one run of it: the blocks Subgroup takes when all are equal
   const auto group = ctx_.placement().group(ep_dims(), ctx_.rank(ctx_.stage_ranks(0).front()).rank);
-  const auto domain_of = [&](topo::DeviceId d) {
-    return d.value / static_cast<std::uint32_t>(job.cluster.node.devices);
-  };
-  std::size_t local = 0;  // the group's ranks in its first rank's domain
-  while (local < group.size() && domain_of(group[local]) == domain_of(group.front())) ++local;
-  if (local == group.size() || group.size() % local != 0) return {};  // one domain, or uneven
-  // every block of `local` consecutive ranks is one domain (what Subgroup's blocks take)
-  for (std::size_t j = 0; j < group.size(); ++j)
-    if (domain_of(group[j]) != domain_of(group[j - j % local]) ||
-        (j % local == 0 && j > 0 && domain_of(group[j]) == domain_of(group[j - 1])))
-      return {};
-  const int domains = static_cast<int>(group.size() / local);
+  const auto runs = topo::domain_runs(group, static_cast<std::uint32_t>(job.cluster.node.devices));
+  if (runs.size() < 2 || std::adjacent_find(runs.begin(), runs.end(), std::not_equal_to<>()) != runs.end())
+    return {};                             // one domain, or uneven
+  const std::size_t local = runs.front();  // the group's ranks in each domain
+  const int domains = static_cast<int>(runs.size());
   const auto& s = ctx_.shape();
   // capacity_factor stands for the busiest rank's load over the mean on both legs
   const double token_bytes = static_cast<double>(s.routed_tokens()) * static_cast<double>(m.hidden) *

@@ -120,4 +120,14 @@ std::vector<DeviceId> parse_device_list(std::string_view text, std::int64_t num_
   return out;
 }
 
+std::vector<std::size_t> domain_runs(std::span<const DeviceId> sorted_group, std::uint32_t domain_devices) {
+  std::vector<std::size_t> runs;
+  for (std::size_t i = 0; i < sorted_group.size(); ++i) {
+    if (i == 0 || sorted_group[i].value / domain_devices != sorted_group[i - 1].value / domain_devices)
+      runs.push_back(0);
+    ++runs.back();
+  }
+  return runs;
+}
+
 }  // namespace trainsim::topo

@@ -43,6 +43,10 @@ class Placement {
   int world_ = 1;
 };
 
+// A sorted group's members domain by domain (a domain: `domain_devices` consecutive devices, a
+// scale-up domain or a TPU slice): how many of them each domain it touches holds, in order.
+std::vector<std::size_t> domain_runs(std::span<const DeviceId> sorted_group, std::uint32_t domain_devices);
+
 // "0-7,16-23" -> devices 0..7 and 16..23; errors name `source`.
 std::vector<DeviceId> parse_device_list(std::string_view text, std::int64_t num_devices, const std::string& source);
 

@@ -65,3 +65,11 @@ TEST_CASE("explicit device lists") {
   CHECK_THROWS_WITH_AS(parse_device_list("a", 32, "--group"), "--group: \"a\" is not a device index in [0, 31]",
                        SpecError);
 }
+
+TEST_CASE("a sorted group's members domain by domain") {
+  const auto d = [](std::uint32_t v) { return trainsim::topo::DeviceId{v}; };
+  const std::vector<trainsim::topo::DeviceId> group{d(0), d(1), d(2), d(8), d(9), d(23)};
+  CHECK(trainsim::topo::domain_runs(group, 8) == std::vector<std::size_t>{3, 2, 1});
+  CHECK(trainsim::topo::domain_runs(group, 72) == std::vector<std::size_t>{6});
+  CHECK(trainsim::topo::domain_runs({}, 8).empty());
+}
