@@ -776,7 +776,16 @@ for name, extra, message in (
         ('moe-group-top-k-above-groups', {"groups": 4, "group_top_k": 5}, '/model/moe/group_top_k: 5 exceeds the '
          'number of groups (4)'),
         ('moe-group-top-k-too-few-experts', {"groups": 8, "group_top_k": 1}, '/model/moe/group_top_k: 1 group(s) of '
-         '2 experts cannot hold the top_k of 4')):
+         '2 experts cannot hold the top_k of 4'),
+        ('moe-balancing-unknown', {"balancing": "sinkhorn"}, '/model/moe/balancing: "sinkhorn" is not valid; '
+         'expected one of: aux_loss, global_aux_loss, aux_free, forced'),
+        ('moe-load-imbalance-below-one', {"load_imbalance": 0.8}, '/model/moe/load_imbalance: 0.8 is out of range; '
+         'expected a value in [1, 64]'),
+        ('moe-load-imbalance-with-capacity', {"capacity_factor": 1.25, "load_imbalance": 1.5},
+         '/model/moe/load_imbalance: applies to dropless routing only; with capacity_factor every expert takes '
+         'its capacity'),
+        ('moe-load-imbalance-forced', {"balancing": "forced", "load_imbalance": 1.5},
+         '/model/moe/load_imbalance: 1.5 contradicts balancing "forced" (1)')):
     w = json.loads(json.dumps(MOE_W))
     w["model"]["moe"].update(extra)
     case(name, f'run -t {H100T} -w @w.json -s ep=8,gpus=8', 2, f'error: @w.json: {message}', {'w.json': w})

@@ -638,12 +638,16 @@ def megatron_bridge_deepseek():
     (recompute_modules), FP8 current scaling (the 1,024-GPU fp8_cs recipe is the table's layout), bf16
     gradient reduction and TE's fused loss as the other Bridge rows. Not modelled: the multi-token
     prediction layer, and the recipe's layout of one layer in the first virtual stage and the loss
-    alone in the last (7 + 6×8 + 6 layers here)."""
+    alone in the last (7 + 6×8 + 6 layers here). The routing is forced balanced: "In MoE training
+    benchmarks, we force-balance the token distribution among experts and all benchmarks are
+    token-dropless" (docs/performance-summary.md's footnote; scripts/performance/utils/overrides.py
+    sets moe_router_force_load_balancing for dropless runs)."""
     ref = load("collected/machines/training.json")
     for row in ref["rows"]:
         if row["system"] != "DGX-H100" or row["model"] != "DeepSeekV3 (dropless)":
             continue
         workload = load_workload("deepseek-v3-like")
+        workload["model"]["moe"]["balancing"] = "forced"
         workload["training"] = {"seq_len": row["seq_len"], "global_batch": row["gbs"], "dtype": "fp8",
                                 "optimizer": "adamw"}
         strategy = (f"framework=nemo,tp={row['tp']},sp=on,pp={row['pp']},vpp={row['vp']},schedule=interleaved,"

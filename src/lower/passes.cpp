@@ -430,9 +430,9 @@ Passes::EpLegs Passes::ep_legs() const {
   const std::size_t local = runs.front();  // the group's ranks in each domain
   const int domains = static_cast<int>(runs.size());
   const auto& s = ctx_.shape();
-  // capacity_factor stands for the busiest rank's load over the mean on both legs
-  const double token_bytes = static_cast<double>(s.routed_tokens()) * static_cast<double>(m.hidden) *
-                             s.activation_bytes * m.moe->capacity_factor;
+  // the busiest rank's load over the mean (model::busiest_rank_load) on both legs
+  const double token_bytes =
+      static_cast<double>(s.routed_tokens()) * static_cast<double>(m.hidden) * s.activation_bytes * s.routed_load;
   EpLegs legs{.split = true,
               .across = Subgroup{.size = static_cast<int>(local), .across = true},
               .within = Subgroup{.size = static_cast<int>(local), .across = false},
@@ -940,12 +940,12 @@ Bytes Passes::kv_gather_bytes() const {
 }
 
 Bytes Passes::all_to_all_bytes() const {
-  // each rank sends every routed copy of its tokens: T · top_k · capacity · h · 2 bytes
+  // each rank sends every routed copy of its tokens, T · top_k · h · 2 bytes, and the busiest
+  // receives (and in the combine sends) routed_load times its share of them
   const auto& m = ctx_.job().workload.model;
   const auto& s = ctx_.shape();
   const double tokens = static_cast<double>(s.routed_tokens());
-  return Bytes::from_double(tokens * m.moe->top_k * m.moe->capacity_factor * static_cast<double>(m.hidden) *
-                            s.activation_bytes);
+  return Bytes::from_double(tokens * m.moe->top_k * s.routed_load * static_cast<double>(m.hidden) * s.activation_bytes);
 }
 
 std::set<int> Passes::recomputed_units(const std::vector<int>& units) const {

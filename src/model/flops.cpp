@@ -1,5 +1,6 @@
 #include "trainsim/model/flops.hpp"
 
+#include "trainsim/model/expert_load.hpp"
 #include "trainsim/model/params.hpp"
 #include "trainsim/model/saved_tensors.hpp"
 
@@ -7,6 +8,7 @@ namespace trainsim::model {
 
 LayerShape gpu_layer_shape(const spec::Job& job) {
   const auto& s = job.strategy;
+  const auto& m = job.workload.model;
   return LayerShape{.micro_batch = s.mb,
                     .seq_len = job.workload.training.seq_len,
                     .tp = s.tp,
@@ -21,7 +23,8 @@ LayerShape gpu_layer_shape(const spec::Job& job) {
                     .loss_traffic = spec::loss_traffic_per_logit(
                         s.loss, s.compile && spec::framework_preset(s.framework).compile_is_torch_compile),
                     .sp_saves_gathered = s.sp_saves_gathered,
-                    .lora = spec::lora_of(job.workload.training)};
+                    .lora = spec::lora_of(job.workload.training),
+                    .routed_load = m.moe ? busiest_rank_load(*m.moe, s.ep, count_params(m, 0).moe_layers) : 1.0};
 }
 
 double replayed_fwd_flops(const std::vector<Op>& ops, const LayerCheckpoint& checkpoint) {
@@ -49,8 +52,8 @@ double weight_grad_flops(const std::vector<Op>& ops) {
 
 StepFlops step_flops(const spec::Job& job) {
   // Count the whole batch on one unsharded "GPU": sharding changes who computes, not how much.
-  spec::ModelSpec model = job.workload.model;
-  if (model.moe) model.moe->capacity_factor = 1.0;  // padding slots are not model work
+  // (routed_load stays 1: padding slots and the busiest rank's excess are not model work)
+  const spec::ModelSpec& model = job.workload.model;
   const LayerShape whole{.micro_batch = job.workload.training.global_batch,
                          .seq_len = job.workload.training.seq_len,
                          .activation_bytes = 2,

@@ -136,13 +136,17 @@ void add_dense_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s
 }
 
 // Routed experts: each GPU holds experts/ep experts (each split over tp). Its T tokens pick top_k
-// experts; with the group balanced, a local expert sees T·top_k·ep/experts tokens, padded by the
-// capacity factor.
+// experts; a local expert of the busiest rank sees T·top_k·ep/experts tokens times the rank's load
+// (the capacity factor where the experts are padded to it).
 void add_moe_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, const Dims& d) {
   const auto& e = *m.moe;
   const std::int64_t local_experts = e.experts / s.ep;
-  const double routed = static_cast<double>(s.routed_tokens()) * e.top_k * e.capacity_factor;
-  const auto per_expert = static_cast<std::int64_t>(std::ceil(routed * s.ep / e.experts));
+  const double routed = static_cast<double>(s.routed_tokens()) * e.top_k * s.routed_load;
+  // An expert's tokens are a routing outcome, not a layout: grouped GEMMs take any count at the
+  // rate of its tiles (alignment concerns the operands' leading dimensions), so the expected count
+  // is rounded up to 16 rows rather than priced as an unaligned shape.
+  constexpr std::int64_t kRows = 16;
+  const auto per_expert = (static_cast<std::int64_t>(std::ceil(routed * s.ep / e.experts)) + kRows - 1) / kRows * kRows;
   const std::int64_t in = static_cast<std::int64_t>(mlp_in(m, e.expert_ffn_hidden)) / s.etp;
   const std::int64_t ffn = e.expert_ffn_hidden / s.etp;
   ops.push_back(gemm("router", static_cast<std::int64_t>(d.tokens_sp), e.experts, m.hidden));

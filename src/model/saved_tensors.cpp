@@ -124,7 +124,7 @@ void attention_tensors(Table& t, const ModelSpec& m, const LayerShape& s, const 
 
 void moe_tensors(Table& t, const ModelSpec& m, const LayerShape& s, const Sizes& z) {
   const auto& x = *m.moe;
-  const double routed = static_cast<double>(s.routed_tokens()) * x.top_k * x.capacity_factor;
+  const double routed = static_cast<double>(s.routed_tokens()) * x.top_k * s.routed_load;
   const double ffn = static_cast<double>(x.expert_ffn_hidden);
   const auto moe = LayerPart::Moe;
   t.add("router", "gate probabilities (fp32)", 4 * z.tokens_sp * static_cast<double>(x.experts), moe);
@@ -335,7 +335,7 @@ double backward_working_bytes(const ModelSpec& m, const LayerShape& s, const Sav
   double mlp_peak = 0;
   if (moe) {
     const auto& x = *m.moe;
-    const double routed = static_cast<double>(s.routed_tokens()) * x.top_k * x.capacity_factor;
+    const double routed = static_cast<double>(s.routed_tokens()) * x.top_k * s.routed_load;
     mlp_peak = mlp(routed / static_cast<double>(s.etp), static_cast<double>(x.expert_ffn_hidden), routed);
     if (x.shared_experts > 0)
       mlp_peak = std::max(mlp_peak,

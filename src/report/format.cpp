@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "trainsim/model/expert_load.hpp"
+#include "trainsim/model/flops.hpp"
 #include "trainsim/model/params.hpp"
 #include "trainsim/util/error.hpp"
 
@@ -165,6 +167,47 @@ std::string lora_text(const spec::Job& job) {
 
 namespace {
 
+std::string_view balancing_name(spec::Balancing b) {
+  switch (b) {
+    case spec::Balancing::AuxLoss:
+      return "aux_loss";
+    case spec::Balancing::GlobalAuxLoss:
+      return "global_aux_loss";
+    case spec::Balancing::AuxFree:
+      return "aux_free";
+    case spec::Balancing::Forced:
+      return "forced";
+  }
+  return "?";
+}
+
+// "busiest of 16 expert-parallel ranks 1.07x a balanced share (aux_loss routing: busiest expert
+// 1.31x the mean)", or the capacity every expert is padded to
+std::string expert_load_text(const spec::Job& job) {
+  const auto& moe = *job.workload.model.moe;
+  const double busiest = model::gpu_layer_shape(job).routed_load;
+  if (moe.capacity_factor)
+    return fmt::format("capacity factor {:.3g}: every expert takes and is padded to {:.3g}x a balanced share",
+                       *moe.capacity_factor, *moe.capacity_factor);
+  return fmt::format(
+      "busiest of {} expert-parallel ranks {:.3f}x a balanced share ({} routing{}: busiest expert "
+      "{:.3f}x the mean{})",
+      job.strategy.ep, busiest, balancing_name(moe.balancing), moe.load_imbalance ? ", given" : "",
+      model::expert_load_imbalance(moe),
+      moe.load_seed ? fmt::format(", loads drawn with seed {}", *moe.load_seed) : std::string());
+}
+
+ordered_json expert_load_json(const spec::Job& job) {
+  const auto& moe = *job.workload.model.moe;
+  const bool dropless = !moe.capacity_factor;
+  return {{"dropless", dropless},
+          {"capacity_factor", dropless ? ordered_json() : ordered_json(*moe.capacity_factor)},
+          {"balancing", balancing_name(moe.balancing)},
+          {"busiest_expert", dropless ? ordered_json(model::expert_load_imbalance(moe)) : ordered_json()},
+          {"load_seed", moe.load_seed ? ordered_json(*moe.load_seed) : ordered_json()},
+          {"busiest_rank", model::gpu_layer_shape(job).routed_load}};
+}
+
 ordered_json memory_peak_json(const driver::MemoryPeak& p) {
   return {{"stage", p.stage},
           {"rank", p.rank},
@@ -313,6 +356,7 @@ ordered_json to_json(const RunReport& r) {
   out["strategy"] = strategy_json(job);
   out["params_total"] = rounded(r.params_total);
   out["params_per_gpu"] = rounded(r.params_per_gpu);
+  if (job.workload.model.moe) out["expert_load"] = expert_load_json(job);
   if (const auto& lora = job.workload.training.lora) {
     // only under LoRA, so that other reports keep their bytes
     out["lora"] = {{"rank", lora->rank},
@@ -457,6 +501,7 @@ std::string to_table(const RunReport& r) {
   line("micro-batches", fmt::format("{} per step and pipeline", job.micro_batches));
   line("parameters", fmt::format("{} total, {} per GPU{}", human_count(r.params_total), human_count(r.params_per_gpu),
                                  lora_text(job)));
+  if (job.workload.model.moe) line("expert load", expert_load_text(job));
   // the Megatron-LM formula counts a dense GPT: no cross-check for a mixture of experts
   line("model FLOPs/step", job.workload.model.moe ? fmt::format("{:.4g}", r.flops.model)
                                                   : fmt::format("{:.4g} (Megatron formula {:.4g})", r.flops.model,

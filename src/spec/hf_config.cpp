@@ -196,7 +196,10 @@ void read_deepseek(Reader& r, ModelSpec& m, std::vector<std::string>& warnings) 
   // or 4 per token); topk_method "greedy" picks from every expert whatever n_group says
   e.groups = static_cast<int>(r.integer_or("n_group", 1, {1, 1 << 16}));
   e.group_top_k = static_cast<int>(r.integer_or("topk_group", e.groups, {1, 1 << 16}));
-  if (r.string_or("topk_method", "greedy") == "greedy") e.groups = e.group_top_k = 1;
+  const auto topk_method = r.string_or("topk_method", "greedy");
+  if (topk_method == "greedy") e.groups = e.group_top_k = 1;
+  // DeepSeek-V3's noaux_tc balances the experts by a bias on their scores, not an auxiliary loss
+  if (topk_method == "noaux_tc") e.balancing = Balancing::AuxFree;
   if (e.top_k <= e.experts) check_routing_groups(r, e, "n_group", "topk_group");
   if (const auto freq = r.optional_integer("moe_layer_freq", {1, 10000}); freq && *freq != 1)
     r.error_at("moe_layer_freq", fmt::format("{}: only every layer after first_k_dense_replace being an MoE "

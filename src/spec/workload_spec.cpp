@@ -33,6 +33,10 @@ constexpr std::array<Choice<PositionKind>, 2> kPositionKinds{
     {{"learned", PositionKind::Learned}, {"rope", PositionKind::Rope}}};
 constexpr std::array<Choice<Optimizer>, 3> kOptimizers{
     {{"adam", Optimizer::Adam}, {"adamw", Optimizer::Adam}, {"sgd", Optimizer::Sgd}}};
+constexpr std::array<Choice<Balancing>, 4> kBalancings{{{"aux_loss", Balancing::AuxLoss},
+                                                        {"global_aux_loss", Balancing::GlobalAuxLoss},
+                                                        {"aux_free", Balancing::AuxFree},
+                                                        {"forced", Balancing::Forced}}};
 constexpr std::array<Choice<Dtype>, 4> kTrainingDtypes{
     {{"bf16", Dtype::Bf16}, {"fp16", Dtype::Fp16}, {"fp32", Dtype::Fp32}, {"fp8", Dtype::Fp8}}};
 
@@ -42,7 +46,19 @@ MoeSpec read_moe(Reader r, int layers) {
   m.top_k = static_cast<int>(r.integer("top_k", {1, 1 << 16}));
   m.expert_ffn_hidden = r.integer("expert_ffn_hidden", {1, 1 << 22});
   m.shared_experts = static_cast<int>(r.integer_or("shared_experts", 0, {0, 64}));
-  m.capacity_factor = r.number_or("capacity_factor", 1.0, {1.0, 64.0});
+  if (r.has("capacity_factor")) m.capacity_factor = r.number("capacity_factor", {1.0, 64.0});
+  m.balancing = r.choice_or<Balancing>("balancing", Balancing::AuxLoss, kBalancings);
+  if (r.has("load_imbalance")) m.load_imbalance = r.number("load_imbalance", {1.0, 64.0});
+  if (const auto seed = r.optional_integer("load_seed", {0, std::int64_t{1} << 62}))
+    m.load_seed = static_cast<std::uint64_t>(*seed);
+  const auto dropless_only = [&](std::string_view key) {
+    if (m.capacity_factor && r.has(key))
+      r.error_at(key, "applies to dropless routing only; with capacity_factor every expert takes its capacity");
+  };
+  dropless_only("load_imbalance");
+  dropless_only("load_seed");
+  if (m.balancing == Balancing::Forced && m.load_imbalance && *m.load_imbalance != 1.0)
+    r.error_at("load_imbalance", fmt::format("{} contradicts balancing \"forced\" (1)", *m.load_imbalance));
   m.dense_layers = static_cast<int>(r.integer_or("dense_layers", 0, {0, 10000}));
   m.layer_step = static_cast<int>(r.integer_or("layer_step", 1, {1, 10000}));
   m.groups = static_cast<int>(r.integer_or("groups", 1, {1, 1 << 16}));

@@ -94,6 +94,9 @@ struct LayerShape {
   bool sp_saves_gathered = false;
   // LoRA adapters beside the listed linear layers (training.lora), priced as memory-bound kernels
   const spec::LoraSpec* lora = nullptr;
+  // The busiest expert-parallel rank's routed copies over a balanced share (busiest_rank_load):
+  // what this rank's experts compute, send and keep, as every rank of the group waits for it.
+  double routed_load = 1.0;
   // MoE parallel folding: tokens reach the experts sequence-sharded (T/tp per rank), the experts
   // whole, the expert-parallel group spanning the tensor-parallel ranks.
   bool folded() const { return tp > 1 && etp == 1; }

@@ -16,13 +16,30 @@ enum class MlpKind { Gelu, Swiglu };
 enum class NormKind { LayerNorm, RmsNorm };
 enum class PositionKind { Learned, Rope };
 enum class Optimizer { Adam, Sgd };
+// How training keeps the experts' loads even (`moe.balancing`), which sets how far dropless routing's
+// busiest expert exceeds the mean in a micro-batch: an auxiliary loss on each micro-batch's routing
+// (Switch/GShard's, Megatron-Core's default --moe-router-load-balancing-type aux_loss), one on the
+// global batch's (global_aux_loss, Qwen3's), DeepSeek-V3's auxiliary-loss-free expert bias
+// (--moe-router-enable-expert-bias), or routing forced to be balanced (benchmarks' stand-in,
+// --moe-router-force-load-balancing).
+enum class Balancing { AuxLoss, GlobalAuxLoss, AuxFree, Forced };
 
 struct MoeSpec {
   int experts = 0;
   int top_k = 0;
   std::int64_t expert_ffn_hidden = 0;
   int shared_experts = 0;        // always-active experts of expert_ffn_hidden each (DeepSeek)
-  double capacity_factor = 1.0;  // tokens an expert may take, relative to a perfectly balanced share
+  // Tokens an expert takes, relative to a perfectly balanced share, dropped beyond and padded to it
+  // (Megatron-Core's --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity): every
+  // rank computes and sends that many. Absent: dropless, each rank what its experts are routed.
+  std::optional<double> capacity_factor;
+  Balancing balancing = Balancing::AuxLoss;
+  // Dropless: the busiest expert's routed tokens in a micro-batch over the mean (1 + MaxVio_batch);
+  // absent, the balancing method's published figure (model::expert_load_imbalance).
+  std::optional<double> load_imbalance;
+  // Dropless: the experts' loads of every MoE layer drawn with this seed instead of the expected
+  // busiest rank (model::busiest_rank_load).
+  std::optional<std::uint64_t> load_seed;
   int dense_layers = 0;          // the first layers keep a dense MLP of ffn_hidden (DeepSeek-V3: 3)
   // after those, every layer_step-th layer is an MoE layer (layer i when (i + 1) % layer_step == 0,
   // Qwen2-MoE's decoder_sparse_step), the others dense

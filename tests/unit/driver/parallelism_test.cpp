@@ -2,6 +2,8 @@
 // hides its traffic, and the activation memory context parallelism saves.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include <algorithm>
 
 #include "common/clusters.hpp"
@@ -32,9 +34,10 @@ driver::RunReport simulate_job(const spec::Job& job) {
 }  // namespace
 
 TEST_CASE("expert parallelism moves top_k copies of each token's hidden state, four times per layer") {
-  // dispatch and combine forward, their gradients backward: 4 · top_k · capacity · hidden · 2 bytes
-  // per token and MoE layer (bf16), whatever the expert-parallel degree
+  // dispatch and combine forward, their gradients backward: 4 · top_k · hidden · 2 bytes per token
+  // and MoE layer (bf16) with balanced routing, whatever the expert-parallel degree
   auto w = test::tiny_moe();  // 4 MoE layers, hidden 1024, top-2 of 8 experts
+  w.model.moe->balancing = spec::Balancing::Forced;
   const auto& moe = *w.model.moe;
   for (const char* strategy : {"ep=2,gpus=16", "ep=8,gpus=16", "tp=2,ep=4,gpus=16"}) {
     CAPTURE(std::string(strategy));
@@ -42,8 +45,39 @@ TEST_CASE("expert parallelism moves top_k copies of each token's hidden state, f
     const auto r = simulate_job(job);
     const double tokens = static_cast<double>(job.micro_batches * job.strategy.mb * w.training.seq_len);
     const double per_token_layer = test::comm_bytes(r, lower::Category::EpComm) / (tokens * w.model.layers);
-    CHECK(per_token_layer == doctest::Approx(4.0 * moe.top_k * moe.capacity_factor * w.model.hidden * 2));
+    CHECK(per_token_layer == doctest::Approx(4.0 * moe.top_k * w.model.hidden * 2));
   }
+}
+
+TEST_CASE("dropless routing: the busiest rank's load sets the exchange and the experts' time") {
+  // experts' loads with a busiest expert 1.5x the mean over 8 experts (E[max of 8 normals] 1.42360,
+  // Harter 1961's table): cv 0.5/1.42360; a rank of 8/ep experts, the busiest of ep ranks
+  // (E[max of 2] = 1/√π, of 4 1.02938): 1 + cv/√(8/ep)·E[max of ep]
+  auto w = test::tiny_moe();
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  auto balanced = w;
+  balanced.model.moe->balancing = spec::Balancing::Forced;
+  w.model.moe->load_imbalance = 1.5;
+  const double cv = 0.5 / 1.42360;
+  struct Case {
+    const char* strategy;
+    double busiest;
+  };
+  for (const auto& [strategy, busiest] :
+       {Case{"ep=2,gpus=16", 1 + cv / 2 * 0.56419}, Case{"ep=4,gpus=16", 1 + cv / std::sqrt(2.0) * 1.02938},
+        Case{"ep=8,gpus=16", 1.5}}) {
+    const std::string name = strategy;
+    CAPTURE(name);
+    const auto uneven = simulate_job(job_on(cluster, w, strategy));
+    const auto even = simulate_job(job_on(cluster, balanced, strategy));
+    CHECK(test::comm_bytes(uneven, lower::Category::EpComm) / test::comm_bytes(even, lower::Category::EpComm) ==
+          doctest::Approx(busiest).epsilon(1e-4));
+    CHECK(uneven.simulation->step_time_s > even.simulation->step_time_s);
+    CHECK(uneven.peak_memory > even.peak_memory);
+  }
+  // one rank holds every expert: nothing to wait for
+  CHECK(simulate_job(job_on(cluster, w, "gpus=16")).simulation->step_time_s ==
+        doctest::Approx(simulate_job(job_on(cluster, balanced, "gpus=16")).simulation->step_time_s));
 }
 
 TEST_CASE("the shared experts can hide the dispatch") {
@@ -272,6 +306,7 @@ TEST_CASE("DeepEP sends a token across the network once per domain holding its e
   auto w = test::tiny_moe();
   w.model.moe->experts = 16;
   w.model.moe->top_k = 4;
+  w.model.moe->balancing = spec::Balancing::Forced;  // every rank its share
   const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
   const auto plain = simulate_job(job_on(cluster, w, "ep=16,gpus=16"));
   const auto job = job_on(cluster, w, "ep=16,gpus=16,dispatcher=deepep");
@@ -284,6 +319,13 @@ TEST_CASE("DeepEP sends a token across the network once per domain holding its e
   CHECK(domains == doctest::Approx(2 * (1 - 70.0 / 1820.0)));
   CHECK(deepep.simulation->breakdown.exposed_comm_s < plain.simulation->breakdown.exposed_comm_s);
   CHECK(deepep.simulation->step_time_s < plain.simulation->step_time_s);
+  // one expert a rank whose busiest expert takes 1.5 times the mean: both legs carry 1.5 times
+  auto uneven = w;
+  uneven.model.moe->balancing = spec::Balancing::AuxLoss;
+  uneven.model.moe->load_imbalance = 1.5;
+  const auto busy = simulate_job(job_on(cluster, uneven, "ep=16,gpus=16,dispatcher=deepep"));
+  CHECK(test::comm_bytes(busy, lower::Category::EpComm) ==
+        doctest::Approx(1.5 * test::comm_bytes(deepep, lower::Category::EpComm)).epsilon(1e-4));
   // inside one node there is no network leg: the same exchange as alltoall
   const auto inside = simulate_job(job_on(cluster, w, "ep=8,gpus=16,dispatcher=deepep"));
   const auto inside_plain = simulate_job(job_on(cluster, w, "ep=8,gpus=16"));

@@ -161,6 +161,9 @@ TEST_CASE("Hugging Face configs: what is read, what is warned about, what is ref
   auto greedy = kDeepseekV3;
   greedy["topk_method"] = "greedy";
   CHECK(read(dir, greedy).model.moe->groups == 1);
+  // noaux_tc balances by a bias on the scores (DeepSeek-V3); greedy with its auxiliary loss
+  CHECK(v3.model.moe->balancing == spec::Balancing::AuxFree);
+  CHECK(read(dir, greedy).model.moe->balancing == spec::Balancing::AuxLoss);
   auto uneven = kDeepseekV3;
   uneven["n_group"] = 3;
   CHECK_THROWS_WITH_AS(read(dir, uneven), doctest::Contains("/n_group: 3 does not divide the 256 experts"), SpecError);
