@@ -780,7 +780,14 @@ for name, extra, message in (
         ('moe-balancing-unknown', {"balancing": "sinkhorn"}, '/model/moe/balancing: "sinkhorn" is not valid; '
          'expected one of: aux_loss, global_aux_loss, aux_free, forced'),
         ('moe-load-imbalance-below-one', {"load_imbalance": 0.8}, '/model/moe/load_imbalance: 0.8 is out of range; '
-         'expected a value in [1, 64]'),
+         'expected a value in [1, 4]'),
+        ('moe-load-imbalance-above-all-tokens', {"load_imbalance": 5}, '/model/moe/load_imbalance: 5 is out of '
+         'range; expected a value in [1, 4]'),
+        ('moe-balancing-with-capacity', {"capacity_factor": 1.25, "balancing": "aux_free"},
+         '/model/moe/balancing: applies to dropless routing only; with capacity_factor every expert takes its '
+         'capacity'),
+        ('moe-load-seed-forced', {"balancing": "forced", "load_seed": 3},
+         '/model/moe/load_seed: draws nothing: the experts\' loads are even'),
         ('moe-load-imbalance-with-capacity', {"capacity_factor": 1.25, "load_imbalance": 1.5},
          '/model/moe/load_imbalance: applies to dropless routing only; with capacity_factor every expert takes '
          'its capacity'),

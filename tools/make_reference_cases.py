@@ -648,6 +648,7 @@ def megatron_bridge_deepseek():
             continue
         workload = load_workload("deepseek-v3-like")
         workload["model"]["moe"]["balancing"] = "forced"
+        workload["model"]["moe"].pop("load_imbalance", None)  # the workload's measured natural routing
         workload["training"] = {"seq_len": row["seq_len"], "global_batch": row["gbs"], "dtype": "fp8",
                                 "optimizer": "adamw"}
         strategy = (f"framework=nemo,tp={row['tp']},sp=on,pp={row['pp']},vpp={row['vp']},schedule=interleaved,"

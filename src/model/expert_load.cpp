@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <numbers>
 #include <random>
+#include <tuple>
 #include <vector>
+
+#include <boost/math/special_functions/gamma.hpp>
 
 #include "trainsim/util/error.hpp"
 
@@ -14,104 +18,147 @@ namespace trainsim::model {
 
 namespace {
 
-double integrate_expected_max(int n) {
-  // E[max] = ∫ x · n φ(x) Φ(x)^(n-1) dx, Simpson's rule over ±12 standard deviations
-  constexpr int kSteps = 4800;
-  constexpr double kLo = -12.0;
-  constexpr double kHi = 12.0;
-  const double h = (kHi - kLo) / kSteps;
+// E[max of `ranks` independent Gamma(shape, scale) loads] over their mean, shape·scale:
+// ∫₀^∞ (1 − F(x)^ranks) dx, which is x itself up to where every rank's lower tail is below 1e-15
+// (F is not evaluated there) and by Simpson's rule from there to where each upper tail is below 1e-12.
+double integrate_busiest(double shape, double scale, int ranks) {
+  const double bottom = scale * boost::math::gamma_p_inv(shape, 1e-15 / ranks);
+  const double top = scale * boost::math::gamma_q_inv(shape, 1e-12 / ranks);
+  constexpr int kSteps = 4000;
+  const double h = (top - bottom) / kSteps;
   double sum = 0;
   for (int i = 0; i <= kSteps; ++i) {
-    const double x = kLo + i * h;
-    const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi);
-    const double upper = 0.5 * std::erfc(x / std::numbers::sqrt2);  // 1 - Φ(x), exact in the tail
-    const double f = x * n * pdf * std::exp((n - 1) * std::log1p(-upper));
+    const double cdf = boost::math::gamma_p(shape, (bottom + i * h) / scale);
+    const double f = -std::expm1(ranks * std::log(cdf > 0 ? cdf : 1e-300));  // 1 − F^ranks
     sum += f * (i == 0 || i == kSteps ? 1 : i % 2 == 1 ? 4 : 2);
   }
-  return sum * h / 3;
+  return (bottom + sum * h / 3) / (shape * scale);
 }
 
-// How evenly each balancing method leaves the experts, as a measured busiest expert or rank and the
-// expert-parallel degree it was measured at (1: over all the experts). Each gives the experts'
-// coefficient of variation through the form busiest_rank_load inverts:
-// cv = (busiest - 1) · √(experts/ep) / E[max of ep] (docs/model.md "Expert load").
+// How each balancing method leaves the experts, as a measured busiest rank (or expert: ep equal to
+// the experts) and the expert-parallel degree it was measured at; each gives the experts' load
+// cv that expected_busiest maps to it (docs/model.md "Expert load").
 struct MeasuredBalance {
   double busiest;
   int ep;
   int experts;
 };
-double cv_of(const MeasuredBalance& m) {
-  return (m.busiest - 1) * std::sqrt(static_cast<double>(m.experts) / m.ep) / expected_max_normal(m.ep);
-}
-double mean_cv(const MeasuredBalance& a, const MeasuredBalance& b) {
-  return (cv_of(a) + cv_of(b)) / 2;
-}
-// An auxiliary loss on each micro-batch, which balances the micro-batch it is computed on: Wang et
-// al. 2024 (arXiv 2408.15664) Table 2's auxiliary-loss baselines (coefficient 1e-3, 64 experts,
-// top-6), the busiest expert 1.72 and 1.52 times the mean over their validation set: cv 0.31, 0.22.
+// An auxiliary loss on each micro-batch: Wang et al. 2024 (arXiv 2408.15664) Table 2's
+// auxiliary-loss baselines (coefficient 1e-3, 64 experts, top-6), the busiest expert 1.72 and 1.52
+// times the mean over their validation set.
 constexpr MeasuredBalance kAuxLoss1b{1.72, 64, 64};
 constexpr MeasuredBalance kAuxLoss3b{1.52, 64, 64};
-// The busiest EP rank per layer and micro-batch in training under Megatron-LM at EP 64 (UltraEP, Wei
-// et al. 2026, arXiv 2606.04101, its training figure's "Avg Imbalance"; checkpoints pre-trained with
-// each model's own balancing, trained on): a global-batch auxiliary loss, Qwen3-235B-A22B (128
-// experts, 2 a rank) 2.86, cv 1.12; auxiliary-loss-free bias, DeepSeek-V3 (256 experts, 4 a rank)
-// 1.30 and GLM-4.5-Air (128 experts, 2 a rank) 2.23, cv 0.26 and 0.74.
+// The busiest EP rank per layer and micro-batch in training under Megatron-LM at EP 64 (UltraEP,
+// Wei et al. 2026, arXiv 2606.04101, the training figure's "Avg Imbalance"; checkpoints pre-trained
+// with each model's own balancing, trained on): a global-batch auxiliary loss, Qwen3-235B-A22B (128
+// experts, 2 a rank) 2.86; auxiliary-loss-free bias, DeepSeek-V3 (256 experts, 4 a rank) 1.30 and
+// GLM-4.5-Air (128 experts, 2 a rank) 2.23.
 constexpr MeasuredBalance kQwen3_235b{2.86, 64, 128};
 constexpr MeasuredBalance kDeepseekV3{1.30, 64, 256};
 constexpr MeasuredBalance kGlm45Air{2.23, 64, 128};
 
-// 64 uniform bits to (0, 1): the standard fixes mt19937_64's output, not its distributions'.
-double uniform(std::mt19937_64& g) {
+// The cv whose expected busiest rank of `ep` ranks of experts/ep experts is `busiest` (bisection:
+// the busiest rank grows with cv).
+double cv_for(double busiest, int experts, int ep) {
+  if (busiest <= 1 || ep == 1) return 0;
+  double lo = 0;
+  double hi = 16;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = (lo + hi) / 2;
+    (expected_busiest(mid, experts / ep, ep) < busiest ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+double cv_of(const MeasuredBalance& m) {
+  return cv_for(m.busiest, m.experts, m.ep);
+}
+
+// 53 uniform bits in (0, 1): the standard fixes mt19937_64's output, not its distributions'.
+double draw_uniform(std::mt19937_64& g) {
   return (static_cast<double>(g() >> 11) + 0.5) * 0x1.0p-53;
+}
+// (each draw its own statement: the order of two in one expression is unspecified)
+double draw_normal(std::mt19937_64& g) {
+  const double radius = std::sqrt(-2 * std::log(draw_uniform(g)));
+  return radius * std::cos(2 * std::numbers::pi * draw_uniform(g));
+}
+// Gamma(shape, 1) by Marsaglia and Tsang (2000); below shape 1, Gamma(shape + 1) · U^(1/shape).
+double draw_gamma(std::mt19937_64& g, double shape) {
+  if (shape < 1) {
+    const double boosted = draw_gamma(g, shape + 1);
+    return boosted * std::pow(draw_uniform(g), 1 / shape);
+  }
+  const double d = shape - 1.0 / 3;
+  const double c = 1 / std::sqrt(9 * d);
+  while (true) {
+    const double x = draw_normal(g);
+    const double v = std::pow(1 + c * x, 3);
+    if (v > 0 && std::log(draw_uniform(g)) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v;
+  }
 }
 
 double drawn_busiest_rank(const spec::MoeSpec& moe, int ep, int layers, double cv) {
   std::mt19937_64 g(*moe.load_seed);
   const int per_rank = moe.experts / ep;
-  std::vector<double> load(static_cast<std::size_t>(moe.experts));
+  const double shape = 1 / (cv * cv);
   double sum_of_busiest = 0;
   for (int layer = 0; layer < layers; ++layer) {
-    for (std::size_t e = 0; e < load.size(); e += 2) {  // Box-Muller: two normals per pair of uniforms
-      const double r = std::sqrt(-2 * std::log(uniform(g)));
-      const double a = 2 * std::numbers::pi * uniform(g);
-      load[e] = std::max(0.0, 1 + cv * r * std::cos(a));
-      if (e + 1 < load.size()) load[e + 1] = std::max(0.0, 1 + cv * r * std::sin(a));
-    }
     double total = 0;
     double busiest = 0;
     for (int rank = 0; rank < ep; ++rank) {
       double sum = 0;
-      for (int i = 0; i < per_rank; ++i) sum += load[static_cast<std::size_t>(rank * per_rank + i)];
+      for (int i = 0; i < per_rank; ++i) sum += draw_gamma(g, shape);
       total += sum;
       busiest = std::max(busiest, sum);
     }
-    sum_of_busiest += total > 0 ? busiest * ep / total : 1.0;
+    sum_of_busiest += busiest * ep / total;
   }
   return sum_of_busiest / layers;
 }
 
 }  // namespace
 
-double expected_max_normal(int n) {
-  SIM_ASSERT(n >= 1, "the maximum of {} draws", n);
-  if (n == 1) return 0;
+double expected_busiest(double cv, int per_rank, int ranks) {
+  SIM_ASSERT(per_rank >= 1 && ranks >= 1 && cv >= 0, "{} ranks of {} experts at cv {}", ranks, per_rank, cv);
+  if (ranks == 1 || cv == 0) return 1.0;
+  // computed once a process for each (cv, experts a rank, ranks): sweeps ask for the same few from
+  // every thread
   static std::mutex mutex;
-  static std::map<int, double> known;
+  static std::map<std::tuple<double, int, int>, double> known;
+  const auto key = std::tuple{cv, per_rank, ranks};
+  {
+    const std::scoped_lock lock(mutex);
+    if (const auto it = known.find(key); it != known.end()) return it->second;
+  }
+  const double value = integrate_busiest(per_rank / (cv * cv), cv * cv, ranks);
   const std::scoped_lock lock(mutex);
-  auto it = known.find(n);
-  if (it == known.end()) it = known.emplace(n, integrate_expected_max(n)).first;
-  return it->second;
+  return known.emplace(key, value).first->second;
 }
 
 double expert_load_cv(const spec::MoeSpec& moe) {
-  if (moe.load_imbalance) return (*moe.load_imbalance - 1) / std::max(expected_max_normal(moe.experts), 1e-9);
+  if (moe.load_imbalance) {
+    static std::mutex mutex;
+    static std::map<std::pair<double, int>, double> known;
+    const auto key = std::pair{*moe.load_imbalance, moe.experts};
+    {
+      const std::scoped_lock lock(mutex);
+      if (const auto it = known.find(key); it != known.end()) return it->second;
+    }
+    const double cv = cv_for(key.first, key.second, key.second);
+    const std::scoped_lock lock(mutex);
+    return known.emplace(key, cv).first->second;
+  }
+  // once a process (thread-safe initialisation of function statics)
+  static const double aux_loss = (cv_of(kAuxLoss1b) + cv_of(kAuxLoss3b)) / 2;
+  static const double global_aux_loss = cv_of(kQwen3_235b);
+  static const double aux_free = (cv_of(kDeepseekV3) + cv_of(kGlm45Air)) / 2;
   switch (moe.balancing) {
     case spec::Balancing::AuxLoss:
-      return mean_cv(kAuxLoss1b, kAuxLoss3b);
+      return aux_loss;
     case spec::Balancing::GlobalAuxLoss:
-      return cv_of(kQwen3_235b);
+      return global_aux_loss;
     case spec::Balancing::AuxFree:
-      return mean_cv(kDeepseekV3, kGlm45Air);
+      return aux_free;
     case spec::Balancing::Forced:
       return 0;
   }
@@ -119,7 +166,7 @@ double expert_load_cv(const spec::MoeSpec& moe) {
 }
 
 double expert_load_imbalance(const spec::MoeSpec& moe) {
-  return moe.load_imbalance.value_or(1 + expert_load_cv(moe) * expected_max_normal(moe.experts));
+  return moe.load_imbalance.value_or(expected_busiest(expert_load_cv(moe), 1, moe.experts));
 }
 
 double busiest_rank_load(const spec::MoeSpec& moe, int ep, int moe_layers) {
@@ -127,8 +174,23 @@ double busiest_rank_load(const spec::MoeSpec& moe, int ep, int moe_layers) {
   SIM_ASSERT(ep >= 1 && moe.experts % ep == 0, "{} experts over {} ranks", moe.experts, ep);
   const double cv = expert_load_cv(moe);
   if (ep == 1 || cv == 0) return 1.0;
-  if (moe.load_seed) return drawn_busiest_rank(moe, ep, std::max(moe_layers, 1), cv);
-  return 1 + cv / std::sqrt(moe.experts / ep) * expected_max_normal(ep);
+  const int per_rank = moe.experts / ep;
+  double load = 0;
+  if (moe.load_seed) {
+    static std::mutex mutex;
+    static std::map<std::tuple<std::uint64_t, double, int, int, int>, double> drawn;
+    const auto key = std::tuple{*moe.load_seed, cv, moe.experts, ep, std::max(moe_layers, 1)};
+    const std::scoped_lock lock(mutex);
+    auto it = drawn.find(key);
+    if (it == drawn.end()) it = drawn.emplace(key, drawn_busiest_rank(moe, ep, std::get<4>(key), cv)).first;
+    load = it->second;
+  } else {
+    load = expected_busiest(cv, per_rank, ep);
+  }
+  // a token's top_k experts are distinct: a rank receives at most min(its experts, top_k) copies of
+  // each token, ep·min(experts/ep, top_k)/top_k times its balanced share
+  const double most = static_cast<double>(ep) * std::min(per_rank, moe.top_k) / moe.top_k;
+  return std::min(load, most);
 }
 
 }  // namespace trainsim::model

@@ -142,6 +142,9 @@ void add_moe_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, 
   const auto& e = *m.moe;
   const std::int64_t local_experts = e.experts / s.ep;
   const double routed = static_cast<double>(s.routed_tokens()) * e.top_k * s.routed_load;
+  // what the rank permutes before the dispatch and after the combine: its own tokens' copies, the
+  // same on every rank (padded to capacity where there is one: then routed_load is that)
+  const double own = e.capacity_factor ? routed : static_cast<double>(s.routed_tokens()) * e.top_k;
   // An expert's tokens are a routing outcome, not a layout: grouped GEMMs take any count at the
   // rate of its tiles (alignment concerns the operands' leading dimensions), so the expected count
   // is rounded up to 16 rows rather than priced as an unaligned shape.
@@ -150,8 +153,8 @@ void add_moe_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, 
   const std::int64_t in = static_cast<std::int64_t>(mlp_in(m, e.expert_ffn_hidden)) / s.etp;
   const std::int64_t ffn = e.expert_ffn_hidden / s.etp;
   ops.push_back(gemm("router", static_cast<std::int64_t>(d.tokens_sp), e.experts, m.hidden));
-  // token permutation before dispatch and after combine: read and write every routed copy
-  const double permute = 2 * d.e * routed * d.h;
+  // token permutation before dispatch and after combine: read and write every copy of its own
+  const double permute = 2 * d.e * own * d.h;
   ops.push_back(elementwise("permute", permute, permute));
   ops.push_back(linear("expert_fc1", per_expert, in, m.hidden, local_experts));
   ops.push_back(

@@ -125,13 +125,15 @@ void attention_tensors(Table& t, const ModelSpec& m, const LayerShape& s, const 
 void moe_tensors(Table& t, const ModelSpec& m, const LayerShape& s, const Sizes& z) {
   const auto& x = *m.moe;
   const double routed = static_cast<double>(s.routed_tokens()) * x.top_k * s.routed_load;
+  // the combine's weighing runs on the sending rank, over its own tokens' copies (model::layer_ops)
+  const double own = x.capacity_factor ? routed : static_cast<double>(s.routed_tokens()) * x.top_k;
   const double ffn = static_cast<double>(x.expert_ffn_hidden);
   const auto moe = LayerPart::Moe;
   t.add("router", "gate probabilities (fp32)", 4 * z.tokens_sp * static_cast<double>(x.experts), moe);
   t.add("expert_fc1", "input (the permuted tokens)", z.linear_e * routed * z.h, moe);
   mlp_tensors(t, "expert_act", "expert_fc2", m, z, routed / s.etp, ffn, moe, LayerPart::MoeAct);
   // the combine weighs each expert's output by its gate probability: d(prob) needs the output
-  t.add("unpermute", "the experts' outputs", z.e * routed * z.h, moe);
+  t.add("unpermute", "the experts' outputs", z.e * own * z.h, moe);
   if (x.shared_experts > 0)
     mlp_tensors(t, "shared_act", "shared_fc2", m, z, z.tokens / z.tp, x.shared_experts * ffn,
                 LayerPart::SharedExperts | moe, LayerPart::None);

@@ -167,22 +167,8 @@ std::string lora_text(const spec::Job& job) {
 
 namespace {
 
-std::string_view balancing_name(spec::Balancing b) {
-  switch (b) {
-    case spec::Balancing::AuxLoss:
-      return "aux_loss";
-    case spec::Balancing::GlobalAuxLoss:
-      return "global_aux_loss";
-    case spec::Balancing::AuxFree:
-      return "aux_free";
-    case spec::Balancing::Forced:
-      return "forced";
-  }
-  return "?";
-}
-
-// "busiest of 16 expert-parallel ranks 1.07x a balanced share (aux_loss routing: busiest expert
-// 1.31x the mean)", or the capacity every expert is padded to
+// "busiest of 8 expert-parallel ranks 1.083x a balanced share (aux_loss routing: busiest expert
+// 1.694x the mean)", or the capacity every expert is padded to
 std::string expert_load_text(const spec::Job& job) {
   const auto& moe = *job.workload.model.moe;
   const double busiest = model::gpu_layer_shape(job).routed_load;
@@ -192,7 +178,7 @@ std::string expert_load_text(const spec::Job& job) {
   return fmt::format(
       "busiest of {} expert-parallel ranks {:.3f}x a balanced share ({} routing{}: busiest expert "
       "{:.3f}x the mean{})",
-      job.strategy.ep, busiest, balancing_name(moe.balancing), moe.load_imbalance ? ", given" : "",
+      job.strategy.ep, busiest, spec::balancing_name(moe.balancing), moe.load_imbalance ? ", given" : "",
       model::expert_load_imbalance(moe),
       moe.load_seed ? fmt::format(", loads drawn with seed {}", *moe.load_seed) : std::string());
 }
@@ -202,7 +188,7 @@ ordered_json expert_load_json(const spec::Job& job) {
   const bool dropless = !moe.capacity_factor;
   return {{"dropless", dropless},
           {"capacity_factor", dropless ? ordered_json() : ordered_json(*moe.capacity_factor)},
-          {"balancing", balancing_name(moe.balancing)},
+          {"balancing", spec::balancing_name(moe.balancing)},
           {"busiest_expert", dropless ? ordered_json(model::expert_load_imbalance(moe)) : ordered_json()},
           {"load_seed", moe.load_seed ? ordered_json(*moe.load_seed) : ordered_json()},
           {"busiest_rank", model::gpu_layer_shape(job).routed_load}};

@@ -59,6 +59,7 @@ struct LayerSplit {
   spec::CpComm cp_comm = spec::CpComm::AllGather;
   int ep = 1;
   bool ep_overlap = false;
+  bool deepep = false;  // dispatcher=deepep
 };
 
 // Pipeline parallelism: stages, the outer stages' layers, the schedule.
@@ -113,6 +114,7 @@ std::vector<LayerSplit> layer_splits(const spec::ClusterSpec& cluster, const spe
     for (const int e : powers_of_two_up_to(m.moe->experts))
       if (m.moe->experts % e == 0) eps.push_back(e);
   }
+  const std::int64_t domain = domain_devices(cluster);
   std::vector<LayerSplit> out;
   for (const int tp : p.values("tp", f.tp, powers_of_two_up_to(tp_cap)))
     for (const bool sp : p.values("sp", f.sp, tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}))
@@ -123,9 +125,15 @@ std::vector<LayerSplit> layer_splits(const spec::ClusterSpec& cluster, const spe
                              : std::vector<spec::CpComm>{spec::CpComm::AllGather}))
           for (const int ep : p.values("ep", f.ep, eps)) {
             const bool can_overlap = ep > 1 && m.moe && m.moe->shared_experts > 0;
+            // DeepEP's two legs differ from the all-to-all only where the expert-parallel group (ep
+            // ranks at a stride of tp·cp) spans scale-up domains
+            const bool spans = ep > 1 && domain > 0 && std::int64_t{tp} * cp * ep > domain;
+            const bool can_deepep = spans && spec::framework_preset(f.framework).offers_deepep;
             for (const bool overlap : p.values("ep_overlap", f.ep_overlap,
                                                can_overlap ? std::vector<bool>{false, true} : std::vector<bool>{false}))
-              out.push_back({tp, sp, cp, cp_comm, ep, overlap});
+              for (const bool deepep : p.values("dispatcher", f.deepep_dispatch,
+                                                can_deepep ? std::vector<bool>{false, true} : std::vector<bool>{false}))
+                out.push_back({tp, sp, cp, cp_comm, ep, overlap, deepep});
           }
   return out;
 }
@@ -238,6 +246,7 @@ spec::StrategySpec compose(spec::StrategySpec s, const LayerSplit& l, const Pipe
   s.cp_comm = l.cp_comm;
   s.ep = l.ep;
   s.ep_overlap = l.ep_overlap;
+  s.deepep_dispatch = l.deepep;
   s.pp = pipe.pp;
   s.schedule = pipe.schedule;
   s.vpp = pipe.vpp;

@@ -39,6 +39,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .fp8_param_gather = false,
      .sp_saves_gathered = false,
      .offers_dualpipev = false,
+     .offers_deepep = true,
      .zero_stages = kMegatronZero,
      .source = "Megatron-LM megatron/training/arguments.py: --use-distributed-optimizer, --overlap-grad-reduce, "
                "--overlap-param-gather and --tp-comm-overlap default off; with --bf16 gradients accumulate and "
@@ -69,6 +70,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .fp8_param_gather = false,
      .sp_saves_gathered = false,
      .offers_dualpipev = false,
+     .offers_deepep = false,
      .zero_stages = kMegatronZero,
      .source = "Megatron-LM as Narayanan et al. (2021) and Korthikanti et al. (2022) ran it: local DDP all-reducing "
                "the gradients in the training precision after the backward pass, fused scale-mask-softmax "
@@ -97,6 +99,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .fp8_param_gather = true,
      .sp_saves_gathered = false,
      .offers_dualpipev = false,
+     .offers_deepep = true,
      .zero_stages = kMegatronZero,
      .source = "NeMo 2 / Megatron-Bridge pre-training recipes on Megatron-Core: distributed optimizer with "
                "overlap_grad_reduce and overlap_param_gather, tp_comm_overlap with sequence parallelism, "
@@ -126,6 +129,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .fp8_param_gather = false,
      .sp_saves_gathered = true,
      .offers_dualpipev = true,
+     .offers_deepep = false,
      .zero_stages = kFsdpZero,
      .source = "TorchTitan config_manager.py: FSDP2 (fully_shard) with mixed_precision_param bfloat16 and "
                "mixed_precision_reduce float32, prefetching the next block's all-gather and reducing each block "
@@ -157,6 +161,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .fp8_param_gather = false,
      .sp_saves_gathered = false,
      .offers_dualpipev = false,
+     .offers_deepep = false,
      .zero_stages = kDeepSpeedZero,
      .source = "DeepSpeed ZeRO-3 as Narayanan et al. (2021) Table 2 compared it: fp16 gradients reduce-scattered "
                "with overlap_comm, parameters gathered before each module's use without prefetch, "
@@ -185,6 +190,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .fp8_param_gather = false,
      .sp_saves_gathered = false,
      .offers_dualpipev = false,
+     .offers_deepep = false,
      .zero_stages = kFsdp1Zero,
      .source = "MosaicML Composer with PyTorch FSDP1 as llm-foundry runs it (scripts/train/benchmarking, "
                "mosaicml/llm-foundry @ 5e85bd62): FULL_SHARD per transformer block, mixed precision DEFAULT "
@@ -216,6 +222,7 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .fp8_param_gather = false,
      .sp_saves_gathered = false,
      .offers_dualpipev = false,
+     .offers_deepep = false,
      .zero_stages = kFsdpZero,
      .source = "MaxText (AI-Hypercomputer/maxtext) on JAX and XLA: the mesh's fsdp axis shards every weight "
                "array (ici_fsdp_parallelism -1: ZeRO-3, per parameter), fp32 weights and gradients "

@@ -40,25 +40,32 @@ constexpr std::array<Choice<Balancing>, 4> kBalancings{{{"aux_loss", Balancing::
 constexpr std::array<Choice<Dtype>, 4> kTrainingDtypes{
     {{"bf16", Dtype::Bf16}, {"fp16", Dtype::Fp16}, {"fp32", Dtype::Fp32}, {"fp8", Dtype::Fp8}}};
 
+// How the experts' loads are given (docs/model.md "Expert load"): a capacity every expert is
+// padded to, or dropless routing's balancing, busiest expert and seed; each key only where it acts.
+void read_expert_load(Reader& r, MoeSpec& m) {
+  if (r.has("capacity_factor")) m.capacity_factor = r.number("capacity_factor", {1.0, 64.0});
+  for (const auto* key : {"balancing", "load_imbalance", "load_seed"})
+    if (m.capacity_factor && r.has(key))
+      r.error_at(key, "applies to dropless routing only; with capacity_factor every expert takes its capacity");
+  m.balancing = r.choice_or<Balancing>("balancing", Balancing::AuxLoss, kBalancings);
+  // every token choosing one expert gives it experts/top_k times the mean, the most there is
+  const double most = static_cast<double>(m.experts) / m.top_k;
+  if (r.has("load_imbalance")) m.load_imbalance = r.number("load_imbalance", {1.0, std::max(1.0, most)});
+  if (const auto seed = r.optional_integer("load_seed", {0, std::int64_t{1} << 62}))
+    m.load_seed = static_cast<std::uint64_t>(*seed);
+  if (m.balancing == Balancing::Forced && m.load_imbalance && *m.load_imbalance != 1.0)
+    r.error_at("load_imbalance", fmt::format("{} contradicts balancing \"forced\" (1)", *m.load_imbalance));
+  const bool even = m.balancing == Balancing::Forced || m.load_imbalance == 1.0;
+  if (m.load_seed && even) r.error_at("load_seed", "draws nothing: the experts' loads are even");
+}
+
 MoeSpec read_moe(Reader r, int layers) {
   MoeSpec m;
   m.experts = static_cast<int>(r.integer("experts", {1, 1 << 16}));
   m.top_k = static_cast<int>(r.integer("top_k", {1, 1 << 16}));
   m.expert_ffn_hidden = r.integer("expert_ffn_hidden", {1, 1 << 22});
   m.shared_experts = static_cast<int>(r.integer_or("shared_experts", 0, {0, 64}));
-  if (r.has("capacity_factor")) m.capacity_factor = r.number("capacity_factor", {1.0, 64.0});
-  m.balancing = r.choice_or<Balancing>("balancing", Balancing::AuxLoss, kBalancings);
-  if (r.has("load_imbalance")) m.load_imbalance = r.number("load_imbalance", {1.0, 64.0});
-  if (const auto seed = r.optional_integer("load_seed", {0, std::int64_t{1} << 62}))
-    m.load_seed = static_cast<std::uint64_t>(*seed);
-  const auto dropless_only = [&](std::string_view key) {
-    if (m.capacity_factor && r.has(key))
-      r.error_at(key, "applies to dropless routing only; with capacity_factor every expert takes its capacity");
-  };
-  dropless_only("load_imbalance");
-  dropless_only("load_seed");
-  if (m.balancing == Balancing::Forced && m.load_imbalance && *m.load_imbalance != 1.0)
-    r.error_at("load_imbalance", fmt::format("{} contradicts balancing \"forced\" (1)", *m.load_imbalance));
+  read_expert_load(r, m);
   m.dense_layers = static_cast<int>(r.integer_or("dense_layers", 0, {0, 10000}));
   m.layer_step = static_cast<int>(r.integer_or("layer_step", 1, {1, 10000}));
   m.groups = static_cast<int>(r.integer_or("groups", 1, {1, 1 << 16}));
@@ -192,6 +199,10 @@ void check_routing_groups(Reader& r, const MoeSpec& m, std::string_view groups_k
     r.error_at(top_key, fmt::format("{} group(s) of {} experts cannot hold the top_k of {}", m.group_top_k,
                                     m.experts / m.groups, m.top_k));
   }
+}
+
+std::string_view balancing_name(Balancing balancing) {
+  return choice_name<Balancing>(kBalancings, balancing);
 }
 
 std::string_view mlp_name(MlpKind kind) {

@@ -95,7 +95,8 @@ struct LayerShape {
   // LoRA adapters beside the listed linear layers (training.lora), priced as memory-bound kernels
   const spec::LoraSpec* lora = nullptr;
   // The busiest expert-parallel rank's routed copies over a balanced share (busiest_rank_load):
-  // what this rank's experts compute, send and keep, as every rank of the group waits for it.
+  // what this rank's experts receive, compute and keep (and send back), as every rank of the group
+  // waits for it; the rank's own tokens' copies, permuted and weighed, stay its share.
   double routed_load = 1.0;
   // MoE parallel folding: tokens reach the experts sequence-sharded (T/tp per rank), the experts
   // whole, the expert-parallel group spanning the tensor-parallel ranks.

@@ -100,6 +100,10 @@ struct FrameworkPreset {
   // DualPipeV (torch.distributed.pipelining's ScheduleDualPipeV, TorchTitan's "DualPipeV"); Megatron-
   // Core, NeMo, DeepSpeed and Composer have no DualPipe schedule.
   bool offers_dualpipev;
+  // DeepEP-style dispatch (`dispatcher=deepep`, what a sweep tries where an expert-parallel group
+  // spans scale-up domains): Megatron-Core's flex token dispatcher with its DeepEP or HybridEP
+  // backend (--moe-token-dispatcher-type flex), so Megatron-Core and NeMo; not the others' presets.
+  bool offers_deepep;
   // The ZeRO stages the framework offers (what a sweep tries).
   std::span<const int> zero_stages;
   std::string_view source;  // where the defaults come from

@@ -34,8 +34,9 @@ struct MoeSpec {
   // rank computes and sends that many. Absent: dropless, each rank what its experts are routed.
   std::optional<double> capacity_factor;
   Balancing balancing = Balancing::AuxLoss;
-  // Dropless: the busiest expert's routed tokens in a micro-batch over the mean (1 + MaxVio_batch);
-  // absent, the balancing method's published figure (model::expert_load_imbalance).
+  // Dropless: the busiest expert's routed tokens in a micro-batch over the mean, at most
+  // experts/top_k (every token choosing it); absent, from the balancing method's published
+  // measurements (model::expert_load_cv).
   std::optional<double> load_imbalance;
   // Dropless: the experts' loads of every MoE layer drawn with this seed instead of the expected
   // busiest rank (model::busiest_rank_load).
@@ -165,6 +166,7 @@ ModelSpec read_hf_model(const nlohmann::json& json, const std::string& source, s
 std::vector<std::string_view> hf_model_types();
 
 std::string_view mlp_name(MlpKind kind);
+std::string_view balancing_name(Balancing balancing);
 // A training dtype or optimizer by its workload name ("bf16", "adamw"); anything else is a
 // SpecError naming `source` and the choices.
 Dtype training_dtype_named(std::string_view name, const std::string& source);

@@ -29,6 +29,27 @@ TEST_CASE("the JSON report carries the fields docs/cli.md names") {
             m["fragmentation"].get<std::int64_t>());
 }
 
+TEST_CASE("an MoE report says its expert load: the busiest rank, how routing balanced, a seeded draw") {
+  auto w = spec::load_workload_spec(test::workload("qwen3-30b-a3b"));
+  w.model.moe->load_seed = 7;
+  const auto r = driver::build_run_report(test::make_job("dgx-h100-superpod", w, "ep=8,gpus=64"));
+  const auto j = to_json(r);
+  REQUIRE(j.contains("expert_load"));
+  const auto& e = j["expert_load"];
+  CHECK(e["dropless"] == true);
+  CHECK(e["balancing"] == "global_aux_loss");
+  CHECK(e["load_seed"] == 7);
+  CHECK(e["busiest_rank"].get<double>() > 1.0);
+  CHECK(e["busiest_rank"].get<double>() < e["busiest_expert"].get<double>());  // eight ranks of 16 experts
+  const auto text = to_table(r);
+  CHECK(text.find("busiest of 8 expert-parallel ranks") != std::string::npos);
+  CHECK(text.find("loads drawn with seed 7") != std::string::npos);
+  // a dense model's report has neither
+  const auto dense = driver::build_run_report(test::make_job("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=8,gpus=1024"));
+  CHECK_FALSE(to_json(dense).contains("expert_load"));
+  CHECK(to_table(dense).find("expert load") == std::string::npos);
+}
+
 TEST_CASE("sizes print in binary units") {
   CHECK(human_bytes(gib(80)) == "80.00 GiB");
   CHECK(human_bytes(mib(3)) == "3.00 MiB");

@@ -672,3 +672,24 @@ TEST_CASE("on racks of trays the sweep also tries NVIDIA's segment, and it wins 
   options.fixed = spec::parse_inline_strategy("tp=8,pp=1,cp=1,mb=1", "--fix");
   CHECK(segments_tried(test::fat_tree_cluster(4, 8, true, 2)) == std::set<int>{0});
 }
+
+TEST_CASE("DeepEP's dispatch is tried where an expert-parallel group spans domains, under Megatron-Core") {
+  // two nodes of 8: a group of tp·cp·ep ranks wider than 8 crosses the network, where DeepEP's two
+  // legs differ from the all-to-all; inside a node they are the same exchange, not tried twice
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto workload = test::tiny_moe();  // 8 experts
+  auto options = options_for({16});
+  options.fixed = spec::parse_inline_strategy("pp=1,cp=1,mb=1,recompute=none", "--fix");
+  std::set<std::pair<int, bool>> seen;  // (tp·ep, deepep)
+  for (const auto& c : search::enumerate_space(cluster, workload, options))
+    seen.insert({c.strategy.tp * c.strategy.ep, c.strategy.deepep_dispatch});
+  CHECK(seen.contains({16, true}));
+  CHECK(seen.contains({16, false}));
+  CHECK(seen.contains({8, false}));
+  for (const auto& [width, deepep] : seen) CHECK((!deepep || width > 8));
+  // frameworks without a DeepEP dispatcher are not offered one; a pinned dispatcher is kept
+  options.fixed = spec::parse_inline_strategy("framework=torchtitan,pp=1,cp=1,mb=1,recompute=none", "--fix");
+  for (const auto& c : search::enumerate_space(cluster, workload, options)) CHECK(!c.strategy.deepep_dispatch);
+  options.fixed = spec::parse_inline_strategy("pp=1,cp=1,mb=1,recompute=none,dispatcher=alltoall", "--fix");
+  for (const auto& c : search::enumerate_space(cluster, workload, options)) CHECK(!c.strategy.deepep_dispatch);
+}
