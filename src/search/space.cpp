@@ -126,8 +126,11 @@ std::vector<LayerSplit> layer_splits(const spec::ClusterSpec& cluster, const spe
           for (const int ep : p.values("ep", f.ep, eps)) {
             const bool can_overlap = ep > 1 && m.moe && m.moe->shared_experts > 0;
             // DeepEP's two legs differ from the all-to-all only where the expert-parallel group (ep
-            // ranks at a stride of tp·cp) spans scale-up domains
-            const bool spans = ep > 1 && domain > 0 && std::int64_t{tp} * cp * ep > domain;
+            // ranks at a stride of tp·cp) spans scale-up domains, each holding as many of its ranks
+            // (Passes::ep_legs): whole domains of whole tp·cp blocks
+            const std::int64_t width = std::int64_t{tp} * cp * ep;
+            const bool spans =
+                ep > 1 && domain > 0 && width > domain && width % domain == 0 && domain % (std::int64_t{tp} * cp) == 0;
             const bool can_deepep = spans && spec::framework_preset(f.framework).offers_deepep;
             for (const bool overlap : p.values("ep_overlap", f.ep_overlap,
                                                can_overlap ? std::vector<bool>{false, true} : std::vector<bool>{false}))

@@ -55,7 +55,7 @@ void read_expert_load(Reader& r, MoeSpec& m) {
     m.load_seed = static_cast<std::uint64_t>(*seed);
   if (m.balancing == Balancing::Forced && m.load_imbalance && *m.load_imbalance != 1.0)
     r.error_at("load_imbalance", fmt::format("{} contradicts balancing \"forced\" (1)", *m.load_imbalance));
-  const bool even = m.balancing == Balancing::Forced || m.load_imbalance == 1.0;
+  const bool even = m.balancing == Balancing::Forced || m.load_imbalance == 1.0 || m.experts <= m.top_k;
   if (m.load_seed && even) r.error_at("load_seed", "draws nothing: the experts' loads are even");
 }
 

@@ -32,7 +32,8 @@ TEST_CASE("the JSON report carries the fields docs/cli.md names") {
 TEST_CASE("an MoE report says its expert load: the busiest rank, how routing balanced, a seeded draw") {
   auto w = spec::load_workload_spec(test::workload("qwen3-30b-a3b"));
   w.model.moe->load_seed = 7;
-  const auto r = driver::build_run_report(test::make_job("dgx-h100-superpod", w, "ep=8,gpus=64"));
+  const auto job = test::make_job("dgx-h100-superpod", w, "ep=8,gpus=64");  // the report points to it
+  const auto r = driver::build_run_report(job);
   const auto j = to_json(r);
   REQUIRE(j.contains("expert_load"));
   const auto& e = j["expert_load"];
@@ -45,7 +46,8 @@ TEST_CASE("an MoE report says its expert load: the busiest rank, how routing bal
   CHECK(text.find("busiest of 8 expert-parallel ranks") != std::string::npos);
   CHECK(text.find("loads drawn with seed 7") != std::string::npos);
   // a dense model's report has neither
-  const auto dense = driver::build_run_report(test::make_job("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=8,gpus=1024"));
+  const auto gpt = test::make_job("dgx-a100-superpod", "gpt3-175b", "tp=8,pp=8,gpus=1024");
+  const auto dense = driver::build_run_report(gpt);
   CHECK_FALSE(to_json(dense).contains("expert_load"));
   CHECK(to_table(dense).find("expert load") == std::string::npos);
 }
