@@ -194,7 +194,9 @@ TEST_CASE("the A100 40GB takes the A100 80GB's kernel fit, but for the flash1 ke
   const auto small = read("a100-sxm4-40gb");
   const auto large = read("a100-sxm4-80gb");
   const auto& kernels = small.at("kernels");
-  for (const auto& [key, value] : large.at("kernels").items()) {
+  for (const auto& item : large.at("kernels").items()) {
+    const std::string key = item.key();
+    const auto& value = item.value();
     CAPTURE(key);
     if (key.starts_with("flash1_")) {
       CHECK_FALSE(kernels.contains(key));
