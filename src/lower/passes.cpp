@@ -944,8 +944,7 @@ Bytes Passes::all_to_all_bytes() const {
   // receives (and in the combine sends) routed_load times its share of them
   const auto& m = ctx_.job().workload.model;
   const auto& s = ctx_.shape();
-  const double tokens = static_cast<double>(s.routed_tokens());
-  return Bytes::from_double(tokens * m.moe->top_k * s.routed_load * static_cast<double>(m.hidden) * s.activation_bytes);
+  return Bytes::from_double(model::received_copies(*m.moe, s) * static_cast<double>(m.hidden) * s.activation_bytes);
 }
 
 std::set<int> Passes::recomputed_units(const std::vector<int>& units) const {

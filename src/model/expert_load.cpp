@@ -18,18 +18,35 @@ namespace trainsim::model {
 
 namespace {
 
+// ∫ f over [from, to] by Simpson's rule on `steps` (even) intervals.
+template <class F>
+double simpson(double from, double to, int steps, F f) {
+  const double h = (to - from) / steps;
+  double sum = 0;
+  for (int i = 0; i <= steps; ++i) sum += f(from + i * h) * (i == 0 || i == steps ? 1 : i % 2 == 1 ? 4 : 2);
+  return sum * h / 3;
+}
+
+// The value for `key`, computed once a process and shared by every thread (a sweep's ask for the same
+// few): two threads may both compute a missing one, get the same value and keep the first.
+template <class Key, class Compute>
+double remembered(std::mutex& mutex, std::map<Key, double>& known, const Key& key, Compute compute) {
+  {
+    const std::scoped_lock lock(mutex);
+    if (const auto it = known.find(key); it != known.end()) return it->second;
+  }
+  const double value = compute();
+  const std::scoped_lock lock(mutex);
+  return known.emplace(key, value).first->second;
+}
+
 // E[max of n independent standard normals] = ∫ x · n φ(x) Φ(x)^(n−1) dx (Simpson's rule over ±12).
 double expected_max_normal(int n) {
-  constexpr int kSteps = 4800;
-  const double h = 24.0 / kSteps;
-  double sum = 0;
-  for (int i = 0; i <= kSteps; ++i) {
-    const double x = -12.0 + i * h;
+  return simpson(-12.0, 12.0, 4800, [n](double x) {
     const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi);
     const double upper = 0.5 * std::erfc(x / std::numbers::sqrt2);  // 1 − Φ(x), exact in the tail
-    sum += x * n * pdf * std::exp((n - 1) * std::log1p(-upper)) * (i == 0 || i == kSteps ? 1 : i % 2 == 1 ? 4 : 2);
-  }
-  return sum * h / 3;
+    return x * n * pdf * std::exp((n - 1) * std::log1p(-upper));
+  });
 }
 
 // E[max of `ranks` independent Gamma(shape, scale) loads] over their mean, shape·scale, as
@@ -42,18 +59,14 @@ double integrate_busiest(double shape, double scale, int ranks) {
   const double top = scale * boost::math::gamma_q_inv(shape, 1e-12 / ranks);
   const double bottom = std::max(scale * boost::math::gamma_p_inv(shape, 1e-15 / ranks), 1e-300);
   const bool logarithmic = shape < 1;
-  const double from = logarithmic ? std::log(bottom) : bottom;
-  const double to = logarithmic ? std::log(top) : top;
-  constexpr int kSteps = 4000;
-  const double h = (to - from) / kSteps;
-  double sum = 0;
-  for (int i = 0; i <= kSteps; ++i) {
-    const double x = logarithmic ? std::exp(from + i * h) : from + i * h;
-    const double cdf = boost::math::gamma_p(shape, x / scale);
-    const double f = -std::expm1(ranks * std::log(cdf > 0 ? cdf : 1e-300)) * (logarithmic ? x : 1.0);  // 1 − F^ranks
-    sum += f * (i == 0 || i == kSteps ? 1 : i % 2 == 1 ? 4 : 2);
-  }
-  return (bottom + sum * h / 3) / (shape * scale);
+  const double tail =
+      simpson(logarithmic ? std::log(bottom) : bottom, logarithmic ? std::log(top) : top, 4000, [&](double v) {
+        const double x = logarithmic ? std::exp(v) : v;
+        const double cdf = boost::math::gamma_p(shape, x / scale);
+        // 1 − F^ranks (times dx/dv over log x)
+        return -std::expm1(ranks * std::log(cdf > 0 ? cdf : 1e-300)) * (logarithmic ? x : 1.0);
+      });
+  return (bottom + tail) / (shape * scale);
 }
 
 // How each balancing method leaves the experts, as a measured busiest rank (or expert: ep equal to
@@ -144,32 +157,18 @@ double drawn_busiest_rank(const spec::MoeSpec& moe, int ep, int layers, double c
 double expected_busiest(double cv, int per_rank, int ranks) {
   SIM_ASSERT(per_rank >= 1 && ranks >= 1 && cv >= 0, "{} ranks of {} experts at cv {}", ranks, per_rank, cv);
   if (ranks == 1 || cv == 0) return 1.0;
-  // computed once a process for each (cv, experts a rank, ranks): sweeps ask for the same few from
-  // every thread
   static std::mutex mutex;
   static std::map<std::tuple<double, int, int>, double> known;
-  const auto key = std::tuple{cv, per_rank, ranks};
-  {
-    const std::scoped_lock lock(mutex);
-    if (const auto it = known.find(key); it != known.end()) return it->second;
-  }
-  const double value = integrate_busiest(per_rank / (cv * cv), cv * cv, ranks);
-  const std::scoped_lock lock(mutex);
-  return known.emplace(key, value).first->second;
+  return remembered(mutex, known, std::tuple{cv, per_rank, ranks},
+                    [&] { return integrate_busiest(per_rank / (cv * cv), cv * cv, ranks); });
 }
 
 double expert_load_cv(const spec::MoeSpec& moe) {
   if (moe.load_imbalance) {
     static std::mutex mutex;
     static std::map<std::pair<double, int>, double> known;
-    const auto key = std::pair{*moe.load_imbalance, moe.experts};
-    {
-      const std::scoped_lock lock(mutex);
-      if (const auto it = known.find(key); it != known.end()) return it->second;
-    }
-    const double cv = cv_for(key.first, key.second, key.second);
-    const std::scoped_lock lock(mutex);
-    return known.emplace(key, cv).first->second;
+    return remembered(mutex, known, std::pair{*moe.load_imbalance, moe.experts},
+                      [&] { return cv_for(*moe.load_imbalance, moe.experts, moe.experts); });
   }
   // once a process (thread-safe initialisation of function statics)
   static const double aux_loss = (cv_of(kAuxLoss1b) + cv_of(kAuxLoss3b)) / 2;
@@ -204,11 +203,9 @@ double busiest_rank_load(const spec::MoeSpec& moe, int ep, int moe_layers) {
   if (moe.load_seed) {
     static std::mutex mutex;
     static std::map<std::tuple<std::uint64_t, double, int, int, int>, double> drawn;
-    const auto key = std::tuple{*moe.load_seed, cv, moe.experts, ep, std::max(moe_layers, 1)};
-    const std::scoped_lock lock(mutex);
-    auto it = drawn.find(key);
-    if (it == drawn.end()) it = drawn.emplace(key, drawn_busiest_rank(moe, ep, std::get<4>(key), cv)).first;
-    load = it->second;
+    const int layers = std::max(moe_layers, 1);
+    load = remembered(mutex, drawn, std::tuple{*moe.load_seed, cv, moe.experts, ep, layers},
+                      [&] { return drawn_busiest_rank(moe, ep, layers, cv); });
   } else {
     load = expected_busiest(cv, per_rank, ep);
   }

@@ -141,10 +141,8 @@ void add_dense_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s
 void add_moe_mlp(std::vector<Op>& ops, const ModelSpec& m, const LayerShape& s, const Dims& d) {
   const auto& e = *m.moe;
   const std::int64_t local_experts = e.experts / s.ep;
-  const double routed = static_cast<double>(s.routed_tokens()) * e.top_k * s.routed_load;
-  // what the rank permutes before the dispatch and after the combine: its own tokens' copies, the
-  // same on every rank (padded to capacity where there is one: then routed_load is that)
-  const double own = e.capacity_factor ? routed : static_cast<double>(s.routed_tokens()) * e.top_k;
+  const double routed = received_copies(e, s);
+  const double own = own_copies(e, s);
   // An expert's tokens are a routing outcome, not a layout: grouped GEMMs take any count at the
   // rate of its tiles (alignment concerns the operands' leading dimensions), so the expected count
   // is rounded up to 16 rows rather than priced as an unaligned shape.
@@ -298,6 +296,14 @@ double choose(int n, int r) {
   return c;
 }
 }  // namespace
+
+double received_copies(const spec::MoeSpec& moe, const LayerShape& shape) {
+  return static_cast<double>(shape.routed_tokens()) * moe.top_k * shape.routed_load;
+}
+
+double own_copies(const spec::MoeSpec& moe, const LayerShape& shape) {
+  return moe.capacity_factor ? received_copies(moe, shape) : static_cast<double>(shape.routed_tokens()) * moe.top_k;
+}
 
 double expected_domains_per_token(const spec::MoeSpec& moe, int domains) {
   SIM_ASSERT(domains >= 1 && moe.experts % domains == 0, "{} experts over {} domains", moe.experts, domains);

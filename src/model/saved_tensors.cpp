@@ -124,9 +124,9 @@ void attention_tensors(Table& t, const ModelSpec& m, const LayerShape& s, const 
 
 void moe_tensors(Table& t, const ModelSpec& m, const LayerShape& s, const Sizes& z) {
   const auto& x = *m.moe;
-  const double routed = static_cast<double>(s.routed_tokens()) * x.top_k * s.routed_load;
-  // the combine's weighing runs on the sending rank, over its own tokens' copies (model::layer_ops)
-  const double own = x.capacity_factor ? routed : static_cast<double>(s.routed_tokens()) * x.top_k;
+  const double routed = received_copies(x, s);
+  // the combine's weighing runs on the sending rank, over its own tokens' copies
+  const double own = own_copies(x, s);
   const double ffn = static_cast<double>(x.expert_ffn_hidden);
   const auto moe = LayerPart::Moe;
   t.add("router", "gate probabilities (fp32)", 4 * z.tokens_sp * static_cast<double>(x.experts), moe);
@@ -337,7 +337,7 @@ double backward_working_bytes(const ModelSpec& m, const LayerShape& s, const Sav
   double mlp_peak = 0;
   if (moe) {
     const auto& x = *m.moe;
-    const double routed = static_cast<double>(s.routed_tokens()) * x.top_k * s.routed_load;
+    const double routed = received_copies(x, s);
     mlp_peak = mlp(routed / static_cast<double>(s.etp), static_cast<double>(x.expert_ffn_hidden), routed);
     if (x.shared_experts > 0)
       mlp_peak = std::max(mlp_peak,

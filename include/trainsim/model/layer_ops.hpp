@@ -105,6 +105,13 @@ struct LayerShape {
   std::int64_t routed_tokens() const { return micro_batch * (seq_len / cp) / (folded() ? tp : 1); }
 };
 
+// The routed copies this rank's experts receive: its tokens' top_k copies times the busiest rank's
+// load (the capacity factor where experts are padded to it).
+double received_copies(const spec::MoeSpec& moe, const LayerShape& shape);
+// The copies of its own tokens a rank permutes before the dispatch and weighs after the combine:
+// its balanced share, or as received where every expert is padded to its capacity.
+double own_copies(const spec::MoeSpec& moe, const LayerShape& shape);
+
 // Bytes of one hidden-state tensor of the micro-batch on this cp rank (b·s/cp·h elements): what a
 // TP collective of the layer, or a pipeline stage boundary, carries.
 double hidden_state_bytes(const spec::ModelSpec& model, const LayerShape& shape);
