@@ -73,7 +73,7 @@ ordered_json strategy_json(const spec::Job& job) {
           {"cp_comm", spec::cp_comm_name(s.cp_comm)},
           {"ep", s.ep},
           {"ep_overlap", s.ep_overlap},
-          {"dispatcher", s.deepep_dispatch ? "deepep" : "alltoall"},
+          {"dispatcher", spec::dispatcher_name(s.deepep_dispatch)},
           {"dp", job.dp},
           {"zero", s.zero},
           {"mb", s.mb},

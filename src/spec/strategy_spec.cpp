@@ -128,7 +128,7 @@ std::vector<ParallelDim> read_order(Reader& r, std::vector<ParallelDim> fallback
 }
 
 std::string_view grad_kernel_text(bool fused) {
-  return fused ? "fused" : "separate";
+  return choice_name<bool>(kGradKernels, fused);
 }
 
 // Each key a preset sets, with its value in `s` and the preset's, as the strategy writes them.
@@ -211,9 +211,9 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   if (!r.has("optimizer_impl") && preset.optimizer_impl != OptimizerImpl::Fused)
     assume("optimizer_impl", optimizer_impl_name(s.optimizer_impl));
   s.bias_grad_fused = r.choice_or<bool>("bias_grad", preset.bias_grad_fused, kGradKernels);
-  if (!r.has("bias_grad") && !preset.bias_grad_fused) assume("bias_grad", "separate");
+  if (!r.has("bias_grad") && !preset.bias_grad_fused) assume("bias_grad", grad_kernel_text(false));
   s.norm_grad_fused = r.choice_or<bool>("norm_grad", preset.norm_grad_fused, kGradKernels);
-  if (!r.has("norm_grad") && !preset.norm_grad_fused) assume("norm_grad", "separate");
+  if (!r.has("norm_grad") && !preset.norm_grad_fused) assume("norm_grad", grad_kernel_text(false));
   if (!r.has("framework")) return;
   for (auto& [key, given, by_preset] : preset_key_texts(s, preset))
     if (r.has(key) && given != by_preset)
@@ -301,6 +301,10 @@ LaunchMode launch_of(const StrategySpec& s) {
   if (s.launch) return *s.launch;
   return s.compile && framework_preset(s.framework).compile_is_torch_compile ? LaunchMode::Compiled : LaunchMode::Eager;
 }
+std::string_view dispatcher_name(bool deepep) {
+  return choice_name<bool>(kDispatchers, deepep);
+}
+
 std::string_view cp_comm_name(CpComm comm) {
   return choice_name<CpComm>(kCpComm, comm);
 }
@@ -350,7 +354,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.ep != 1) out += fmt::format(",ep={}", s.ep);
   if (s.etp) out += fmt::format(",etp={}", *s.etp);
   if (s.ep_overlap) out += ",ep_overlap=on";
-  if (s.deepep_dispatch) out += ",dispatcher=deepep";
+  if (s.deepep_dispatch) out += fmt::format(",dispatcher={}", dispatcher_name(true));
   if (s.overlap_moe_comm) out += ",overlap_moe_comm=on";
   out += fmt::format(",pp={}", s.pp);
   if (s.vpp != 1) out += fmt::format(",vpp={}", s.vpp);

@@ -265,6 +265,7 @@ inline Fp8Recipe fp8_of(const StrategySpec& s) {
   return s.fp8.value_or(Fp8Recipe::Off);
 }
 std::string_view cp_comm_name(CpComm comm);
+std::string_view dispatcher_name(bool deepep);  // `dispatcher`: alltoall or deepep
 std::string_view parallel_dim_name(ParallelDim dim);
 std::string order_text(const std::vector<ParallelDim>& order);
 
