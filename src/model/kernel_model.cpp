@@ -149,9 +149,9 @@ ImplEfficiency impl_efficiency(spec::AttentionImpl impl, const spec::KernelTunin
     case spec::AttentionImpl::Cudnn:
       return {t.cudnn_fwd_efficiency, t.cudnn_bwd_efficiency, t.cudnn_hd64_factor, t.cudnn_hd256_factor};
     case spec::AttentionImpl::Flash1:
-    case spec::AttentionImpl::Triton:
-      // the Triton port: "fwd + bwd slightly slower than the CUDA version" (flash_attn_triton.py's header)
       return {t.flash1_fwd_efficiency, t.flash1_bwd_efficiency, t.flash1_hd64_factor, t.flash1_hd256_factor};
+    case spec::AttentionImpl::Triton:
+      return {t.triton_fwd_efficiency, t.triton_bwd_efficiency, t.triton_hd64_factor, t.triton_hd256_factor};
     case spec::AttentionImpl::Flash:
     case spec::AttentionImpl::Unfused:
       break;

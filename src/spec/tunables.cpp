@@ -195,8 +195,7 @@ constexpr std::array kFields{
                                      "cuDNN attention at head dim 64 relative to 128", "device microbenchmarks"),
     field<kK, &K::flash1_fwd_efficiency>(
         "kernels", "flash1_fwd_efficiency", TunableKind::Share, kShare,
-        "forward rate of FlashAttention v1 (and of its Triton port, attention=triton), "
-        "share of the bf16 peak at head dim 128 on long sequences",
+        "forward rate of FlashAttention v1, share of the bf16 peak at head dim 128 on long sequences",
         "device microbenchmarks (FlashAttention-2 README's A100 and H100 figures, "
         "FlashAttention bars)",
         true),
@@ -209,6 +208,23 @@ constexpr std::array kFields{
     field<kK, &K::flash1_hd256_factor>("kernels", "flash1_hd256_factor", TunableKind::Number, {0, 4, true},
                                        "FlashAttention v1's rate at head dim 256 relative to 128",
                                        "device microbenchmarks (none: as at 128)"),
+    field<kK, &K::triton_fwd_efficiency>(
+        "kernels", "triton_fwd_efficiency", TunableKind::Share, kShare,
+        "forward rate of FlashAttention's Triton port as llm-foundry ran it (attention=triton: "
+        "flash_attn_triton under the pre-MLIR Triton compiler), share of the bf16 peak at head dim 128",
+        "fitted to llm-foundry's step times (tools/fit-triton; no microbenchmark of that compiler's kernel "
+        "names its device)",
+        true),
+    field<kK, &K::triton_bwd_efficiency>("kernels", "triton_bwd_efficiency", TunableKind::Share, kShare,
+                                         "backward rate of the Triton port, share of the bf16 peak",
+                                         "the forward times FlashAttention v1's backward/forward ratio on the device",
+                                         true),
+    field<kK, &K::triton_hd64_factor>("kernels", "triton_hd64_factor", TunableKind::Number, {0, 4, true},
+                                      "the Triton port's rate at head dim 64 relative to 128",
+                                      "fitted with the forward rate (tools/fit-triton)"),
+    field<kK, &K::triton_hd256_factor>("kernels", "triton_hd256_factor", TunableKind::Number, {0, 4, true},
+                                       "the Triton port's rate at head dim 256 relative to 128",
+                                       "none measured: as at 128"),
     field<kK, &K::cudnn_hd256_factor>("kernels", "cudnn_hd256_factor", TunableKind::Number, {0, 4, true},
                                       "cuDNN attention at head dim 256 relative to 128", "device microbenchmarks"),
     field<kK, &K::attention_seq_overhead>("kernels", "attention_seq_overhead", TunableKind::Number, {0, 1e6},

@@ -30,8 +30,8 @@ enum class RecomputeMethod { Block, Uniform };
 // on Hopper); or the unfused softmax(Q·Kᵀ)·V of Megatron-LM before them (batched GEMMs and
 // memory-bound softmax over a·s²).
 // FlashAttention v1 ("flash1", flash-attn 1.x: llm-foundry's attn_impl "flash" until 2024) and its
-// Triton port (flash_attn_triton, llm-foundry's default attn_impl "triton" through 2023), which its
-// author measured as slightly slower than v1 forward and backward together, and which is priced as v1.
+// Triton port (flash_attn_triton, llm-foundry's default attn_impl "triton" through 2023) at rates of its
+// own (kernels.triton_*, fitted on llm-foundry's steps: docs/model.md "Attention kernels of 2023").
 enum class AttentionImpl { Flash, Flash3, Cudnn, Unfused, Flash1, Triton };
 inline bool is_fused(AttentionImpl a) {
   return a != AttentionImpl::Unfused;

@@ -55,6 +55,10 @@ struct KernelTuning {
   double flash1_bwd_efficiency = 0.40;
   double flash1_hd64_factor = 1.0;
   double flash1_hd256_factor = 1.0;
+  double triton_fwd_efficiency = 0.55;
+  double triton_bwd_efficiency = 0.40;
+  double triton_hd64_factor = 1.0;
+  double triton_hd256_factor = 1.0;
   // Short sequences leave tiles partly idle: efficiency × s / (s + overhead); a causal mask also
   // wastes part of the diagonal blocks: × causal_efficiency × s / (s + causal overhead).
   double attention_seq_overhead = 0;
