@@ -796,3 +796,11 @@ for name, extra, message in (
     w = json.loads(json.dumps(MOE_W))
     w["model"]["moe"].update(extra)
     case(name, f'run -t {H100T} -w @w.json -s ep=8,gpus=8', 2, f'error: @w.json: {message}', {'w.json': w})
+
+# multi-token prediction modules (docs/model.md "Multi-token prediction")
+for name, value, message in (('mtp-layers-negative', -1, '-1 is out of range; expected an integer in [0, 64]'),
+                             ('mtp-layers-fractional', 1.5, 'expected an integer in [0, 64], got 1.5')):
+    w = json.loads(json.dumps(MOE_W))
+    w["model"]["mtp_layers"] = value
+    case(name, f'run -t {H100T} -w @w.json -s ep=8,gpus=8', 2, f'error: @w.json: /model/mtp_layers: {message}',
+         {'w.json': w})

@@ -645,9 +645,10 @@ def megatron_bridge_deepseek():
     NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=8), the shared experts overlapped with the dispatch (the
     bridge's moe_shared_expert_overlap), MLA up-projections and the MLP recomputed
     (recompute_modules), FP8 current scaling (the 1,024-GPU fp8_cs recipe is the table's layout), bf16
-    gradient reduction and TE's fused loss as the other Bridge rows. Not modelled: the multi-token
-    prediction layer, and the recipe's layout of one layer in the first virtual stage and the loss
-    alone in the last (7 + 6×8 + 6 layers here). The routing is forced balanced: "In MoE training
+    gradient reduction and TE's fused loss as the other Bridge rows, and the recipe's one multi-token
+    prediction module on the last virtual stage (mtp_num_layers 1, from the workload). Not modelled:
+    the recipe's layout of one layer in the first virtual stage and the loss alone in the last
+    (7 + 6×8 + 6 layers here). The routing is forced balanced: "In MoE training
     benchmarks, we force-balance the token distribution among experts and all benchmarks are
     token-dropless" (docs/performance-summary.md's footnote; scripts/performance/utils/overrides.py
     sets moe_router_force_load_balancing for dropless runs)."""

@@ -27,7 +27,12 @@ std::vector<int> chunk_units(const spec::Job& job, int stage, int chunk) {
   const int first = spec::chunk_first_layer(job, stage, chunk);
   const int count = spec::chunk_layers(job, stage, chunk);
   for (int i = 0; i < count; ++i) units.push_back(first + i);
-  if (position == pp * vpp - 1) units.push_back(kHeadUnit);
+  if (position != pp * vpp - 1) return units;
+  // the multi-token prediction modules' layers, numbered after the model's, before the head (whose
+  // ops include the modules' projections and second loss)
+  const auto& m = job.workload.model;
+  for (int j = 0; j < m.mtp_layers; ++j) units.push_back(m.layers + j);
+  units.push_back(kHeadUnit);
   return units;
 }
 
@@ -212,7 +217,9 @@ Duration DataParallel::optimizer_launch_time(int stage) const {
   const int local_experts = m.moe ? std::max(1, m.moe->experts / std::max(1, job.strategy.ep)) : 0;
   // the embedding (and the learned positions); the final norm and an untied output layer
   const int embedding = m.position == spec::PositionKind::Learned ? 2 : 1;
-  const int head = (m.norm == spec::NormKind::LayerNorm ? 2 : 1) + (m.tied_embeddings ? 0 : 1);
+  // (and each multi-token prediction module's projection and three norms)
+  const int norm = m.norm == spec::NormKind::LayerNorm ? 2 : 1;
+  const int head = norm + (m.tied_embeddings ? 0 : 1) + m.mtp_layers * (1 + 3 * norm);
   for (int c = 0; c < job.strategy.vpp; ++c)
     for (const int u : chunk_units(job, stage, c))
       tensors += u == kEmbeddingUnit ? embedding

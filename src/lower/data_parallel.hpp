@@ -26,7 +26,7 @@ inline constexpr int kHeadUnit = -2;
 int unit_kind(const spec::ModelSpec& model, int unit);
 
 // The units of a stage's model chunk in forward order: embedding (first virtual stage), layers,
-// head (last virtual stage).
+// the multi-token prediction modules' layers and the head (last virtual stage).
 std::vector<int> chunk_units(const spec::Job& job, int stage, int chunk);
 
 class DataParallel {

@@ -720,6 +720,53 @@ void Passes::mlp_forward(Writer& w, int unit, bool moe, Category category, Colle
   if (tp) w.comm(s.sp ? "tp reduce-scatter" : "tp all-reduce", tp_out, act, kTp, StreamKind::TpComm, Category::TpComm);
 }
 
+void Passes::head_forward(Writer& w, Category category) {
+  const auto& s = ctx_.shape();
+  const bool tp = s.tp > 1;
+  const Bytes act = Bytes::from_double(model::hidden_state_bytes(ctx_.job().workload.model, s));
+  const std::vector<Pass> fwd{Pass::Forward};
+  // vocab-parallel cross-entropy: max and sum of the logits across tp ranks
+  const Bytes reduced{s.micro_batch * (s.seq_len / s.cp) * 8};
+  w.add(kHeadUnit, {"final_norm"}, fwd);
+  if (s.sp) w.comm("head tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
+  w.add(kHeadUnit, {"logits", "loss"}, fwd);
+  if (tp)
+    w.comm("cross-entropy tp all-reduce", CollectiveKind::AllReduce, reduced, kTp, StreamKind::TpComm,
+           Category::TpComm);
+  if (const int n = ctx_.job().workload.model.mtp_layers; n > 0) {
+    // the projection is column-parallel over the gathered [hidden; embedding]; the modules' own
+    // collectives carried as one each, n modules' bytes
+    w.add(kHeadUnit, {"mtp_enorm", "mtp_hnorm"}, fwd);
+    if (s.sp)
+      w.comm("mtp tp all-gather", CollectiveKind::AllGather, act * (2 * n), kTp, StreamKind::TpComm, Category::TpComm);
+    w.add(kHeadUnit, {"mtp_eh_proj", "mtp_final_norm"}, fwd);
+    if (s.sp)
+      w.comm("mtp head tp all-gather", CollectiveKind::AllGather, act * n, kTp, StreamKind::TpComm, Category::TpComm);
+    w.add(kHeadUnit, {"mtp_logits", "mtp_loss"}, fwd);
+    if (tp)
+      w.comm("mtp cross-entropy tp all-reduce", CollectiveKind::AllReduce, reduced * n, kTp, StreamKind::TpComm,
+             Category::TpComm);
+  }
+  w.flush(category);
+}
+
+void Passes::head_backward(Writer& w, const std::vector<Pass>& bwd) {
+  const auto& s = ctx_.shape();
+  const Bytes act = Bytes::from_double(model::hidden_state_bytes(ctx_.job().workload.model, s));
+  const auto tp_in = s.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+  if (const int n = ctx_.job().workload.model.mtp_layers; n > 0) {
+    w.add(kHeadUnit, {"mtp_loss", "mtp_logits"}, bwd);
+    if (s.tp > 1) w.comm("mtp head tp grad", tp_in, act * n, kTp, StreamKind::TpComm, Category::TpComm);
+    w.add(kHeadUnit, {"mtp_final_norm", "mtp_eh_proj"}, bwd);
+    if (s.tp > 1) w.comm("mtp tp grad", tp_in, act * (2 * n), kTp, StreamKind::TpComm, Category::TpComm);
+    w.add(kHeadUnit, {"mtp_hnorm", "mtp_enorm"}, bwd);
+  }
+  w.add(kHeadUnit, {"loss", "logits"}, bwd);
+  if (s.tp > 1) w.comm("head tp grad", tp_in, act, kTp, StreamKind::TpComm, Category::TpComm);
+  w.add(kHeadUnit, {"final_norm"}, bwd);
+  w.flush(Category::Compute);
+}
+
 void Passes::unit_forward(Writer& w, int unit, Category category) {
   const auto& job = ctx_.job();
   const auto& s = ctx_.shape();
@@ -734,14 +781,7 @@ void Passes::unit_forward(Writer& w, int unit, Category category) {
     return;
   }
   if (unit == kHeadUnit) {
-    w.add(unit, {"final_norm"}, fwd);
-    if (s.sp) w.comm("head tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
-    w.add(unit, {"logits", "loss"}, fwd);
-    // vocab-parallel cross-entropy: max and sum of the logits across tp ranks
-    if (tp)
-      w.comm("cross-entropy tp all-reduce", CollectiveKind::AllReduce, Bytes{s.micro_batch * (s.seq_len / s.cp) * 8},
-             kTp, StreamKind::TpComm, Category::TpComm);
-    w.flush(category);
+    head_forward(w, category);
     return;
   }
   const auto& m = job.workload.model;
@@ -831,10 +871,7 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
     return;
   }
   if (unit == kHeadUnit) {
-    w.add(unit, {"loss", "logits"}, bwd);
-    if (tp) w.comm("head tp grad", tp_in, act, kTp, StreamKind::TpComm, Category::TpComm);
-    w.add(unit, {"final_norm"}, bwd);
-    w.flush(Category::Compute);
+    head_backward(w, bwd);
     return;
   }
   const auto& m = job.workload.model;

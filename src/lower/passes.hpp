@@ -121,6 +121,10 @@ class Passes {
  private:
   void unit_forward(Writer& w, int unit, Category category);
   void unit_backward(Writer& w, int unit, bool weights);
+  // The head: the final norm, the logits and the loss, with each multi-token prediction module's
+  // projection, norm, logits and loss after them (its layer is a unit before the head).
+  void head_forward(Writer& w, Category category);
+  void head_backward(Writer& w, const std::vector<model::Pass>& bwd);
   void mlp_forward(Writer& w, int unit, bool moe, Category category, cost::CollectiveKind tp_out, Bytes act);
   void mlp_backward(Writer& w, int unit, const std::vector<model::Pass>& bwd, bool moe, cost::CollectiveKind tp_in,
                     Bytes act);

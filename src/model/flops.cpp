@@ -71,7 +71,8 @@ StepFlops step_flops(const spec::Job& job) {
       recomputed += spec::recomputed_layers(job, static_cast<int>(s));
     recomputed_share = static_cast<double>(recomputed) / model.layers;
   }
-  for (int layer = 0; layer < model.layers; ++layer) {
+  // (the multi-token prediction modules' layers after the model's)
+  for (int layer = 0; layer < model.layers + model.mtp_layers; ++layer) {
     const auto ops = layer_ops(model, whole, is_moe_layer(model, layer));
     const auto flops = sum_flops(ops);
     f.model += flops.total() - (frozen ? weight_grad_flops(ops) : 0.0);

@@ -274,12 +274,26 @@ std::vector<Op> head_ops(const ModelSpec& model, const LayerShape& shape) {
   const Dims d = dims(model, shape);
   const std::int64_t vocab_shard = (model.vocab + shape.tp - 1) / shape.tp;
   const double logits = static_cast<double>(d.tokens) * static_cast<double>(vocab_shard);
-  return {
+  std::vector<Op> ops{
       norm("final_norm", d.tokens_sp * d.h, d.e),
       gemm("logits", d.tokens, vocab_shard, model.hidden),
       // the cross-entropy's kernels as its implementation runs them (spec::loss_traffic_per_logit)
       elementwise("loss", shape.loss_traffic.fwd * logits, shape.loss_traffic.bwd * logits),
   };
+  if (model.mtp_layers == 0) return ops;
+  // each multi-token prediction module (its layer is a unit of its own): the norms of the last
+  // hidden state and of the next token's embedding, their concatenation projected to hidden, and
+  // after its layer its norm, the shared output layer and a second loss (Megatron-Core's
+  // MultiTokenPredictionLayer; DeepSeek-V3 technical report, section 2.2)
+  const std::int64_t n = model.mtp_layers;
+  const double mtp = static_cast<double>(n);
+  ops.push_back(norm("mtp_enorm", mtp * d.tokens_sp * d.h, d.e));
+  ops.push_back(norm("mtp_hnorm", mtp * d.tokens_sp * d.h, d.e));
+  ops.push_back(linear("mtp_eh_proj", d.tokens, (model.hidden + shape.tp - 1) / shape.tp, 2 * model.hidden, n));
+  ops.push_back(norm("mtp_final_norm", mtp * d.tokens_sp * d.h, d.e));
+  ops.push_back(gemm("mtp_logits", d.tokens, vocab_shard, model.hidden, n));
+  ops.push_back(elementwise("mtp_loss", mtp * shape.loss_traffic.fwd * logits, mtp * shape.loss_traffic.bwd * logits));
+  return ops;
 }
 
 namespace {

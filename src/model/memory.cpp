@@ -77,7 +77,8 @@ double embedding_activation_bytes(const spec::ModelSpec& m, const LayerShape& s)
   return (m.dropout ? 1.0 : 0.0) * T * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1);
 }
 
-double head_activation_bytes(const spec::ModelSpec& m, const LayerShape& s) {
+namespace {
+double one_head_activation_bytes(const spec::ModelSpec& m, const LayerShape& s) {
   const double T = static_cast<double>(s.micro_batch * (s.seq_len / s.cp));
   const double vocab_shard = static_cast<double>((m.vocab + s.tp - 1) / s.tp);
   // the final norm's input, and its output as the logits GEMM's input (gathered under DTensor SP)
@@ -92,6 +93,18 @@ double head_activation_bytes(const spec::ModelSpec& m, const LayerShape& s) {
                                              static_cast<std::int64_t>(vocab_shard), m.hidden);
   return inputs + s.loss_bytes_per_logit * static_cast<double>(chunk) * vocab_shard +
          s.activation_bytes * (T * h + vocab_shard * h);
+}
+}  // namespace
+
+double head_activation_bytes(const spec::ModelSpec& m, const LayerShape& s) {
+  const double one = one_head_activation_bytes(m, s);
+  if (m.mtp_layers == 0) return one;
+  // each multi-token prediction module saves what the head saves for its own norm, logits and loss,
+  // and the inputs of its two norms and of its projection ([hidden; embedding], gathered under SP)
+  const double T = static_cast<double>(s.micro_batch * (s.seq_len / s.cp));
+  const double sp = s.sp ? s.tp : 1;
+  const double inputs = s.activation_bytes * T * static_cast<double>(m.hidden) * (2 / sp + 2);
+  return one + m.mtp_layers * (one + inputs);
 }
 
 double loss_cached_bytes(const spec::ModelSpec& m, const LayerShape& s) {
@@ -152,7 +165,15 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   // not add up; GPipe holds every micro-batch's head until the backward begins (the first backward
   // frees its own); DualPipeV and combined 1F1B run one micro-batch's forward, head included,
   // beside another's backward.
-  const double head = head_activation_bytes(m, shape);
+  // the multi-token prediction modules' layers run between the head's passes (their tensors held
+  // with the head's, their backward working set beside the layers')
+  double head = head_activation_bytes(m, shape);
+  for (int j = 0; j < m.mtp_layers; ++j) {
+    const int in_chunk = spec::chunk_layers(job, s, st.vpp - 1) + j;
+    const auto c = layer_checkpoint(job, m, shape, is_moe_layer(m, m.layers + j), spec::recomputes_layer(st, in_chunk));
+    head += c.kept;
+    working_set = std::max(working_set, c.rebuilt + c.working);
+  }
   if (st.schedule == Schedule::GPipe)
     return bytes + head * static_cast<double>(job.micro_batches - 1) + std::max(working_set, head);
   if (st.schedule == Schedule::DualPipeV || st.overlap_moe_comm) return bytes + working_set + head;

@@ -103,16 +103,23 @@ StageParams layer_share(const ModelSpec& m, bool moe, int tp, int ep, int etp) {
 }  // namespace
 
 bool is_moe_layer(const ModelSpec& model, int layer) {
+  layer = std::min(layer, model.layers - 1);  // a multi-token prediction module's: the last layer's kind
   return model.moe && layer >= model.moe->dense_layers && (layer + 1) % model.moe->layer_step == 0;
 }
 
 double ParamCounts::total() const {
   return embedding + position + final_norm + output + dense_layers * dense_layer.total() +
-         moe_layers * moe_layer.total();
+         moe_layers * moe_layer.total() + mtp();
 }
 
 double ParamCounts::active() const {
-  return total() - moe_layers * moe_layer.experts + moe_layers * moe_layer.experts * active_expert_fraction;
+  const double routed = moe_layers * moe_layer.experts + mtp_modules * mtp_layer.experts;
+  return total() - routed + routed * active_expert_fraction;
+}
+
+double mtp_own_params(const ModelSpec& model, int tp) {
+  const double h = static_cast<double>(model.hidden);
+  return 2 * h * h / tp + 3 * norm_params(model);
 }
 
 ParamCounts count_params(const ModelSpec& model, std::int64_t seq_len) {
@@ -130,6 +137,9 @@ ParamCounts count_params(const ModelSpec& model, std::int64_t seq_len) {
     c.moe_layer = layer_params(model, true);
     c.active_expert_fraction = static_cast<double>(model.moe->top_k) / model.moe->experts;
   }
+  c.mtp_modules = model.mtp_layers;
+  c.mtp_layer = layer_params(model, is_moe_layer(model, model.layers));
+  c.mtp_own = mtp_own_params(model, 1);
   return c;
 }
 
@@ -139,15 +149,19 @@ std::vector<StageParams> stage_params(const spec::Job& job) {
   std::vector<StageParams> stages;
   for (int stage = 0; stage < static_cast<int>(job.stage_layers.size()); ++stage) {
     StageParams sp;
+    const auto add = [&](int layer) {
+      const auto l = layer_share(m, is_moe_layer(m, layer), s.tp, s.ep, spec::expert_tp_of(s));
+      sp.dense += l.dense;
+      sp.expert += l.expert;
+      sp.largest_layer = std::max(sp.largest_layer, l.largest_layer);
+    };
     for (int chunk = 0; chunk < s.vpp; ++chunk) {
       const int first = spec::chunk_first_layer(job, stage, chunk);
-      for (int layer = first; layer < first + spec::chunk_layers(job, stage, chunk); ++layer) {
-        const auto l = layer_share(m, is_moe_layer(m, layer), s.tp, s.ep, spec::expert_tp_of(s));
-        sp.dense += l.dense;
-        sp.expert += l.expert;
-        sp.largest_layer = std::max(sp.largest_layer, l.largest_layer);
-      }
+      for (int layer = first; layer < first + spec::chunk_layers(job, stage, chunk); ++layer) add(layer);
     }
+    // the multi-token prediction modules' layers, beside the head (numbered after the model's)
+    if (stage == spec::head_stage(job))
+      for (int j = 0; j < m.mtp_layers; ++j) add(m.layers + j);
     if (stage == 0) sp.dense += embedding_params_on_gpu(job);
     if (stage == spec::head_stage(job)) sp.dense += head_params_on_gpu(job);
     stages.push_back(sp);
@@ -205,7 +219,7 @@ double head_params_on_gpu(const spec::Job& job) {
   const double vocab_shard = static_cast<double>((m.vocab + job.strategy.tp - 1) / job.strategy.tp);
   // An untied output layer, or (pp > 1) the copy of the tied embedding Megatron keeps on the last stage.
   const bool output = !m.tied_embeddings || job.stage_layers.size() > 1;
-  return norm_params(m) + (output ? vocab_shard * h : 0);
+  return norm_params(m) + (output ? vocab_shard * h : 0) + m.mtp_layers * mtp_own_params(m, job.strategy.tp);
 }
 
 int layer_parameter_tensors(const spec::ModelSpec& model, bool moe, int local_experts) {

@@ -485,13 +485,20 @@ std::string to_table(const RunReport& r) {
   }
   line("precision", precision_text(r));
   line("micro-batches", fmt::format("{} per step and pipeline", job.micro_batches));
-  line("parameters", fmt::format("{} total, {} per GPU{}", human_count(r.params_total), human_count(r.params_per_gpu),
-                                 lora_text(job)));
+  const int mtp = job.workload.model.mtp_layers;
+  const std::string mtp_text =
+      mtp == 0 ? std::string()
+               : fmt::format(" ({} of them in {} multi-token prediction module{})",
+                             human_count(model::count_params(job.workload.model, job.workload.training.seq_len).mtp()),
+                             mtp, mtp > 1 ? "s" : "");
+  line("parameters", fmt::format("{} total{}, {} per GPU{}", human_count(r.params_total), mtp_text,
+                                 human_count(r.params_per_gpu), lora_text(job)));
   if (job.workload.model.moe) line("expert load", expert_load_text(job));
   // the Megatron-LM formula counts a dense GPT: no cross-check for a mixture of experts
-  line("model FLOPs/step", job.workload.model.moe ? fmt::format("{:.4g}", r.flops.model)
-                                                  : fmt::format("{:.4g} (Megatron formula {:.4g})", r.flops.model,
-                                                                r.megatron_formula_flops));
+  line("model FLOPs/step", job.workload.model.moe
+                               ? fmt::format("{:.4g}", r.flops.model)
+                               : fmt::format("{:.4g} (Megatron formula {:.4g}{})", r.flops.model,
+                                             r.megatron_formula_flops, mtp > 0 ? ", without the modules" : ""));
   line("hardware FLOPs/step", fmt::format("{:.4g}", r.flops.hardware));
   if (r.simulation) {
     const auto& sim = *r.simulation;

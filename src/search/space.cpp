@@ -142,14 +142,16 @@ std::vector<LayerSplit> layer_splits(const spec::ClusterSpec& cluster, const spe
 }
 
 // Stage layers: even, or the remainder split between the outer stages (which carry the embedding
-// and the head), as Llama 3 405B does. False when the layers cannot be split that way.
-bool split_layers(int layers, int pp, PipelineSplit& split) {
+// and the head), as Llama 3 405B does, the multi-token prediction modules' layers counted as the
+// last stage's (DeepSeek-V3's 61 and one on 8 stages: 7 + 6×8 + 6 and the module, as
+// Megatron-Bridge lays it out). False when the layers cannot be split that way.
+bool split_layers(int layers, int mtp, int pp, PipelineSplit& split) {
   if (layers % pp == 0 || split.first_stage_layers || split.last_stage_layers) return true;
-  const int inner = (layers + pp - 1) / pp;
-  const int rest = layers - (pp - 2) * inner;
-  if (pp <= 2 || rest < 2) return false;
+  const int inner = (layers + mtp + pp - 1) / pp;
+  const int rest = layers + mtp - (pp - 2) * inner;
+  if (pp <= 2 || rest - mtp < 2 || rest - rest / 2 - mtp < 1) return false;
   split.first_stage_layers = rest / 2;
-  split.last_stage_layers = rest - rest / 2;
+  split.last_stage_layers = rest - rest / 2 - mtp;
   return true;
 }
 
@@ -163,7 +165,8 @@ std::vector<PipelineSplit> pipeline_splits(const spec::WorkloadSpec& w, std::int
   for (const int pp : p.values("pp", f.pp, pps)) {
     if (replicas % pp != 0) continue;
     PipelineSplit base{.pp = pp, .first_stage_layers = f.first_stage_layers, .last_stage_layers = f.last_stage_layers};
-    if (!split_layers(layers, pp, base) && !p.has("pp")) continue;  // no split of the layers: not a strategy
+    if (!split_layers(layers, w.model.mtp_layers, pp, base) && !p.has("pp"))
+      continue;  // no split of the layers: not a strategy
     std::vector<std::pair<Schedule, int>> schedules{{Schedule::OneFOneB, 1}};
     if (pp > 1) {
       schedules.emplace_back(Schedule::ZbH1, 1);

@@ -172,8 +172,8 @@ MoeSpec read_qwen_moe(Reader& r, const ModelSpec& m, bool shared) {
 }
 
 // DeepSeek-V2/V3: Llama's keys, multi-head latent attention, routed and shared experts after the
-// first dense layers, the multi-token prediction module (a warning).
-void read_deepseek(Reader& r, ModelSpec& m, std::vector<std::string>& warnings) {
+// first dense layers, the multi-token prediction modules (V3's one).
+void read_deepseek(Reader& r, ModelSpec& m) {
   LlamaLike llama{r, m};
   llama.read(false);
   m.ffn_hidden = r.integer("intermediate_size", {1, 1 << 22});
@@ -211,10 +211,7 @@ void read_deepseek(Reader& r, ModelSpec& m, std::vector<std::string>& warnings) 
     r.error_at("first_k_dense_replace", fmt::format("{} leaves no MoE layer among the {} layers",
                                                     e.dense_layers, m.layers));
   m.moe = e;
-  if (const auto mtp = r.integer_or("num_nextn_predict_layers", 0, {0, 64}); mtp > 0)
-    warnings.push_back(fmt::format("{}/num_nextn_predict_layers: {} multi-token prediction module(s) are not "
-                                   "modelled (DeepSeek-V3's adds 14B parameters and a layer's compute)",
-                                   r.pointer(), mtp));
+  m.mtp_layers = static_cast<int>(r.integer_or("num_nextn_predict_layers", 0, {0, 64}));
 }
 
 // GPT-2: GeLU MLP, LayerNorm, learned positions, tied embeddings, biases, dropout.
@@ -319,7 +316,7 @@ ModelSpec read_family(Family family, Reader& r, std::vector<std::string>& warnin
     }
     case Family::DeepseekV2:
     case Family::DeepseekV3:
-      read_deepseek(r, m, warnings);
+      read_deepseek(r, m);
       break;
     case Family::Gpt2:
       read_gpt2(r, m);

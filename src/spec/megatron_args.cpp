@@ -214,6 +214,7 @@ std::optional<ModelSpec> read_model_args(Args& a) {
     }
     m.moe = e;
   }
+  m.mtp_layers = static_cast<int>(a.integer("--mtp-num-layers", {1, 64}).value_or(0));
   if (a.flag("--multi-latent-attention")) {
     MlaSpec mla;
     mla.q_lora_rank = a.integer("--q-lora-rank", {1, 1 << 20}).value_or(0);

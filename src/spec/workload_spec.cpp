@@ -119,6 +119,7 @@ ModelSpec read_model(Reader r) {
   m.tied_embeddings = r.boolean_or("tied_embeddings", true);
   m.dropout = r.boolean_or("dropout", true);
   if (auto moe = r.optional_object("moe")) m.moe = read_moe(*moe, m.layers);
+  m.mtp_layers = static_cast<int>(r.integer_or("mtp_layers", 0, {0, 64}));
   if (auto mla = r.optional_object("mla")) m.mla = read_mla(*mla);
 
   if (m.heads % m.kv_heads != 0)

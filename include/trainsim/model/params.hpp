@@ -29,6 +29,13 @@ struct ParamCounts {
   int dense_layers = 0;
   int moe_layers = 0;
   double active_expert_fraction = 0;  // top_k / experts
+  // Multi-token prediction modules: each a layer of the last layer's kind and its own parameters
+  // (the projection of [hidden; embedding] to hidden and three norms); the embedding and the
+  // output layer are the model's.
+  int mtp_modules = 0;
+  LayerParams mtp_layer;
+  double mtp_own = 0;
+  double mtp() const { return mtp_modules * (mtp_layer.total() + mtp_own); }
   double total() const;
   // Parameters a token passes through in one forward pass (MoE: top_k of the routed experts).
   double active() const;
@@ -59,9 +66,12 @@ double lora_params_on_gpu(const spec::ModelSpec& model, const spec::LoraSpec& lo
 // One layer's parameters on one GPU under tensor and expert parallelism (before ZeRO).
 StageParams layer_params_on_gpu(const spec::ModelSpec& model, bool moe, int tp, int ep, int etp);
 // The first stage's embeddings and the last stage's final norm and output layer (or the tied
-// embedding's copy), per GPU.
+// embedding's copy), with the multi-token prediction modules' own parameters, per GPU.
 double embedding_params_on_gpu(const spec::Job& job);
 double head_params_on_gpu(const spec::Job& job);
+// One multi-token prediction module's own parameters on one GPU: the projection of [hidden;
+// embedding] to hidden (split over `tp`) and its three norms (of each input and of its output).
+double mtp_own_params(const spec::ModelSpec& model, int tp);
 // Parameter tensors of a layer on one GPU, as an optimizer iterates over them: each linear's weight
 // (and bias), each norm's weight (and LayerNorm's bias); an MoE layer's router and its `local_experts`
 // experts' matrices.

@@ -84,6 +84,11 @@ struct ModelSpec {
   std::int64_t vocab = 0;
   MlpKind mlp = MlpKind::Gelu;
   std::optional<MoeSpec> moe;
+  // Multi-token prediction modules (DeepSeek-V3's num_nextn_predict_layers, Megatron-Core's
+  // --mtp-num-layers): each a projection of the last hidden state and the next token's embedding, a
+  // transformer layer of the last layer's kind and a second pass through the shared output layer
+  // and the loss, on the last pipeline stage.
+  int mtp_layers = 0;
   // Megatron GPT defaults; Llama-style files say false / rmsnorm / rope / false / false.
   bool bias = true;
   // Without `bias`, biases on the query, key and value projections alone (Qwen2's attention).

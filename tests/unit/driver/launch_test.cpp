@@ -196,6 +196,12 @@ TEST_CASE("launch configurations: bad input names the argument; what is not unde
   const auto file = spec::load_workload_spec(test::workload("megatron2021-145.6b"));
   CHECK(built.model == file.model);
   CHECK(built.training == file.training);
+  // Megatron-Core's --mtp-num-layers: the multi-token prediction modules
+  const auto mtp = spec::read_megatron_args(
+      "--num-layers 80 --hidden-size 12288 --num-attention-heads 96 --vocab-size 51200 --mtp-num-layers 1", "m");
+  REQUIRE(mtp.model.has_value());
+  CHECK(mtp.model->mtp_layers == 1);
+  CHECK(launch.model->mtp_layers == 0);
   // shell words: quotes, escapes, continuations, comments
   CHECK(spec::split_command_line("a \"b c\" 'd e' f\\ g \\\n h # comment\n i", "s") ==
         std::vector<std::string>{"a", "b c", "d e", "f g", "h", "i"});

@@ -135,7 +135,9 @@ TEST_CASE("published parameter counts from Hugging Face configs") {
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
-    const auto w = read(dir, c.config);
+    // the published figures are the main model's: DeepSeek-V3's multi-token prediction module aside
+    auto w = read(dir, c.config);
+    w.model.mtp_layers = 0;
     const auto counts = model::count_params(w.model, w.training.seq_len);
     MESSAGE(c.name, ": ", counts.total() / 1e9, "B total, ", counts.active() / 1e9, "B active");
     check_count(counts.total(), c.total, c.total_digit);
@@ -143,6 +145,14 @@ TEST_CASE("published parameter counts from Hugging Face configs") {
       check_count(counts.active() - (c.active_without_input_embedding ? counts.embedding : 0), c.active,
                   c.active_digit);
   }
+  // DeepSeek-V3's checkpoint with its multi-token prediction module: 685B, of which 14B the module's
+  // (its MoE layer, projection and norms, and copies of the embedding and the output layer, which
+  // training shares with the main model; Hugging Face model card)
+  const auto v3 = model::count_params(read(dir, kDeepseekV3).model, 8192);
+  REQUIRE(v3.mtp_modules == 1);
+  check_count(v3.total() + v3.embedding + v3.output, 685e9, 1e9);
+  // (14B is 685B less 671B, each rounded: within 1B)
+  check_count(v3.mtp() + v3.embedding + v3.output, 14e9, 2e9);
   // GPT-2's 124M checkpoint, exactly (its 1,024 learned positions)
   CHECK(model::count_params(read(dir, kGpt2, 1024).model, 1024).total() == 124'439'808);
 }
@@ -172,10 +182,11 @@ TEST_CASE("Hugging Face configs: what is read, what is warned about, what is ref
   CHECK_FALSE(qwen.model.bias);
   CHECK(qwen.model.qkv_bias);
   CHECK(v3.name == dir.path().filename().string());  // a config.json is named by its folder
-  // the multi-token prediction module is not modelled: a warning names it; rope scaling, token ids
+  // the multi-token prediction module is read (num_nextn_predict_layers); rope scaling, token ids
   // and routing details are silent
-  REQUIRE(v3.warnings.size() == 3);  // the MTP module, and dtype and optimizer assumed
-  CHECK(v3.warnings[0].find("num_nextn_predict_layers") != std::string::npos);
+  CHECK(v3.model.mtp_layers == 1);
+  REQUIRE(v3.warnings.size() == 2);  // dtype and optimizer assumed
+  for (const auto& warning : v3.warnings) CHECK(warning.find("num_nextn_predict_layers") == std::string::npos);
   // Mistral's sliding window changes attention's cost and is not modelled
   auto mistral = kMixtral;
   mistral["model_type"] = "mistral";
@@ -219,12 +230,15 @@ TEST_CASE("FLOPs per token: 6N (6·N_active for MoE) plus attention") {
     CAPTURE(w.model.layers);
     const auto job = test::make_job("dgx-h100-superpod", w, "gpus=8");
     const auto counts = model::count_params(w.model, w.training.seq_len);
-    // every weight but the input embedding's multiplies each token, forward and backward; the
+    // every weight but the input embedding's multiplies each token, forward and backward, and a
+    // multi-token prediction module's layer and the output layer again (DeepSeek-V3's one); the
     // attention core's Q·Kᵀ and P·V are 2·s·heads·(d_qk + d_v) per token forward, full square
     const double d_qk = static_cast<double>(w.model.head_dim);
     const double d_v = w.model.mla ? static_cast<double>(w.model.mla->v_head_dim) : d_qk;
     const double attention = 3.0 * 2 * static_cast<double>(w.training.seq_len) * w.model.heads * (d_qk + d_v);
-    const double expected = 6 * (counts.active() - counts.embedding) + w.model.layers * attention;
+    const double output = static_cast<double>(w.model.vocab) * static_cast<double>(w.model.hidden);
+    const double expected = 6 * (counts.active() - counts.embedding + w.model.mtp_layers * output) +
+                            (w.model.layers + w.model.mtp_layers) * attention;
     CHECK(model::step_flops(job).per_token == doctest::Approx(expected).epsilon(0.01));
   }
 }

@@ -693,3 +693,21 @@ TEST_CASE("DeepEP's dispatch is tried where an expert-parallel group spans domai
   options.fixed = spec::parse_inline_strategy("pp=1,cp=1,mb=1,recompute=none,dispatcher=alltoall", "--fix");
   for (const auto& c : search::enumerate_space(cluster, workload, options)) CHECK(!c.strategy.deepep_dispatch);
 }
+
+TEST_CASE("uneven layers: the multi-token prediction modules' layers count as the last stage's") {
+  // DeepSeek-V3's 61 layers and one module on 8 stages: 7 + 6×8 + 6 and the module, as
+  // Megatron-Bridge's recipe splits them (without the module: 6 + 6×8 + 7); on 4 stages 15 + 2×16 + 14
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  auto workload = test::tiny_gpt(61, 64);
+  auto options = options_for({16}, 50);
+  const auto outer = [&](int pp) {
+    options.fixed = spec::parse_inline_strategy(fmt::format("tp=1,pp={}", pp), "--fix");
+    const auto space = search::enumerate_space(cluster, workload, options);
+    REQUIRE(!space.empty());
+    return std::pair{space.front().strategy.first_stage_layers, space.front().strategy.last_stage_layers};
+  };
+  CHECK(outer(8) == std::pair{std::optional<int>{6}, std::optional<int>{7}});
+  workload.model.mtp_layers = 1;
+  CHECK(outer(8) == std::pair{std::optional<int>{7}, std::optional<int>{6}});
+  CHECK(outer(4) == std::pair{std::optional<int>{15}, std::optional<int>{14}});
+}
