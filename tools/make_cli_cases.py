@@ -184,6 +184,10 @@ case('workload-lora-rank-zero', f'run -t {T} -w @w.json -s tp=8', 2,
      'error: @w.json: /training/lora/modules: expected a non-empty array of qkv, out_proj, fc1, fc2\n'
      'error: @w.json: /training/lora/rank: 0 is out of range; expected an integer in [1, 65536]',
      {'w.json': work(training__lora={'rank': 0, 'modules': []})})
+case('workload-lora-with-mtp', f'run -t {T} -w @w.json -s tp=8', 2,
+     'error: @w.json: /training/lora: LoRA is modelled on the model\'s layers; this model has multi-token prediction '
+     'modules (model.mtp_layers), whose adapters are not placed',
+     {'w.json': work(model__mtp_layers=1, training__lora={'rank': 16, 'modules': ['qkv']})})
 case('workload-lora-on-experts', 'run -t topologies/dgx-h100-superpod.json -w @w.json -s ep=8,gpus=8', 2,
      'error: @w.json: /training/lora: LoRA is modelled on dense layers (qkv, out_proj, fc1, fc2); this model has experts',
      {'w.json': dict(json.load(open(f'{root}/workloads/qwen3-30b-a3b.json')),

@@ -376,16 +376,18 @@ void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatc
 void DataParallel::end_of_step(const std::vector<TaskList>& last_compute) {
   const auto& job = ctx_.job();
   const int pp = ctx_.stages();
-  // Megatron keeps the tied word embedding on the first and last stages: their gradients are summed.
+  // Megatron keeps the tied word embedding on the first and last stages, and a copy of the embedding
+  // beside multi-token prediction modules: their gradients are summed.
   // (under LoRA the embedding is frozen: no gradient to sum)
-  if (pp > 1 && job.workload.model.tied_embeddings && spec::head_stage(job) != 0 && !job.workload.training.lora) {
-    const double params = static_cast<double>((job.workload.model.vocab + job.strategy.tp - 1) / job.strategy.tp) *
-                          static_cast<double>(job.workload.model.hidden);
+  const auto& m = job.workload.model;
+  if (pp > 1 && (m.tied_embeddings || m.mtp_layers > 0) && spec::head_stage(job) != 0 && !job.workload.training.lora) {
+    const double params =
+        static_cast<double>((m.vocab + job.strategy.tp - 1) / job.strategy.tp) * static_cast<double>(m.hidden);
     ctx_.wait(0, StreamKind::DpComm, last_compute.front());
     ctx_.wait(pp - 1, StreamKind::DpComm, last_compute.back());
     TaskList on_last;
     const auto first = ctx_.collective_between(
-        0, pp - 1, "tied embedding all-reduce",
+        0, pp - 1, m.tied_embeddings ? "tied embedding all-reduce" : "embedding all-reduce",
         Bytes::from_double(params * model::weight_bytes(job.workload.training.dtype)), StreamKind::DpComm, on_last);
     stages_.front().reductions.push_back(first);
     stages_.back().reductions.push_back(on_last);

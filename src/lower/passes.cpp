@@ -739,7 +739,12 @@ void Passes::head_forward(Writer& w, Category category) {
     w.add(kHeadUnit, {"mtp_enorm", "mtp_hnorm"}, fwd);
     if (s.sp)
       w.comm("mtp tp all-gather", CollectiveKind::AllGather, act * (2 * n), kTp, StreamKind::TpComm, Category::TpComm);
-    w.add(kHeadUnit, {"mtp_eh_proj", "mtp_final_norm"}, fwd);
+    w.add(kHeadUnit, {"mtp_eh_proj"}, fwd);
+    // (without SP the projection's output, split over tp, is gathered for the module's layer)
+    if (tp && !s.sp)
+      w.comm("mtp projection tp all-gather", CollectiveKind::AllGather, act * n, kTp, StreamKind::TpComm,
+             Category::TpComm);
+    w.add(kHeadUnit, {"mtp_final_norm"}, fwd);
     if (s.sp)
       w.comm("mtp head tp all-gather", CollectiveKind::AllGather, act * n, kTp, StreamKind::TpComm, Category::TpComm);
     w.add(kHeadUnit, {"mtp_logits", "mtp_loss"}, fwd);

@@ -71,25 +71,31 @@ StepFlops step_flops(const spec::Job& job) {
       recomputed += spec::recomputed_layers(job, static_cast<int>(s));
     recomputed_share = static_cast<double>(recomputed) / model.layers;
   }
-  // (the multi-token prediction modules' layers after the model's)
+  // the multi-token prediction modules' layers after the model's, each recomputed as the lowering
+  // numbers it: after the last chunk's layers
+  const auto module_share = [&](int j) {
+    if (job.stage_layers.empty()) return recomputed_share;
+    const int stage = spec::head_stage(job);
+    return spec::recomputes_layer(st, spec::chunk_layers(job, stage, st.vpp - 1) + j) ? 1.0 : 0.0;
+  };
   for (int layer = 0; layer < model.layers + model.mtp_layers; ++layer) {
     const auto ops = layer_ops(model, whole, is_moe_layer(model, layer));
     const auto flops = sum_flops(ops);
+    const double share = layer < model.layers ? recomputed_share : module_share(layer - model.layers);
     f.model += flops.total() - (frozen ? weight_grad_flops(ops) : 0.0);
     switch (st.recompute) {
       case spec::Recompute::Full:
-        recompute += flops.fwd * recomputed_share;
+        recompute += flops.fwd * share;
         break;
       case spec::Recompute::Selective:
       case spec::Recompute::Op:
       case spec::Recompute::Dots:
-        recompute +=
-            flops.fwd * recomputed_share +
-            (1 - recomputed_share) *
-                replayed_fwd_flops(ops, layer_checkpoint(job, model, whole, is_moe_layer(model, layer), false));
+        recompute += flops.fwd * share +
+                     (1 - share) * replayed_fwd_flops(
+                                       ops, layer_checkpoint(job, model, whole, is_moe_layer(model, layer), false));
         break;
       case spec::Recompute::None:
-        recompute += flops.fwd * recomputed_share;
+        recompute += flops.fwd * share;
         break;
     }
   }

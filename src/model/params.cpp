@@ -217,9 +217,14 @@ double head_params_on_gpu(const spec::Job& job) {
   const auto& m = job.workload.model;
   const double h = static_cast<double>(m.hidden);
   const double vocab_shard = static_cast<double>((m.vocab + job.strategy.tp - 1) / job.strategy.tp);
-  // An untied output layer, or (pp > 1) the copy of the tied embedding Megatron keeps on the last stage.
-  const bool output = !m.tied_embeddings || job.stage_layers.size() > 1;
-  return norm_params(m) + (output ? vocab_shard * h : 0) + m.mtp_layers * mtp_own_params(m, job.strategy.tp);
+  // An untied output layer, or (pp > 1) the copy of the tied embedding Megatron keeps on the last stage;
+  // and with multi-token prediction beside an untied output layer, a copy of the embedding there too
+  // (Megatron-Core builds it where the modules are: pre_process or mtp_process)
+  const bool staged = job.stage_layers.size() > 1;
+  const bool output = !m.tied_embeddings || staged;
+  const bool embedding = m.mtp_layers > 0 && !m.tied_embeddings && staged && spec::head_stage(job) != 0;
+  return norm_params(m) + ((output ? 1 : 0) + (embedding ? 1 : 0)) * vocab_shard * h +
+         m.mtp_layers * mtp_own_params(m, job.strategy.tp);
 }
 
 int layer_parameter_tensors(const spec::ModelSpec& model, bool moe, int local_experts) {

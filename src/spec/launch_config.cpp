@@ -85,6 +85,7 @@ WorkloadSpec launch_workload(const LaunchConfig& launch, const TrainingOverrides
       check("the model's layers", m.layers, w.model.layers);
       check("the hidden size", m.hidden, w.model.hidden);
       check("the attention heads", m.heads, w.model.heads);
+      check("the multi-token prediction modules (--mtp-num-layers)", m.mtp_layers, w.model.mtp_layers);
     }
   } else {
     if (!launch.model)

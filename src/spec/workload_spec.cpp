@@ -248,6 +248,10 @@ void check_lora(const WorkloadSpec& w, const std::string& source) {
     throw SpecError(source, "/training/lora",
                     "LoRA is modelled on dense layers (qkv, out_proj, fc1, fc2); this model has multi-head latent "
                     "attention");
+  if (w.model.mtp_layers > 0)
+    throw SpecError(source, "/training/lora",
+                    "LoRA is modelled on the model's layers; this model has multi-token prediction modules "
+                    "(model.mtp_layers), whose adapters are not placed");
 }
 }  // namespace
 

@@ -146,9 +146,12 @@ void set_impl(spec::KernelTuning& t, spec::AttentionImpl impl, const ImplFit& f)
       t.cudnn_hd256_factor = f.hd256;
       return;
     case spec::AttentionImpl::Flash1:
-    case spec::AttentionImpl::Triton:
       t.flash1_fwd_efficiency = f.fwd, t.flash1_bwd_efficiency = bwd, t.flash1_hd64_factor = f.hd64,
       t.flash1_hd256_factor = f.hd256;
+      return;
+    case spec::AttentionImpl::Triton:  // (no microbenchmark names it: tools/fit-triton fits it on steps)
+      t.triton_fwd_efficiency = f.fwd, t.triton_bwd_efficiency = bwd, t.triton_hd64_factor = f.hd64,
+      t.triton_hd256_factor = f.hd256;
       return;
     case spec::AttentionImpl::Flash:
     case spec::AttentionImpl::Unfused:

@@ -202,6 +202,10 @@ TEST_CASE("launch configurations: bad input names the argument; what is not unde
   REQUIRE(mtp.model.has_value());
   CHECK(mtp.model->mtp_layers == 1);
   CHECK(launch.model->mtp_layers == 0);
+  // a launch line whose modules contradict the workload file's is refused, as its layers are
+  CHECK_THROWS_WITH_AS(
+      spec::resolve_launch(mtp, json::object(), spec::load_workload_spec(test::workload("megatron2021-145.6b")), 8),
+      doctest::Contains("the multi-token prediction modules (--mtp-num-layers) 1 contradicts"), SpecError);
   // shell words: quotes, escapes, continuations, comments
   CHECK(spec::split_command_line("a \"b c\" 'd e' f\\ g \\\n h # comment\n i", "s") ==
         std::vector<std::string>{"a", "b c", "d e", "f g", "h", "i"});

@@ -70,3 +70,33 @@ TEST_CASE("a module lengthens the last stage: a longer step, a larger bubble, mo
   CHECK(with.memory.stages.front().bytes.live() == without.memory.stages.front().bytes.live());
   CHECK(with.simulation->per_stage.back().peak_memory > without.simulation->per_stage.back().peak_memory);
 }
+
+TEST_CASE("beside an untied output layer the last stage also holds a copy of the embedding") {
+  // Megatron-Core builds the embedding where the modules are (pre_process or mtp_process)
+  auto untied = [](int modules) {
+    auto w = gpt(modules);
+    w.model.tied_embeddings = false;
+    return w;
+  };
+  const auto with = test::make_job("dgx-a100-superpod", untied(1), "tp=2,pp=2,gpus=4");
+  const auto without = test::make_job("dgx-a100-superpod", untied(0), "tp=2,pp=2,gpus=4");
+  const auto& m = with.workload.model;
+  const double h = static_cast<double>(m.hidden);
+  const double layer = model::layer_params_on_gpu(m, false, 2, 1, 1).total();
+  const double copy = static_cast<double>((m.vocab + 1) / 2) * h;
+  CHECK(model::stage_params(with)[1].total() - model::stage_params(without)[1].total() ==
+        doctest::Approx(layer + 2 * h * h / 2 + 3 * 2 * h + copy).epsilon(1e-12));
+}
+
+TEST_CASE("a module's layer is recomputed as the lowering numbers it: after its chunk's layers") {
+  // recompute_layers=1 recomputes the first layer of each chunk: never the module's, so the
+  // recomputed FLOPs are those of the model without it
+  const auto with = model::step_flops(
+      test::make_job("dgx-a100-superpod", gpt(1), "tp=8,pp=2,gpus=16,recompute=full,recompute_layers=1"));
+  const auto without = model::step_flops(
+      test::make_job("dgx-a100-superpod", gpt(0), "tp=8,pp=2,gpus=16,recompute=full,recompute_layers=1"));
+  CHECK(with.hardware - with.model == doctest::Approx(without.hardware - without.model).epsilon(1e-12));
+  // under full recomputation of every layer it is recomputed too
+  const auto all = model::step_flops(test::make_job("dgx-a100-superpod", gpt(1), "tp=8,pp=2,gpus=16,recompute=full"));
+  CHECK(all.hardware - all.model > with.hardware - with.model);
+}

@@ -710,4 +710,10 @@ TEST_CASE("uneven layers: the multi-token prediction modules' layers count as th
   workload.model.mtp_layers = 1;
   CHECK(outer(8) == std::pair{std::optional<int>{7}, std::optional<int>{6}});
   CHECK(outer(4) == std::pair{std::optional<int>{15}, std::optional<int>{14}});
+  // DualPipeV's head and modules are on the first stage: the outer counts trade places
+  options.fixed = spec::parse_inline_strategy("framework=torchtitan,tp=1,pp=8,schedule=dualpipev", "--fix");
+  const auto v = search::enumerate_space(cluster, workload, options);
+  REQUIRE(!v.empty());
+  CHECK(v.front().strategy.first_stage_layers == 6);
+  CHECK(v.front().strategy.last_stage_layers == 7);
 }
