@@ -279,15 +279,18 @@ class Passes::Writer {
 
  private:
   Category kernels_ = Category::Compute;
-  static void append_unit_name(std::string& out, int unit) {
+  // "L3" for the model's layers, "MTP0" for a multi-token prediction module's (numbered after them)
+  void append_unit_name(std::string& out, int unit) const {
     if (unit == kEmbeddingUnit) {
       out += "embedding";
     } else if (unit == kHeadUnit) {
       out += "head";
     } else {
-      out += 'L';
+      const int layers = p_.ctx_.job().workload.model.layers;
+      out += unit < layers ? "L" : "MTP";
       std::array<char, 16> digits{};
-      const auto end = std::to_chars(digits.data(), digits.data() + digits.size(), unit).ptr;
+      const auto end =
+          std::to_chars(digits.data(), digits.data() + digits.size(), unit < layers ? unit : unit - layers).ptr;
       out.append(digits.data(), end);
     }
   }

@@ -69,6 +69,17 @@ TEST_CASE("a module lengthens the last stage: a longer step, a larger bubble, mo
   CHECK(with.memory.stages.back().bytes.live() > without.memory.stages.back().bytes.live());
   CHECK(with.memory.stages.front().bytes.live() == without.memory.stages.front().bytes.live());
   CHECK(with.simulation->per_stage.back().peak_memory > without.simulation->per_stage.back().peak_memory);
+  // the module's passes are named as its own in the timeline, not as a 43rd layer
+  REQUIRE(with.step);
+  const auto& g = with.step->lowered.graph;
+  bool named = false, numbered = false;
+  for (std::size_t t = 0; t < g.num_tasks(); ++t) {
+    const auto name = g.name(sim::TaskId{static_cast<std::uint32_t>(t)});
+    named = named || name.starts_with("F0 MTP0 ");
+    numbered = numbered || name.starts_with("F0 L42 ");
+  }
+  CHECK(named);
+  CHECK_FALSE(numbered);
 }
 
 TEST_CASE("beside an untied output layer the last stage also holds a copy of the embedding") {
