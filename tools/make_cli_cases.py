@@ -295,13 +295,19 @@ case('memory-headroom-out-of-range', f'{RUN} tp=8,gpus=8 --memory-headroom 2', 2
 case('strategy-key-in-capitals', f'{RUN} TP=8,gpus=8', 2,
      'error: strategy "TP=8,gpus=8": /TP: unknown key "TP" (did you mean "tp"?)')
 case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
-     'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: allocator, attention, bias_grad, compile, cp, '
+     'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: allocator, attention, backward_prefetch, bias_grad, compile, cp, '
      'cp_comm, dispatcher, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, fp8_transpose_cache, framework, fsdp_version, gpus, grad_reduce_dtype, '
      'last_stage_layers, launch, limit_all_gathers, loss, mb, norm_grad, offload_layers, optimizer_impl, order, overlap_grad_reduce, overlap_moe_comm, '
      'overlap_param_gather, pp, recompute, recompute_layers, '
      'recompute_method, recompute_modules, recompute_period, remat_to_fit, repeat_kv, reshard_after_forward, schedule, segment, sources, sp, sp_saves_gathered, tp, tp_overlap, '
      'vpp, zero, zero_group')
 # host overhead and the framework keys of issue 27 (docs/model.md "Host overhead")
+case('strategy-backward-prefetch-unknown', f'{RUN} tp=8,gpus=8,zero=3,backward_prefetch=early', 2,
+     'error: strategy "tp=8,gpus=8,zero=3,backward_prefetch=early": /backward_prefetch: "early" is not valid; expected '
+     'one of: pre, post, none')
+case('strategy-backward-prefetch-without-zero3', f'{RUN} tp=8,gpus=8,zero=1,backward_prefetch=none', 2,
+     'error: strategy "tp=8,gpus=8,zero=1,backward_prefetch=none": /backward_prefetch: applies under zero=3 (it times '
+     'FSDP\'s parameter gathers); zero is 1')
 case('strategy-launch-unknown', f'{RUN} tp=8,gpus=8,launch=graphs', 2,
      'error: strategy "tp=8,gpus=8,launch=graphs": /launch: "graphs" is not valid; expected one of: eager, compiled, cuda_graphs')
 case('strategy-optimizer-impl-unknown', f'{RUN} tp=8,gpus=8,optimizer_impl=fast', 2,

@@ -300,6 +300,8 @@ std::vector<DataParallel::Gather> DataParallel::gathers_of(int stage, int chunk,
   std::vector<Gather> out;
   if (const auto key = gather_key(unit, microbatch, forward); !st.gathered.contains(key))
     out.push_back({unit, key, false});
+  // (backward_prefetch=none: the next unit gathers at its own pass, behind this one's reduce-scatter)
+  if (!forward && ctx_.job().strategy.backward_prefetch == spec::BackwardPrefetch::None) return out;
   if (pos + 1 < units.size())
     if (const auto key = gather_key(units[pos + 1], microbatch, forward); !st.gathered.contains(key))
       out.push_back({units[pos + 1], key, true});

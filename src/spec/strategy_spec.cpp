@@ -41,6 +41,8 @@ constexpr std::array<Choice<AttentionImpl>, 7> kAttention{{{"flash", AttentionIm
                                                            {"flash2", AttentionImpl::Flash}}};
 constexpr std::array<Choice<OptimizerImpl>, 3> kOptimizerImpls{
     {{"fused", OptimizerImpl::Fused}, {"foreach", OptimizerImpl::Foreach}, {"for_loop", OptimizerImpl::ForLoop}}};
+constexpr std::array<Choice<BackwardPrefetch>, 3> kBackwardPrefetch{
+    {{"pre", BackwardPrefetch::Pre}, {"post", BackwardPrefetch::Post}, {"none", BackwardPrefetch::None}}};
 constexpr std::array<Choice<LaunchMode>, 3> kLaunch{
     {{"eager", LaunchMode::Eager}, {"compiled", LaunchMode::Compiled}, {"cuda_graphs", LaunchMode::CudaGraphs}}};
 constexpr std::array<Choice<CpComm>, 2> kCpComm{{{"all_gather", CpComm::AllGather}, {"ring", CpComm::Ring}}};
@@ -151,6 +153,8 @@ std::vector<KeyTexts> preset_key_texts(const StrategySpec& s, const FrameworkPre
       {"fp8_param_gather", text(on_off(s.fp8_param_gather)), text(on_off(p.fp8_param_gather))},
       {"sp_saves_gathered", text(on_off(s.sp_saves_gathered)), text(on_off(p.sp_saves_gathered))},
       {"limit_all_gathers", text(on_off(s.limit_all_gathers)), text(on_off(p.limit_all_gathers))},
+      {"backward_prefetch", text(backward_prefetch_name(s.backward_prefetch)),
+       text(backward_prefetch_name(p.backward_prefetch))},
       {"allocator", s.caching_allocator ? "caching" : "static", p.caching_allocator ? "caching" : "static"},
       {"remat_to_fit", text(on_off(s.remat_to_fit)), text(on_off(p.remat_to_fit))},
       {"fsdp_version", std::to_string(s.fsdp_version), std::to_string(p.fsdp_version)},
@@ -202,6 +206,12 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   s.sp_saves_gathered = read_switch(r, "sp_saves_gathered", preset.sp_saves_gathered);
   s.launch = r.optional_choice<LaunchMode>("launch", kLaunch);
   s.limit_all_gathers = preset_switch("limit_all_gathers", preset.limit_all_gathers, preset.limit_all_gathers);
+  s.backward_prefetch = r.choice_or<BackwardPrefetch>("backward_prefetch", preset.backward_prefetch, kBackwardPrefetch);
+  if (!r.has("backward_prefetch") && s.zero == 3 && preset.backward_prefetch != BackwardPrefetch::Pre)
+    assume("backward_prefetch", backward_prefetch_name(s.backward_prefetch));
+  if (r.has("backward_prefetch") && s.zero != 3)
+    r.error_at("backward_prefetch",
+               fmt::format("applies under zero=3 (it times FSDP's parameter gathers); zero is {}", s.zero));
   s.caching_allocator = r.choice_or<bool>("allocator", preset.caching_allocator, kAllocators);
   if (!r.has("allocator") && !preset.caching_allocator) assume("allocator", "static");
   s.remat_to_fit = read_switch(r, "remat_to_fit", preset.remat_to_fit);
@@ -293,6 +303,9 @@ std::string_view loss_name(LossImpl loss) {
 }
 std::string_view optimizer_impl_name(OptimizerImpl impl) {
   return choice_name<OptimizerImpl>(kOptimizerImpls, impl);
+}
+std::string_view backward_prefetch_name(BackwardPrefetch prefetch) {
+  return choice_name<BackwardPrefetch>(kBackwardPrefetch, prefetch);
 }
 std::string_view launch_name(LaunchMode mode) {
   return choice_name<LaunchMode>(kLaunch, mode);
@@ -396,6 +409,8 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.fsdp_version != preset.fsdp_version) out += fmt::format(",fsdp_version={}", s.fsdp_version);
   if (s.limit_all_gathers != preset.limit_all_gathers)
     out += fmt::format(",limit_all_gathers={}", on_off(s.limit_all_gathers));
+  if (s.backward_prefetch != preset.backward_prefetch)
+    out += fmt::format(",backward_prefetch={}", backward_prefetch_name(s.backward_prefetch));
   if (s.optimizer_impl != preset.optimizer_impl)
     out += fmt::format(",optimizer_impl={}", optimizer_impl_name(s.optimizer_impl));
   if (s.remat_to_fit != preset.remat_to_fit) out += fmt::format(",remat_to_fit={}", on_off(s.remat_to_fit));

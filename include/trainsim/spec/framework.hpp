@@ -46,6 +46,13 @@ enum class LaunchMode { Eager, Compiled, CudaGraphs };
 // each op per tensor and reading the step count back to the host (for_loop: torch.optim's
 // single-tensor path, Composer's DecoupledAdamW), which waits for the device once per tensor.
 enum class OptimizerImpl { Fused, Foreach, ForLoop };
+// When ZeRO-3 (FSDP) issues the next unit's all-gather in the backward (FSDP1's backward_prefetch):
+// `pre` at the current unit's pre-backward hook (PyTorch's BACKWARD_PRE, FSDP2's implicit prefetch),
+// `post` after its gradients are computed (BACKWARD_POST: Composer's default), `none` at the next
+// unit's own pre-backward hook, queued behind the current unit's reduce-scatter on the same
+// communicator. pre and post issue the gather before the reduce-scatter; they differ only when the
+// host falls behind the device, and are priced alike.
+enum class BackwardPrefetch { Pre, Post, None };
 // Bytes per logit element (per rank's vocabulary shard) at the loss's peak.
 double loss_bytes_per_logit(LossImpl loss);
 // Bytes per logit element the caching allocator keeps reserved, not live, from the loss's backward
@@ -76,6 +83,7 @@ struct FrameworkPreset {
   // launched from generated code rather than op by op through the dispatcher.
   bool compile_is_torch_compile;
   bool limit_all_gathers;  // see StrategySpec::limit_all_gathers
+  BackwardPrefetch backward_prefetch;  // see StrategySpec::backward_prefetch
   bool caching_allocator;  // see StrategySpec::caching_allocator
   bool remat_to_fit;       // see StrategySpec::remat_to_fit
   int fsdp_version;        // see StrategySpec::fsdp_version

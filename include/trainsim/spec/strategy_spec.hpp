@@ -167,6 +167,7 @@ struct StrategySpec {
   // an all-gather until the parameters gathered two units earlier are freed, so at most two units'
   // parameters are gathered at once and the host runs at most that far ahead of the device.
   bool limit_all_gathers = false;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::Pre;
   // How device memory is handed out (`allocator`): `caching` (PyTorch's CUDA caching allocator,
   // which reserves beyond the live tensors: memory.fragmentation of the transient memory and the
   // loss's cached block) or `static` (a compiler assigns every buffer of the step ahead of time,
@@ -258,6 +259,7 @@ inline int ep_outer(const StrategySpec& s) {
 LaunchMode launch_of(const StrategySpec& s);
 std::string_view launch_name(LaunchMode mode);
 std::string_view optimizer_impl_name(OptimizerImpl impl);
+std::string_view backward_prefetch_name(BackwardPrefetch prefetch);
 inline bool reshard_after_forward_of(const StrategySpec& s) {
   return s.reshard_after_forward.value_or(s.pp == 1);
 }

@@ -457,6 +457,29 @@ TEST_CASE("FSDP without resharding after the forward gathers once per micro-batc
   CHECK(piped(64) == doctest::Approx(piped(32)).epsilon(0.01));
 }
 
+TEST_CASE("FSDP's backward prefetch: none queues each gather behind the reduce-scatter before it") {
+  // the same collectives either way (an all-gather and a reduce-scatter of each unit per micro-batch);
+  // pre and post issue the next unit's gather before this one's reduce-scatter and are priced alike,
+  // none issues it at the next unit's own pass, behind the reduce-scatter on the same communicator
+  const auto w = test::tiny_gpt(8, 32, 512);
+  const auto step = [&](const char* prefetch) {
+    return run(job_on("dgx-h100-superpod", w,
+                      fmt::format("framework=composer,gpus=16,mb=2,zero=3,backward_prefetch={}", prefetch)));
+  };
+  const auto pre = step("pre");
+  const auto post = step("post");
+  const auto none = step("none");
+  CHECK(comm_bytes(none, lower::Category::DpComm) == doctest::Approx(comm_bytes(pre, lower::Category::DpComm)));
+  CHECK(post.simulation->step_time_s == pre.simulation->step_time_s);
+  CHECK(none.simulation->breakdown.exposed_comm_s > pre.simulation->breakdown.exposed_comm_s);
+  CHECK(none.simulation->step_time_s > pre.simulation->step_time_s);
+  // Composer's preset is post, PyTorch's FSDP default pre (FullyShardedDataParallel's BACKWARD_PRE)
+  CHECK(test::make_job("dgx-h100-superpod", "llama3-8b", "framework=composer,gpus=8").strategy.backward_prefetch ==
+        spec::BackwardPrefetch::Post);
+  CHECK(test::make_job("dgx-h100-superpod", "llama3-8b", "gpus=8,zero=3").strategy.backward_prefetch ==
+        spec::BackwardPrefetch::Pre);
+}
+
 TEST_CASE("HSDP shards the model states within zero_group ranks and all-reduces each shard across the groups") {
   const auto w = test::tiny_gpt(8, 64, 512);
   const auto full = run(job_on("dgx-h100-superpod", w, "gpus=32,zero=3"));
