@@ -72,11 +72,10 @@ StepFlops step_flops(const spec::Job& job) {
     recomputed_share = static_cast<double>(recomputed) / model.layers;
   }
   // the multi-token prediction modules' layers after the model's, each recomputed as the lowering
-  // numbers it: after the last chunk's layers
+  // numbers it (spec::recomputes_mtp_layer)
   const auto module_share = [&](int j) {
     if (job.stage_layers.empty()) return recomputed_share;
-    const int stage = spec::head_stage(job);
-    return spec::recomputes_layer(st, spec::chunk_layers(job, stage, st.vpp - 1) + j) ? 1.0 : 0.0;
+    return spec::recomputes_mtp_layer(job, j) ? 1.0 : 0.0;
   };
   for (int layer = 0; layer < model.layers + model.mtp_layers; ++layer) {
     const auto ops = layer_ops(model, whole, is_moe_layer(model, layer));

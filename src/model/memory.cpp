@@ -169,8 +169,7 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   // with the head's, their backward working set beside the layers')
   double head = head_activation_bytes(m, shape);
   for (int j = 0; j < m.mtp_layers; ++j) {
-    const int in_chunk = spec::chunk_layers(job, s, st.vpp - 1) + j;
-    const auto c = layer_checkpoint(job, m, shape, is_moe_layer(m, m.layers + j), spec::recomputes_layer(st, in_chunk));
+    const auto c = layer_checkpoint(job, m, shape, is_moe_layer(m, m.layers + j), spec::recomputes_mtp_layer(job, j));
     head += c.kept;
     working_set = std::max(working_set, c.rebuilt + c.working);
   }

@@ -186,8 +186,7 @@ std::vector<PipelineSplit> pipeline_splits(const spec::WorkloadSpec& w, std::int
       if (schedules.empty()) schedules.emplace_back(f.schedule, f.vpp);
     }
     // (DualPipeV's head, with the modules, is on the first stage: the outer counts trade places)
-    const bool swap = w.model.mtp_layers > 0 && !f.first_stage_layers && !f.last_stage_layers &&
-                      base.first_stage_layers != base.last_stage_layers;
+    const bool swap = w.model.mtp_layers > 0 && !f.first_stage_layers && !f.last_stage_layers;
     for (const auto& [schedule, vpp] : schedules) {
       auto split = base;
       split.schedule = schedule;

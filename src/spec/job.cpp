@@ -477,6 +477,10 @@ int chunk_layers(const Job& job, int stage, int chunk) {
   return job.virtual_stage_first_layer[position + 1] - job.virtual_stage_first_layer[position];
 }
 
+bool recomputes_mtp_layer(const Job& job, int j) {
+  return recomputes_layer(job.strategy, chunk_layers(job, head_stage(job), job.strategy.vpp - 1) + j);
+}
+
 int chunk_first_layer(const Job& job, int stage, int chunk) {
   const int position = virtual_stage(job.strategy.schedule, stage, chunk, job.strategy.pp);
   return job.virtual_stage_first_layer[static_cast<std::size_t>(position)];

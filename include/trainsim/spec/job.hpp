@@ -62,6 +62,9 @@ int head_stage(const Job& job);
 // allow) and the model's index of its first layer.
 int chunk_layers(const Job& job, int stage, int chunk);
 int chunk_first_layer(const Job& job, int stage, int chunk);
+// Whether multi-token prediction module j's layer is recomputed: numbered in the head's chunk after
+// its layers, as the lowering walks them (chunk_units).
+bool recomputes_mtp_layer(const Job& job, int j);
 
 // The ranks ZeRO shards the model states over: zero_group, or all dp·cp ranks.
 std::int64_t zero_shards(const Job& job);
