@@ -298,7 +298,7 @@ case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: allocator, attention, backward_prefetch, bias_grad, compile, cp, '
      'cp_comm, dispatcher, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, fp8_transpose_cache, framework, fsdp_version, gpus, grad_reduce_dtype, '
      'last_stage_layers, launch, limit_all_gathers, loss, mb, norm_grad, offload_layers, optimizer_impl, order, overlap_grad_reduce, overlap_moe_comm, '
-     'overlap_param_gather, pp, recompute, recompute_layers, '
+     'overlap_param_gather, pipeline_layout, pp, recompute, recompute_layers, '
      'recompute_method, recompute_modules, recompute_period, remat_to_fit, repeat_kv, reshard_after_forward, schedule, segment, sources, sp, sp_saves_gathered, tp, tp_overlap, '
      'vpp, zero, zero_group')
 # host overhead and the framework keys of issue 27 (docs/model.md "Host overhead")
@@ -308,6 +308,25 @@ case('strategy-backward-prefetch-unknown', f'{RUN} tp=8,gpus=8,zero=3,backward_p
 case('strategy-backward-prefetch-without-zero3', f'{RUN} tp=8,gpus=8,zero=1,backward_prefetch=none', 2,
      'error: strategy "tp=8,gpus=8,zero=1,backward_prefetch=none": /backward_prefetch: applies under zero=3 (it times '
      'FSDP\'s parameter gathers); zero is 1')
+# Megatron-Core's pipeline layouts (docs/cli.md "Strategy": pipeline_layout)
+for name, strategy, message in (
+        ('strategy-pipeline-layout-symbol', 'tp=8,pp=2,gpus=16,pipeline_layout=Et*48|t*48X',
+         '/pipeline_layout: "Et*48|t*48X": \'X\' is not a layer symbol (E embedding, t transformer layer, m '
+         'multi-token prediction module, L loss; | between stages, x*n and (...)*n repeat, commas are ignored)'),
+        ('strategy-pipeline-layout-layers', 'tp=8,pp=2,gpus=16,pipeline_layout=Et*48|t*47L',
+         '/pipeline_layout: "Et*48|t*47L": 95 transformer layers t, but the model has 96'),
+        ('strategy-pipeline-layout-stages', 'tp=8,pp=4,gpus=32,pipeline_layout=Et*48|t*48L',
+         '/pipeline_layout: "Et*48|t*48L": 2 virtual stages, which pp = 4 does not divide (the layout gives pp·vpp '
+         'stages)'),
+        ('strategy-pipeline-layout-module', 'tp=8,pp=2,gpus=16,pipeline_layout=Et*48|t*48mL',
+         '/pipeline_layout: "Et*48|t*48mL": 1 multi-token prediction module m, but the model has 0')):
+    case(name, f'{RUN} {strategy}', 2, f'error: strategy "{strategy}": {message}')
+case('strategy-pipeline-layout-and-first-stage', f'{RUN} tp=8,pp=2,gpus=16,first_stage_layers=48,pipeline_layout=Et*48|t*48L', 2,
+     'error: strategy "tp=8,pp=2,gpus=16,first_stage_layers=48,pipeline_layout=E...": /first_stage_layers: '
+     'pipeline_layout gives every stage its layers: give it or the outer stages\' counts, not both')
+case('strategy-pipeline-layout-inline-comma', f'{RUN} tp=8,pp=2,gpus=16,pipeline_layout=Et*48,|t*48L', 2,
+     'error: strategy "tp=8,pp=2,gpus=16,pipeline_layout=Et*48,|t*48L": "|t*48L" is not of the form key=value (a '
+     'pipeline_layout\'s commas are cosmetic: leave them out of an inline list)')
 case('strategy-launch-unknown', f'{RUN} tp=8,gpus=8,launch=graphs', 2,
      'error: strategy "tp=8,gpus=8,launch=graphs": /launch: "graphs" is not valid; expected one of: eager, compiled, cuda_graphs')
 case('strategy-optimizer-impl-unknown', f'{RUN} tp=8,gpus=8,optimizer_impl=fast', 2,

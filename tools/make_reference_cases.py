@@ -646,9 +646,11 @@ def megatron_bridge_deepseek():
     bridge's moe_shared_expert_overlap), MLA up-projections and the MLP recomputed
     (recompute_modules), FP8 current scaling (the 1,024-GPU fp8_cs recipe is the table's layout), bf16
     gradient reduction and TE's fused loss as the other Bridge rows, and the recipe's one multi-token
-    prediction module on the last virtual stage (mtp_num_layers 1, from the workload). Not modelled:
-    the recipe's layout of one layer in the first virtual stage and the loss alone in the last
-    (7 + 6×8 + 6 layers here). The routing is forced balanced: "In MoE training
+    prediction module (mtp_num_layers 1, from the workload) laid out as the recipe lays it,
+    pipeline_model_parallel_layout "Et|(tt|)*30mL": the embedding and one layer in the first virtual
+    stage, two layers in each of the next 30, the module and the loss alone in the last (the same
+    perf recipe; scripts/performance/configs/deepseek/deepseek_v3_llm_pretrain.yaml at f37f883a,
+    "Malay/dsv3 2509"). The routing is forced balanced: "In MoE training
     benchmarks, we force-balance the token distribution among experts and all benchmarks are
     token-dropless" (docs/performance-summary.md's footnote; scripts/performance/utils/overrides.py
     sets moe_router_force_load_balancing for dropless runs)."""
@@ -664,7 +666,7 @@ def megatron_bridge_deepseek():
         strategy = (f"framework=nemo,tp={row['tp']},sp=on,pp={row['pp']},vpp={row['vp']},schedule=interleaved,"
                     f"ep={row['ep']},etp=1,gpus={row['gpus']},mb={row['mbs']},fp8=tensorwise,grad_reduce_dtype=bf16,"
                     "loss=fused_inplace,recompute=selective,recompute_modules=mla_up_proj+mlp,ep_overlap=on,"
-                    "dispatcher=deepep,first_stage_layers=7,last_stage_layers=6")
+                    "dispatcher=deepep,pipeline_layout=Et|(tt|)*30mL")
         step = row["gbs"] * row["seq_len"] / (row["gpus"] * row["tokens_per_sec_per_gpu"])
         run_case(f"bridge-25.09-h100-deepseek-v3-{row['gpus']}gpus", "Megatron-Bridge performance tables (FP8)",
                  f"{row['model']} on {row['gpus']} {row['system']}, {row['container']}: "

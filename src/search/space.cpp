@@ -155,6 +155,17 @@ bool split_layers(int layers, int mtp, int pp, PipelineSplit& split) {
   return true;
 }
 
+// The schedules a pipeline layout of `stages` virtual stages runs on pp stages: 1F1B and ZB-H1 with a
+// chunk per stage, interleaving with more.
+std::vector<std::pair<Schedule, int>> layout_schedules(int stages, int pp) {
+  const int vpp = stages / pp;
+  if (vpp > 1)
+    return pp > 1 ? std::vector<std::pair<Schedule, int>>{{Schedule::Interleaved, vpp}}
+                  : std::vector<std::pair<Schedule, int>>{};
+  if (pp == 1) return {{Schedule::OneFOneB, 1}};
+  return {{Schedule::OneFOneB, 1}, {Schedule::ZbH1, 1}};
+}
+
 std::vector<PipelineSplit> pipeline_splits(const spec::WorkloadSpec& w, std::int64_t replicas, const Pins& p) {
   const int layers = w.model.layers;
   const auto& f = p.fixed;
@@ -162,13 +173,18 @@ std::vector<PipelineSplit> pipeline_splits(const spec::WorkloadSpec& w, std::int
   for (std::int64_t d = 1; d <= replicas && d <= layers; ++d)
     if (replicas % d == 0) pps.push_back(static_cast<int>(d));
   std::vector<PipelineSplit> out;
+  // a pipeline layout fixes the virtual stages: pp divides them, and vpp is what is left
+  const int layout_stages = f.pipeline_layout ? static_cast<int>(f.pipeline_layout->stages.size()) : 0;
+  if (f.pipeline_layout) std::erase_if(pps, [&](int pp) { return layout_stages % pp != 0; });
   for (const int pp : p.values("pp", f.pp, pps)) {
     if (replicas % pp != 0) continue;
     PipelineSplit base{.pp = pp, .first_stage_layers = f.first_stage_layers, .last_stage_layers = f.last_stage_layers};
-    if (!split_layers(layers, w.model.mtp_layers, pp, base) && !p.has("pp"))
+    if (!f.pipeline_layout && !split_layers(layers, w.model.mtp_layers, pp, base) && !p.has("pp"))
       continue;  // no split of the layers: not a strategy
     std::vector<std::pair<Schedule, int>> schedules{{Schedule::OneFOneB, 1}};
-    if (pp > 1) {
+    if (f.pipeline_layout) {
+      schedules = layout_schedules(layout_stages, pp);
+    } else if (pp > 1) {
       schedules.emplace_back(Schedule::ZbH1, 1);
       if (layers % pp == 0)
         for (int v = 2; v <= kLimits.max_vpp; ++v)

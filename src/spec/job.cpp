@@ -1,5 +1,8 @@
 #include "trainsim/spec/job.hpp"
 
+#include <algorithm>
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "trainsim/spec/reader.hpp"
@@ -200,8 +203,38 @@ std::string uneven_stages_hint(int layers, int pp, int vpp) {
   return "";
 }
 
+// A layout gives each virtual stage its layers; the stage holds those of its chunks.
+void check_layout_stages(Job& job, Rules& rules) {
+  const auto& s = job.strategy;
+  const auto& layout = *s.pipeline_layout;
+  if (s.first_stage_layers || s.last_stage_layers) {
+    rules.strategy(s.first_stage_layers ? "/first_stage_layers" : "/last_stage_layers",
+                   "pipeline_layout gives every stage its layers: give it or the outer stages' counts, not both");
+    return;
+  }
+  const auto& m = job.workload.model;
+  if (auto error = pipeline_layout_error(layout, s.pp, m.layers, m.mtp_layers); !error.empty()) {
+    rules.strategy("/pipeline_layout", fmt::format("\"{}\": {}", layout.text, error));
+    return;
+  }
+  const auto stages = static_cast<int>(layout.stages.size());
+  if (stages != s.pp * s.vpp) {
+    rules.strategy("/vpp", fmt::format("the pipeline_layout's {} virtual stages are pp·vpp = {}·{}: vpp would be {}",
+                                       stages, s.pp, s.vpp, stages / s.pp));
+    return;
+  }
+  job.stage_layers.assign(static_cast<std::size_t>(s.pp), 0);
+  for (int v = 0; v < stages; ++v)
+    job.stage_layers[static_cast<std::size_t>(at_virtual_stage(s.schedule, v, s.pp).stage)] +=
+        layout.stages[static_cast<std::size_t>(v)].layers;
+}
+
 void check_stages(Job& job, Rules& rules) {
   const auto& s = job.strategy;
+  if (s.pipeline_layout) {
+    check_layout_stages(job, rules);
+    return;
+  }
   const int layers = job.workload.model.layers;
   const int chunks = s.pp * s.vpp;
   if (!s.first_stage_layers && !s.last_stage_layers) {
@@ -319,7 +352,14 @@ void check_recompute(Job& job, Rules& rules) {
   // TorchTitan counts a chunk's blocks and recomputes every n-th: a period longer than a chunk
   // recomputes nothing there
   for (std::size_t stage = 0; stage < job.stage_layers.size(); ++stage) {
-    const int chunk = job.stage_layers[stage] / std::max(1, s.vpp);
+    int chunk = job.stage_layers[stage] / std::max(1, s.vpp);
+    if (s.pipeline_layout) {  // the smallest of its chunks that hold layers
+      chunk = std::numeric_limits<int>::max();
+      for (int c = 0; c < s.vpp; ++c) {
+        const auto v = static_cast<std::size_t>(virtual_stage(s.schedule, static_cast<int>(stage), c, s.pp));
+        if (const int n = s.pipeline_layout->stages[v].layers; n > 0) chunk = std::min(chunk, n);
+      }
+    }
     if (chunk < *s.recompute_period) {
       rules.strategy("/recompute_period",
                      fmt::format("{} exceeds the {} layers of stage {}'s model chunks: no layer would be recomputed "
@@ -462,10 +502,12 @@ int split_chunk_layers(const Job& job, int stage, int chunk) {
 // Prefix sums of the chunks' layers in the model's order: a table, as the lowering asks per pass.
 std::vector<int> first_layers(const Job& job) {
   const int pp = job.strategy.pp;
+  const auto& layout = job.strategy.pipeline_layout;
   std::vector<int> first{0};
   for (int v = 0; v < pp * job.strategy.vpp; ++v) {
     const auto at = at_virtual_stage(job.strategy.schedule, v, pp);
-    first.push_back(first.back() + split_chunk_layers(job, at.stage, at.chunk));
+    first.push_back(first.back() + (layout ? layout->stages[static_cast<std::size_t>(v)].layers
+                                           : split_chunk_layers(job, at.stage, at.chunk)));
   }
   return first;
 }

@@ -115,6 +115,10 @@ class Args {
     }
     return text;
   }
+  std::optional<std::string> text(std::string_view flag) {
+    if (!has(flag)) return std::nullopt;
+    return one(flag);
+  }
   bool flag(std::string_view f) {
     if (!has(f)) return false;
     if (!flags_.find(f)->second.empty())
@@ -384,8 +388,20 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
     a.problem(
         "--virtual-pipeline-model-parallel-size and --num-layers-per-virtual-pipeline-stage contradict each "
         "other: give one");
-  if (vpp) s["vpp"] = *vpp;
-  if (vpp || out.layers_per_virtual_stage) s["schedule"] = "interleaved";
+  const auto stages_per_rank = a.integer("--num-virtual-stages-per-pipeline-rank", {1, 1024});
+  const auto layout = a.text("--pipeline-model-parallel-layout");
+  // arguments.py: no more than one of the three ways of giving the virtual stages
+  if ((out.layers_per_virtual_stage ? 1 : 0) + (stages_per_rank ? 1 : 0) + (layout ? 1 : 0) > 1)
+    a.problem(
+        "give no more than one of --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank "
+        "and --pipeline-model-parallel-layout");
+  if (vpp && stages_per_rank && *vpp != *stages_per_rank)
+    a.problem(
+        "--virtual-pipeline-model-parallel-size and --num-virtual-stages-per-pipeline-rank contradict each other");
+  if (vpp || stages_per_rank) s["vpp"] = vpp ? *vpp : *stages_per_rank;
+  if (vpp || stages_per_rank || out.layers_per_virtual_stage) s["schedule"] = "interleaved";
+  // the layout sets vpp (its stages ÷ pp) and the interleaved schedule where vpp > 1
+  if (layout) s["pipeline_layout"] = *layout;
   if (a.flag("--sequence-parallel")) s["sp"] = "on";
   if (a.flag("--use-distributed-optimizer")) s["zero"] = 1;
   if (a.flag("--use-torch-fsdp2")) {

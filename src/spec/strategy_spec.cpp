@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 #include <filesystem>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -422,9 +423,31 @@ std::string strategy_text(const StrategySpec& s) {
     out += fmt::format(",allocator={}", s.caching_allocator ? "caching" : "static");
   if (s.first_stage_layers) out += fmt::format(",first_stage_layers={}", *s.first_stage_layers);
   if (s.last_stage_layers) out += fmt::format(",last_stage_layers={}", *s.last_stage_layers);
+  if (s.pipeline_layout) out += fmt::format(",pipeline_layout={}", s.pipeline_layout->text);
   if (s.order != defaults.order) out += fmt::format(",order={}", order_text(s.order));
   return out;
 }
+
+namespace {
+
+// The layout sets vpp (its stages ÷ pp) when vpp is not given, and with more than one chunk per
+// stage the interleaved schedule when no schedule is given, as Megatron-LM's arguments.py derives
+// them; whether the layout fits pp and the model is resolve_job's to check.
+void read_pipeline_layout(Reader& r, StrategySpec& s) {
+  if (!r.has("pipeline_layout")) return;
+  const auto text = r.string("pipeline_layout");
+  try {
+    s.pipeline_layout = parse_pipeline_layout(text);
+  } catch (const std::invalid_argument& e) {
+    r.error_at("pipeline_layout", fmt::format("\"{}\": {}", text, e.what()));
+    return;
+  }
+  const auto stages = static_cast<int>(s.pipeline_layout->stages.size());
+  if (!r.has("vpp") && stages % s.pp == 0) s.vpp = stages / s.pp;
+  if (!r.has("schedule") && s.vpp > 1) s.schedule = Schedule::Interleaved;
+}
+
+}  // namespace
 
 StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw SpecError(source, "", fmt::format("expected a JSON object, got {}", describe(json)));
@@ -454,6 +477,7 @@ StrategySpec read_strategy_spec(const nlohmann::json& json, const std::string& s
   s.attention = r.optional_choice<AttentionImpl>("attention", kAttention);
   if (const auto f = r.optional_integer("first_stage_layers", {1, 10000})) s.first_stage_layers = static_cast<int>(*f);
   if (const auto l = r.optional_integer("last_stage_layers", {1, 10000})) s.last_stage_layers = static_cast<int>(*l);
+  read_pipeline_layout(r, s);
   s.gpus = r.optional_integer("gpus", {1, std::int64_t{1} << 22});
   if (const auto segment = r.optional_integer("segment", {1, 576})) s.segment = static_cast<int>(*segment);
   s.order = read_order(r, s.order);
@@ -477,7 +501,11 @@ nlohmann::json parse_inline_strategy(std::string_view text, const std::string& s
       problems.push_back(
           {"", fmt::format("item {} is empty; expected key=value pairs separated by commas", index + 1)});
     } else if (eq == std::string_view::npos || eq == 0) {
-      problems.push_back({"", fmt::format("\"{}\" is not of the form key=value", item.substr(0, 40))});
+      problems.push_back({"", fmt::format("\"{}\" is not of the form key=value{}", item.substr(0, 40),
+                                          out.contains("pipeline_layout")
+                                              ? " (a pipeline_layout's commas are cosmetic: leave them out of an "
+                                                "inline list)"
+                                              : "")});
     } else {
       const std::string key(item.substr(0, eq));
       if (out.contains(key))

@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "trainsim/spec/framework.hpp"
+#include "trainsim/spec/pipeline_layout.hpp"
 
 namespace trainsim::spec {
 
@@ -114,6 +115,9 @@ struct StrategySpec {
   std::optional<AttentionImpl> attention;
   std::optional<int> first_stage_layers;
   std::optional<int> last_stage_layers;
+  // What each virtual stage holds (Megatron-Core's --pipeline-model-parallel-layout); it sets vpp
+  // to its stages ÷ pp when vpp is not given. Absent: the layers split evenly, or by the two above.
+  std::optional<PipelineLayout> pipeline_layout;
   std::optional<std::int64_t> gpus;
   // Hosts (trays) of each node (scale-up domain) the job takes, Slurm's --segment on a block
   // topology: the job's devices fill `segment` hosts of each domain, the rest of the domain stays

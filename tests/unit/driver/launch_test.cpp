@@ -104,6 +104,18 @@ TEST_CASE("Megatron-LM launch lines give the hand-written strategies and reports
         --micro-batch-size 1 --global-batch-size 128 --seq-length 8192)",
                                                                     "nemo"),
              "framework=nemo");
+  // Megatron-Bridge 25.09's DeepSeek-V3 on 1,024 H100s: its layout sets 4 virtual stages of 8 and
+  // the interleaved schedule, as Megatron-LM's arguments.py derives them
+  check_same("bridge-25.09-h100-deepseek-v3-1024gpus",
+             spec::read_megatron_args(R"(
+      torchrun --nnodes 128 --nproc_per_node 8 pretrain_gpt.py \
+        --tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 8 \
+        --pipeline-model-parallel-layout "Et|(tt|)*30mL" \
+        --expert-model-parallel-size 64 --expert-tensor-parallel-size 1 --moe-shared-expert-overlap \
+        --recompute-granularity selective --micro-batch-size 1 --global-batch-size 8192 --seq-length 4096)",
+                                      "bridge"),
+             "framework=nemo,fp8=tensorwise,grad_reduce_dtype=bf16,loss=fused_inplace,"
+             "recompute_modules=mla_up_proj+mlp,dispatcher=deepep");
 }
 
 TEST_CASE("a TorchTitan TOML gives the hand-written strategy and report") {
@@ -154,6 +166,11 @@ TEST_CASE("launch configurations: bad input names the argument; what is not unde
       spec::read_megatron_args("--virtual-pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 4",
                                "m"),
       doctest::Contains("contradict each other"), SpecError);
+  CHECK_THROWS_WITH_AS(spec::read_megatron_args(
+                           "--pipeline-model-parallel-layout 'Et|tL' --num-layers-per-virtual-pipeline-stage 1", "m"),
+                       "m: give no more than one of --num-layers-per-virtual-pipeline-stage, "
+                       "--num-virtual-stages-per-pipeline-rank and --pipeline-model-parallel-layout",
+                       SpecError);
   CHECK_THROWS_WITH_AS(spec::read_megatron_args("--recompute-num-layers 2", "m"),
                        "m: --recompute-method and --recompute-num-layers need --recompute-granularity full", SpecError);
   // Megatron's recompute methods as trainsim's keys: block counts the first N layers, uniform groups of N

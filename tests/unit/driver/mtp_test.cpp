@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "common/jobs.hpp"
+#include "lower/data_parallel.hpp"
 #include "trainsim/driver/run.hpp"
 #include "trainsim/model/flops.hpp"
 #include "trainsim/model/params.hpp"
@@ -110,4 +111,23 @@ TEST_CASE("a module's layer is recomputed as the lowering numbers it: after its 
   // under full recomputation of every layer it is recomputed too
   const auto all = model::step_flops(test::make_job("dgx-a100-superpod", gpt(1), "tp=8,pp=2,gpus=16,recompute=full"));
   CHECK(all.hardware - all.model > with.hardware - with.model);
+}
+
+TEST_CASE("Megatron-Bridge's layout puts the module and the loss alone in the last virtual stage") {
+  // "Et|(tt|)*30mL" on 8 stages of 4 chunks: stage 0 holds the embedding and 1 + 2 + 2 + 2 layers,
+  // stage 7 holds 2 + 2 + 2 layers and then a chunk of the module and the head only
+  const auto laid = test::make_job("dgx-h100-superpod", "deepseek-v3-like",
+                                   "tp=2,pp=8,ep=64,gpus=1024,pipeline_layout=Et|(tt|)*30mL");
+  CHECK(lower::chunk_units(laid, 0, 0) == std::vector<int>{lower::kEmbeddingUnit, 0});
+  CHECK(lower::chunk_units(laid, 7, 3) == std::vector<int>{61, lower::kHeadUnit});
+  CHECK(lower::chunk_units(laid, 7, 2) == std::vector<int>{45, 46});  // virtual stage 23: after 1 + 22×2
+  // the stages hold what the even split of 7 + 6×8 + 6 gives them: only the chunks differ
+  const auto split = test::make_job("dgx-h100-superpod", "deepseek-v3-like",
+                                    "tp=2,pp=8,vpp=4,schedule=interleaved,ep=64,gpus=1024,first_stage_layers=7,"
+                                    "last_stage_layers=6");
+  const auto a = model::stage_params(laid);
+  const auto b = model::stage_params(split);
+  REQUIRE(a.size() == b.size());
+  for (std::size_t s = 0; s < a.size(); ++s) CHECK(a[s].total() == b[s].total());
+  CHECK(lower::chunk_units(split, 7, 3) == std::vector<int>{60, 61, lower::kHeadUnit});
 }

@@ -267,3 +267,18 @@ TEST_CASE("DualPipeV's bubble is (PP/2 − 1)(F&B + B − 3W) and every stage ho
   for (const double a : activations("pp=4,gpus=4,schedule=dualpipev,vpp=2"))
     CHECK(a == doctest::Approx((2 * p + 1) * 2).epsilon(0.05));
 }
+
+TEST_CASE("a pipeline layout: as the even split where it is one; unequal stages cost Σ w + (m−1)·max w") {
+  const auto step = [](const std::string& strategy) {
+    return driver::build_run_report(toy(strategy, 8), free_communication()).simulation->step_time_s;
+  };
+  // the same stages given by a layout are the same step, to the last digit
+  CHECK(step("pp=4,gpus=4,schedule=gpipe,pipeline_layout=Et*4|t*4|t*4|t*4L") == step("pp=4,gpus=4,schedule=gpipe"));
+  CHECK(step("pp=4,gpus=4,pipeline_layout=Et*7|t*3|t*3|t*3L") ==
+        step("pp=4,gpus=4,first_stage_layers=7,last_stage_layers=3"));
+  CHECK(step("pp=4,gpus=4,pipeline_layout=E(t*2|)*7t*2L") == step("pp=4,gpus=4,schedule=interleaved,vpp=2"));
+  // GPipe's m forwards then m backwards through stages of w_s layers: Σ w + (m − 1)·max w
+  const double m = 8;
+  CHECK(step("pp=4,gpus=4,schedule=gpipe,pipeline_layout=Et*7|t*3|t*3|t*3L") / step("pp=4,gpus=4,schedule=gpipe") ==
+        doctest::Approx((16 + (m - 1) * 7) / (16 + (m - 1) * 4)).epsilon(0.03));
+}

@@ -717,3 +717,23 @@ TEST_CASE("uneven layers: the multi-token prediction modules' layers count as th
   CHECK(v.front().strategy.first_stage_layers == 6);
   CHECK(v.front().strategy.last_stage_layers == 7);
 }
+
+TEST_CASE("a pinned pipeline layout fixes the virtual stages: pp divides them, vpp is what is left") {
+  const auto cluster = test::fat_tree_cluster(2, 8, true, 2);
+  const auto workload = test::tiny_gpt(8, 64);
+  auto options = options_for({16}, 50);
+  options.fixed = spec::parse_inline_strategy("pipeline_layout=Et*2|t*2|t*2|t*2L", "--fix");
+  std::set<std::pair<int, int>> seen;  // (pp, vpp)
+  const auto space = search::enumerate_space(cluster, workload, options);
+  REQUIRE(!space.empty());
+  for (const auto& c : space) {
+    seen.insert({c.strategy.pp, c.strategy.vpp});
+    CHECK(c.strategy.pipeline_layout == spec::parse_pipeline_layout("Et*2|t*2|t*2|t*2L"));
+    CHECK((c.strategy.vpp == 1 || c.strategy.schedule == spec::Schedule::Interleaved));
+  }
+  CHECK(seen == std::set<std::pair<int, int>>{{2, 2}, {4, 1}});
+  // and every plan it ranks runs
+  const auto ranked = run_sweep(cluster, workload, options);
+  REQUIRE(!ranked.top.empty());
+  for (const auto& p : ranked.top) CHECK(p.strategy.find("pipeline_layout=Et*2|t*2|t*2|t*2L") != std::string::npos);
+}
