@@ -296,7 +296,7 @@ case('strategy-key-in-capitals', f'{RUN} TP=8,gpus=8', 2,
      'error: strategy "TP=8,gpus=8": /TP: unknown key "TP" (did you mean "tp"?)')
 case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'error: strategy "tp=8,gpus=8,speed=max": /speed: unknown key "speed"; valid keys: allocator, attention, backward_prefetch, bias_grad, compile, cp, '
-     'cp_comm, dispatcher, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, fp8_transpose_cache, framework, fsdp_version, gpus, grad_reduce_dtype, '
+     'cp_comm, dispatcher, dp, ep, ep_overlap, etp, first_stage_layers, fp8, fp8_param_gather, fp8_tp_gather, fp8_transpose_cache, framework, fsdp_version, gpus, grad_reduce_dtype, '
      'last_stage_layers, launch, limit_all_gathers, loss, mb, norm_grad, offload_layers, optimizer_impl, order, overlap_grad_reduce, overlap_moe_comm, '
      'overlap_param_gather, pipeline_layout, pp, recompute, recompute_layers, '
      'recompute_method, recompute_modules, recompute_period, remat_to_fit, repeat_kv, reshard_after_forward, schedule, segment, sources, sp, sp_saves_gathered, tp, tp_overlap, '
@@ -327,6 +327,9 @@ case('strategy-pipeline-layout-and-first-stage', f'{RUN} tp=8,pp=2,gpus=16,first
 case('strategy-pipeline-layout-inline-comma', f'{RUN} tp=8,pp=2,gpus=16,pipeline_layout=Et*48,|t*48L', 2,
      'error: strategy "tp=8,pp=2,gpus=16,pipeline_layout=Et*48,|t*48L": "|t*48L" is not of the form key=value (a '
      'pipeline_layout\'s commas are cosmetic: leave them out of an inline list)')
+case('strategy-fp8-tp-gather-without-fp8', f'{RUN} tp=8,sp=on,gpus=8,fp8_tp_gather=on', 2,
+     'error: strategy "tp=8,sp=on,gpus=8,fp8_tp_gather=on": /fp8_tp_gather: fp8_tp_gather=on needs an FP8 recipe '
+     '(fp8=tensorwise, or training.dtype fp8)')
 case('strategy-launch-unknown', f'{RUN} tp=8,gpus=8,launch=graphs', 2,
      'error: strategy "tp=8,gpus=8,launch=graphs": /launch: "graphs" is not valid; expected one of: eager, compiled, cuda_graphs')
 case('strategy-optimizer-impl-unknown', f'{RUN} tp=8,gpus=8,optimizer_impl=fast', 2,

@@ -238,7 +238,7 @@ def torchtitan():
             note = ("FSDP collectives across 16 nodes run NCCL kernels beside the compute for most of the step; "
                     "the SMs they take are not charged (measured 8 -> 128 GPUs: +2.4..2.8% per step; modelled: 0)")
         if row.get("async_tp") and row["pp"] == 1:
-            note = ("AsyncTP's modelled gain (every SP collective pipelined) is 18%; TorchTitan measured 5.7% here "
+            note = ("AsyncTP's modelled gain (every SP collective pipelined) is 13% (FP8 gathers: 18% before); TorchTitan measured 5.7% here "
                     "and 9-16% in its 2025-06 AsyncTP benchmark")
         case = f"torchtitan-{name}-{row['gpus']}gpus-{slug(technique)}"
         if row.get("pp_schedule"):

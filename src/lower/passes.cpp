@@ -699,7 +699,10 @@ void Passes::mlp_forward(Writer& w, int unit, bool moe, Category category, Colle
   const auto& s = ctx_.shape();
   const bool tp = s.tp > 1 && mlp_tp_comm(moe);
   const std::vector<Pass> fwd{Pass::Forward};
-  if (s.sp && tp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
+  // (the router reads an MoE block's gathered input in bf16)
+  if (s.sp && tp)
+    w.comm("tp all-gather", CollectiveKind::AllGather, moe ? act : fp8_operand_gather(act), kTp, StreamKind::TpComm,
+           Category::TpComm);
   if (moe) {
     w.add(unit, {"router", "permute"}, fwd);
     if (overlap_shared_experts()) {
@@ -796,10 +799,11 @@ void Passes::unit_forward(Writer& w, int unit, Category category) {
   const bool moe = model::is_moe_layer(m, unit);
   const bool overlap = tp_overlap();
   w.add(unit, {"norm1"}, fwd);
+  const Bytes operand = fp8_operand_gather(act);  // the FP8 GEMMs' gathered inputs and output gradients
   if (overlap) {
-    w.pipelined("tp all-gather", CollectiveKind::AllGather, act, unit, kQkv, fwd, true, 0);
+    w.pipelined("tp all-gather", CollectiveKind::AllGather, operand, unit, kQkv, fwd, true, 0);
   } else {
-    if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
+    if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, operand, kTp, StreamKind::TpComm, Category::TpComm);
     w.add(unit, kQkv, fwd);
   }
   w.add(unit, {"rope"}, fwd);
@@ -821,7 +825,7 @@ void Passes::unit_forward(Writer& w, int unit, Category category) {
   }
   w.add(unit, {"residual1", "norm2"}, fwd);
   if (overlap && !moe) {
-    w.pipelined("tp all-gather", CollectiveKind::AllGather, act, unit, {"fc1"}, fwd, true, 0);
+    w.pipelined("tp all-gather", CollectiveKind::AllGather, operand, unit, {"fc1"}, fwd, true, 0);
     w.add(unit, {"act"}, fwd);
     w.pipelined("tp reduce-scatter", CollectiveKind::ReduceScatter, act, unit, {"fc2"}, fwd, false,
                 reduce_scatter_sm_share());
@@ -842,7 +846,9 @@ void Passes::mlp_backward(Writer& w, int unit, const std::vector<Pass>& bwd, boo
                           Bytes act) {
   const auto& s = ctx_.shape();
   const bool tp = s.tp > 1 && mlp_tp_comm(moe);
-  if (s.sp && tp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
+  if (s.sp && tp)
+    w.comm("tp all-gather", CollectiveKind::AllGather, moe ? act : fp8_operand_gather(act), kTp, StreamKind::TpComm,
+           Category::TpComm);
   if (moe && overlap_shared_experts()) {
     w.add(unit, {"unpermute"}, bwd);
     const auto combine = w.ep_async("ep combine grad", true, true);
@@ -890,7 +896,7 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
   if (overlap && !moe) {
     // the output gradient's all-gather feeds fc2's data gradient; the input gradient's
     // reduce-scatter drains fc1's (Transformer Engine overlaps it with fc1's weight gradient)
-    w.pipelined("tp all-gather", CollectiveKind::AllGather, act, unit, {"fc2"}, bwd, true, 0);
+    w.pipelined("tp all-gather", CollectiveKind::AllGather, fp8_operand_gather(act), unit, {"fc2"}, bwd, true, 0);
     w.add(unit, {"act"}, bwd);
     w.pipelined("tp reduce-scatter", CollectiveKind::ReduceScatter, act, unit, {"fc1"}, bwd, false,
                 reduce_scatter_sm_share());
@@ -899,9 +905,11 @@ void Passes::unit_backward(Writer& w, int unit, bool weights) {
   }
   w.add(unit, {"norm2", "residual1"}, bwd);
   if (overlap) {
-    w.pipelined("tp all-gather", CollectiveKind::AllGather, act, unit, {"out_proj"}, bwd, true, 0);
+    w.pipelined("tp all-gather", CollectiveKind::AllGather, fp8_operand_gather(act), unit, {"out_proj"}, bwd, true, 0);
   } else {
-    if (s.sp) w.comm("tp all-gather", CollectiveKind::AllGather, act, kTp, StreamKind::TpComm, Category::TpComm);
+    if (s.sp)
+      w.comm("tp all-gather", CollectiveKind::AllGather, fp8_operand_gather(act), kTp, StreamKind::TpComm,
+             Category::TpComm);
     w.add(unit, {"out_proj"}, bwd);
   }
   if (s.cp > 1 && job.strategy.cp_comm == spec::CpComm::Ring) {
@@ -974,6 +982,12 @@ void Passes::ring_attention(Writer& w, int unit, const std::vector<model::Pass>&
   if (backward)
     w.comm("cp ring grad return", CollectiveKind::AllGather, kv_gather_bytes(), kCp, StreamKind::CpComm,
            Category::CpComm, step);
+}
+
+Bytes Passes::fp8_operand_gather(Bytes act) const {
+  const auto& st = ctx_.job().strategy;
+  if (spec::fp8_of(st) == spec::Fp8Recipe::Off || !spec::fp8_tp_gather_of(st)) return act;
+  return Bytes::from_double(act.as_double() / ctx_.shape().activation_bytes);
 }
 
 Bytes Passes::kv_gather_bytes() const {

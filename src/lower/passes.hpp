@@ -134,6 +134,9 @@ class Passes {
   std::int64_t rebuilt_activations(int unit, bool recomputed);
   void replay(Writer& w, int unit, bool recomputed);
   Bytes kv_gather_bytes() const;
+  // What a sequence-parallel all-gather of an FP8 GEMM's operand carries: `act` (a hidden state in the
+  // activation dtype), or 1 byte per element under spec::fp8_tp_gather_of.
+  Bytes fp8_operand_gather(Bytes act) const;
   bool overlap_shared_experts() const;
   // The layers of a chunk's units that full recomputation recomputes.
   std::set<int> recomputed_units(const std::vector<int>& units) const;

@@ -416,6 +416,8 @@ void resolve_framework(Job& job, Rules& rules) {
   // contradiction)
   if (s.fp8_param_gather && *s.fp8 == Fp8Recipe::Off && !framework_preset(s.framework).fp8_param_gather)
     rules.strategy("/fp8_param_gather", "fp8_param_gather=on needs an FP8 recipe (fp8=tensorwise, or training.dtype fp8)");
+  if (s.fp8_tp_gather == true && *s.fp8 == Fp8Recipe::Off)
+    rules.strategy("/fp8_tp_gather", "fp8_tp_gather=on needs an FP8 recipe (fp8=tensorwise, or training.dtype fp8)");
   if (!s.fp8_transpose_cache && *s.fp8 != Fp8Recipe::Tensorwise)
     rules.strategy("/fp8_transpose_cache",
                    "fp8_transpose_cache=off is about the FP8 weights' transposes of tensorwise scaling and needs "

@@ -204,6 +204,7 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   s.repeat_kv = preset_switch("repeat_kv", preset.repeat_kv, preset.repeat_kv);
   s.fp8_param_gather = read_switch(r, "fp8_param_gather", preset.fp8_param_gather);
   s.fp8_transpose_cache = read_switch(r, "fp8_transpose_cache", true);
+  if (r.has("fp8_tp_gather")) s.fp8_tp_gather = read_switch(r, "fp8_tp_gather", true);
   s.sp_saves_gathered = read_switch(r, "sp_saves_gathered", preset.sp_saves_gathered);
   s.launch = r.optional_choice<LaunchMode>("launch", kLaunch);
   s.limit_all_gathers = preset_switch("limit_all_gathers", preset.limit_all_gathers, preset.limit_all_gathers);
@@ -405,6 +406,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.fp8_param_gather != preset.fp8_param_gather)
     out += fmt::format(",fp8_param_gather={}", on_off(s.fp8_param_gather));
   if (!s.fp8_transpose_cache) out += ",fp8_transpose_cache=off";
+  if (s.fp8_tp_gather) out += fmt::format(",fp8_tp_gather={}", on_off(*s.fp8_tp_gather));
   if (s.reshard_after_forward) out += fmt::format(",reshard_after_forward={}", on_off(*s.reshard_after_forward));
   if (s.launch) out += fmt::format(",launch={}", launch_name(*s.launch));
   if (s.fsdp_version != preset.fsdp_version) out += fmt::format(",fsdp_version={}", s.fsdp_version);

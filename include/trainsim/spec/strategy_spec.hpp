@@ -160,6 +160,13 @@ struct StrategySpec {
   // one weight's transpose at a time instead of the stage's, for a transpose kernel per micro-batch.
   // (Megatron's flag over bf16 weights also recasts them every micro-batch: not modelled.)
   bool fp8_transpose_cache = true;
+  // Sequence parallelism's all-gathers of an FP8 GEMM's operand carried in FP8, 1 byte per element:
+  // the normalised input before QKV and fc1, and in the backward the output gradient before out_proj's
+  // and fc2's data gradients (Transformer Engine quantizes before gather_along_first_dim, every
+  // recipe; torchao's Float8ColwiseParallel and Float8RowwiseParallel, tensorwise scaling only). The
+  // reduce-scatters carry the GEMMs' bf16 outputs. Absent: on under fp8=tensorwise or blockwise,
+  // off under rowwise (TorchTitan's rowwise recipe keeps the plain DTensor styles); fp8_tp_gather_of.
+  std::optional<bool> fp8_tp_gather;
   // Under SP the linear layers keep their all-gathered inputs for the backward (PyTorch's DTensor
   // sequence parallelism, TorchTitan) instead of the sequence shard, all-gathered again in the
   // backward (Megatron-LM, Korthikanti et al.).
@@ -269,6 +276,10 @@ inline bool reshard_after_forward_of(const StrategySpec& s) {
 }
 inline Fp8Recipe fp8_of(const StrategySpec& s) {
   return s.fp8.value_or(Fp8Recipe::Off);
+}
+inline bool fp8_tp_gather_of(const StrategySpec& s) {
+  const auto recipe = fp8_of(s);
+  return s.fp8_tp_gather.value_or(recipe == Fp8Recipe::Tensorwise || recipe == Fp8Recipe::Blockwise);
 }
 std::string_view cp_comm_name(CpComm comm);
 std::string_view dispatcher_name(bool deepep);  // `dispatcher`: alltoall or deepep

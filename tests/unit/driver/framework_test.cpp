@@ -229,6 +229,27 @@ TEST_CASE("TP overlap hides much of tensor parallelism's cost on H100") {
   CHECK(hidden < 0.2);
 }
 
+TEST_CASE("under FP8 sequence parallelism's all-gathers carry 1 byte per element: 3/4 of bf16's TP traffic") {
+  // per layer two all-gathers and two reduce-scatters each way, each moving (n−1)/n of a hidden
+  // state over the same NVLink ring: the all-gathers' bytes halve, the reduce-scatters' stay, so
+  // the TP stream's busy time falls to (1/2 + 1)/2 of its bf16 gathers' (a micro-batch of 8: 384 MiB
+  // per collective, where the ring's time is its bandwidth's, within 3%)
+  const auto w = test::gpt3_layers(8, 8);
+  const auto tp_busy = [&](const std::string& extra) {
+    const auto r = run(job_on("dgx-h100-superpod", w, "tp=8,gpus=8,mb=8,sp=on,fp8=" + extra));
+    for (const auto& [category, seconds] : r.simulation->comm_busy_s)
+      if (category == "tp") return seconds;
+    return 0.0;
+  };
+  const double fp8 = tp_busy("tensorwise");
+  const double bf16 = tp_busy("tensorwise,fp8_tp_gather=off");
+  CHECK(fp8 / bf16 == doctest::Approx(0.75).epsilon(0.02));
+  // Transformer Engine's blockwise recipes gather FP8 too; torchao's rowwise recipe keeps bf16
+  CHECK(tp_busy("blockwise") == doctest::Approx(fp8).epsilon(1e-9));
+  CHECK(tp_busy("rowwise") == doctest::Approx(bf16).epsilon(1e-9));
+  CHECK(tp_busy("rowwise,fp8_tp_gather=on") == doctest::Approx(fp8).epsilon(1e-9));
+}
+
 TEST_CASE("a TPU's collectives take none of its matrix units; NCCL's take SMs from the compute beside them") {
   // TPU ICI collectives are moved by the chip's DMA engines (devices/tpu-*.json collective_engine
   // "dma"); NCCL runs a thread block per channel and a pipelined reduce-scatter takes
