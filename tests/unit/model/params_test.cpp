@@ -37,6 +37,15 @@ TEST_CASE("Mixtral 8x7B has 46.7B parameters, 12.9B active") {
   CHECK(c.active() == doctest::Approx(12.9e9).epsilon(0.01));
 }
 
+TEST_CASE("Qwen3-235B-A22B has 235B parameters, 22B active") {
+  // Qwen Team 2025, the Qwen3 Technical Report's Table 2: 235B total, 22B activated (its per-head
+  // query and key norms, 2·128 per layer, aside)
+  const auto w = spec::load_workload_spec(test::workload("qwen3-235b-a22b"));
+  const auto c = count_params(w.model, w.training.seq_len);
+  CHECK(c.total() == doctest::Approx(235e9).epsilon(0.005));
+  CHECK(c.active() == doctest::Approx(22e9).epsilon(0.02));
+}
+
 TEST_CASE("published parameter counts of the reference configurations") {
   // reference/megatron2021_table1.json lists params_b rounded to one decimal
   const auto table1 = test::load_reference("megatron2021_table1.json");
