@@ -145,6 +145,28 @@ TrainingOverrides launch_training(const LaunchConfig& launch, const nlohmann::js
   return t;
 }
 
+namespace {
+
+// Megatron's even split with the embedding and the loss counted as layers (TransformerConfig's
+// account_for_*_in_pipeline_split), as a pipeline layout: `slots` over `chunks` virtual stages, the
+// embedding taking one of the first's, the loss one of the last's; the multi-token prediction
+// modules beside the loss, where Megatron-Core builds them (mtp_process on the last stage).
+std::string accounted_split_layout(const LaunchConfig& launch, int slots, std::int64_t chunks, int mtp) {
+  if (chunks < 2 || slots % chunks != 0)
+    throw SpecError(launch.source, "",
+                    fmt::format("--account-for-*-in-pipeline-split: {} layers (with the embedding and the loss "
+                                "counted) do not split evenly into pp·vpp = {} virtual stages",
+                                slots, chunks));
+  const auto k = slots / static_cast<int>(chunks);
+  const int first = k - (launch.embedding_in_split ? 1 : 0);
+  const int last = k - (launch.loss_in_split ? 1 : 0);
+  const std::string modules = mtp > 0 ? fmt::format("m*{}", mtp) : "";
+  if (chunks == 2) return fmt::format("Et*{}|t*{}{}L", first, last, modules);
+  return fmt::format("Et*{}|(t*{}|)*{}t*{}{}L", first, k, chunks - 2, last, modules);
+}
+
+}  // namespace
+
 LaunchedJob resolve_launch(const LaunchConfig& launch, const nlohmann::json& extra,
                            const std::optional<WorkloadSpec>& workload, std::int64_t devices,
                            const TrainingOverrides& flags) {
@@ -154,14 +176,22 @@ LaunchedJob resolve_launch(const LaunchConfig& launch, const nlohmann::json& ext
   const auto number = [&](const char* key, std::int64_t fallback) { return integer_key(json, key, fallback); };
   const std::int64_t pp = number("pp", 1);
   const int layers = out.workload.model.layers;
+  // the slots of Megatron's even split: the layers, and the embedding and the loss where counted
+  const bool accounted = pp > 1 && (launch.embedding_in_split || launch.loss_in_split);
+  const int slots =
+      layers + (accounted && launch.embedding_in_split ? 1 : 0) + (accounted && launch.loss_in_split ? 1 : 0);
   if (launch.layers_per_virtual_stage && !json.contains("vpp")) {
     const std::int64_t per_chunk = *launch.layers_per_virtual_stage;
-    if (layers % (pp * per_chunk) != 0)
+    if (slots % (pp * per_chunk) != 0)
       throw SpecError(launch.source, "",
                       fmt::format("{} layers per virtual stage: {} layers do not split into {} stages of such chunks",
-                                  per_chunk, layers, pp));
-    json["vpp"] = layers / (pp * per_chunk);
+                                  per_chunk, slots, pp));
+    json["vpp"] = slots / (pp * per_chunk);
   }
+  if (accounted && !json.contains("pipeline_layout") && !json.contains("first_stage_layers") &&
+      !json.contains("last_stage_layers"))
+    json["pipeline_layout"] =
+        accounted_split_layout(launch, slots, pp * number("vpp", 1), out.workload.model.mtp_layers);
   out.strategy = read_strategy_spec(json, launch.source);
   return out;
 }

@@ -402,6 +402,13 @@ LaunchConfig read_megatron_args(std::string_view text, const std::string& source
   if (vpp || stages_per_rank || out.layers_per_virtual_stage) s["schedule"] = "interleaved";
   // the layout sets vpp (its stages ÷ pp) and the interleaved schedule where vpp > 1
   if (layout) s["pipeline_layout"] = *layout;
+  out.embedding_in_split = a.flag("--account-for-embedding-in-pipeline-split");
+  out.loss_in_split = a.flag("--account-for-loss-in-pipeline-split");
+  if ((out.embedding_in_split || out.loss_in_split) &&
+      (layout || s.contains("first_stage_layers") || s.contains("last_stage_layers")))
+    a.problem(
+        "--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split apply to the even split: "
+        "not with --pipeline-model-parallel-layout or --decoder-first/last-pipeline-num-layers");
   if (a.flag("--sequence-parallel")) s["sp"] = "on";
   if (a.flag("--use-distributed-optimizer")) s["zero"] = 1;
   if (a.flag("--use-torch-fsdp2")) {

@@ -24,6 +24,11 @@ struct LaunchConfig {
   std::string model_name = "launch-model";
   // Megatron's --num-layers-per-virtual-pipeline-stage: vpp follows from the model's layers
   std::optional<std::int64_t> layers_per_virtual_stage;
+  // Megatron's --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split:
+  // the embedding and the loss each take a layer's slot of the even split, in the first and the
+  // last virtual stage (resolve_launch writes the split as a pipeline_layout)
+  bool embedding_in_split = false;
+  bool loss_in_split = false;
   // TorchTitan: each data-parallel rank's batch (the global batch follows from the degree)
   std::optional<std::int64_t> local_batch;
   // How the configuration names its sequence length and batch, for messages ("--seq-length",

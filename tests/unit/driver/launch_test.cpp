@@ -118,6 +118,37 @@ TEST_CASE("Megatron-LM launch lines give the hand-written strategies and reports
              "recompute_modules=mla_up_proj+mlp,dispatcher=deepep");
 }
 
+TEST_CASE("Megatron's embedding and loss counted in the pipeline split give the recipe's layout") {
+  // Megatron-Bridge's Qwen3-235B-A22B on 256 H100s: 94 layers with the embedding and the loss
+  // counted are 96 slots, 3 in each of PP 8 × VP 4 virtual stages (the strategy is compared, not
+  // simulated: the row takes seconds)
+  const auto run = launch_test::regression_case("bridge-26.04-h100-qwen3-235b-a22b-256gpus");
+  const auto launched = spec::resolve_launch(
+      spec::read_megatron_args(R"(
+      torchrun --nnodes 32 --nproc_per_node 8 pretrain_gpt.py \
+        --tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 8 \
+        --virtual-pipeline-model-parallel-size 4 \
+        --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split \
+        --expert-model-parallel-size 32 --expert-tensor-parallel-size 1 --overlap-moe-expert-parallel-comm \
+        --micro-batch-size 1 --global-batch-size 8192 --seq-length 4096)",
+                               "qwen3"),
+      spec::parse_inline_strategy(
+          "framework=nemo,fp8=tensorwise,grad_reduce_dtype=bf16,loss=fused_inplace,tp_overlap=off", "extra"),
+      launch_test::case_workload(run), 1024);
+  const auto hand =
+      spec::read_strategy_spec(spec::parse_inline_strategy(run.at("strategy").get<std::string>(), "hand"), "hand");
+  CHECK(launched.strategy == hand);
+  REQUIRE(launched.strategy.pipeline_layout);
+  CHECK(launched.strategy.pipeline_layout->text == "Et*2|(t*3|)*30t*2L");
+  // slots that do not split evenly are Megatron's assertion, exit 2
+  CHECK_THROWS_WITH_AS(spec::resolve_launch(spec::read_megatron_args("--pipeline-model-parallel-size 3 "
+                                                                     "--account-for-loss-in-pipeline-split",
+                                                                     "m"),
+                                            nlohmann::json::object(), launch_test::case_workload(run), 1024),
+                       doctest::Contains("95 layers (with the embedding and the loss counted) do not split evenly"),
+                       SpecError);
+}
+
 TEST_CASE("a TorchTitan TOML gives the hand-written strategy and report") {
   // TorchTitan's Llama 3.1 70B 2D run: FSDP over what remains, tp 8 with float8 and compile, full
   // activation checkpointing, 16 sequences of 8,192 per rank
