@@ -699,9 +699,8 @@ void Passes::mlp_forward(Writer& w, int unit, bool moe, Category category, Colle
   const auto& s = ctx_.shape();
   const bool tp = s.tp > 1 && mlp_tp_comm(moe);
   const std::vector<Pass> fwd{Pass::Forward};
-  // (the router reads an MoE block's gathered input in bf16)
   if (s.sp && tp)
-    w.comm("tp all-gather", CollectiveKind::AllGather, moe ? act : fp8_operand_gather(act), kTp, StreamKind::TpComm,
+    w.comm("tp all-gather", CollectiveKind::AllGather, mlp_gather_bytes(moe, act), kTp, StreamKind::TpComm,
            Category::TpComm);
   if (moe) {
     w.add(unit, {"router", "permute"}, fwd);
@@ -847,7 +846,7 @@ void Passes::mlp_backward(Writer& w, int unit, const std::vector<Pass>& bwd, boo
   const auto& s = ctx_.shape();
   const bool tp = s.tp > 1 && mlp_tp_comm(moe);
   if (s.sp && tp)
-    w.comm("tp all-gather", CollectiveKind::AllGather, moe ? act : fp8_operand_gather(act), kTp, StreamKind::TpComm,
+    w.comm("tp all-gather", CollectiveKind::AllGather, mlp_gather_bytes(moe, act), kTp, StreamKind::TpComm,
            Category::TpComm);
   if (moe && overlap_shared_experts()) {
     w.add(unit, {"unpermute"}, bwd);
@@ -988,6 +987,15 @@ Bytes Passes::fp8_operand_gather(Bytes act) const {
   const auto& st = ctx_.job().strategy;
   if (spec::fp8_of(st) == spec::Fp8Recipe::Off || !spec::fp8_tp_gather_of(st)) return act;
   return Bytes::from_double(act.as_double() / ctx_.shape().activation_bytes);
+}
+
+Bytes Passes::mlp_gather_bytes(bool moe, Bytes act) const {
+  // A dense MLP's gather feeds fc1 (and its backward's fc2); an MoE block's feeds the router and
+  // the dispatcher in bf16, except where the experts are folded and only the shared experts gather,
+  // through Transformer Engine's linear layer (Megatron's SharedExpertMLP gathers in bf16 itself when
+  // it overlaps the dispatch).
+  const bool operand = !moe || (ctx_.shape().folded() && !overlap_shared_experts());
+  return operand ? fp8_operand_gather(act) : act;
 }
 
 Bytes Passes::kv_gather_bytes() const {

@@ -137,6 +137,8 @@ class Passes {
   // What a sequence-parallel all-gather of an FP8 GEMM's operand carries: `act` (a hidden state in the
   // activation dtype), or 1 byte per element under spec::fp8_tp_gather_of.
   Bytes fp8_operand_gather(Bytes act) const;
+  // What the MLP's sequence-parallel all-gather carries (fp8_operand_gather where it feeds an FP8 GEMM).
+  Bytes mlp_gather_bytes(bool moe, Bytes act) const;
   bool overlap_shared_experts() const;
   // The layers of a chunk's units that full recomputation recomputes.
   std::set<int> recomputed_units(const std::vector<int>& units) const;

@@ -72,6 +72,37 @@ double inflight_layer_microbatches(Schedule schedule, int stage, int pp, int vpp
   return inflight_microbatches(schedule, stage, pp, vpp, micro_batches) * stage_layers;
 }
 
+double inflight_layer_microbatches(Schedule schedule, int stage, int pp, std::int64_t micro_batches,
+                                   const std::vector<int>& chunk_layers) {
+  const int vpp = static_cast<int>(chunk_layers.size());
+  if (schedule != Schedule::Interleaved) {
+    // one chunk, or DualPipeV's two in even shares
+    double layers = 0;
+    for (const int n : chunk_layers) layers += n;
+    return inflight_layer_microbatches(schedule, stage, pp, vpp, micro_batches, static_cast<int>(layers));
+  }
+  // Megatron's order (lower/schedule.cpp interleaved): the warm-up's forwards, then a forward and a
+  // backward in turn; forward step k runs chunk (k / p) mod v, backward step k chunk v − 1 − that.
+  // With unequal chunks the peak can come after the first backward (a large chunk's forwards beside
+  // a small chunk's backwards), so the walk keeps the largest running sum.
+  const std::int64_t total = micro_batches * vpp;
+  const auto chunk = [&](std::int64_t k, bool forward) {
+    const auto c = static_cast<std::size_t>((k / pp) % vpp);
+    return static_cast<double>(chunk_layers[forward ? c : static_cast<std::size_t>(vpp - 1) - c]);
+  };
+  const std::int64_t warmup =
+      std::min<std::int64_t>(2LL * (pp - stage - 1) + static_cast<std::int64_t>(vpp - 1) * pp, total);
+  double held = 0;
+  for (std::int64_t k = 0; k < warmup; ++k) held += chunk(k, true);
+  double peak = held;
+  for (std::int64_t f = warmup, b = 0; f < total; ++f, ++b) {
+    held += chunk(f, true);
+    peak = std::max(peak, held);
+    held -= chunk(b, false);
+  }
+  return peak;
+}
+
 double embedding_activation_bytes(const spec::ModelSpec& m, const LayerShape& s) {
   const double T = static_cast<double>(s.micro_batch * (s.seq_len / s.cp));
   return (m.dropout ? 1.0 : 0.0) * T * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1);
@@ -114,7 +145,7 @@ double loss_cached_bytes(const spec::ModelSpec& m, const LayerShape& s) {
 
 namespace {
 
-double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first_layer) {
+double stage_activation_bytes(const spec::Job& job, std::size_t stage) {
   const auto& m = job.workload.model;
   const auto& st = job.strategy;
   const LayerShape shape = gpu_layer_shape(job);
@@ -134,7 +165,8 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
   int i = 0;  // in the stage
   for (int chunk = 0; chunk < st.vpp; ++chunk)
     for (int in_chunk = 0; in_chunk < spec::chunk_layers(job, s, chunk); ++in_chunk, ++i) {
-      const bool moe = is_moe_layer(m, first_layer + i);
+      // (the chunk's own layers: a stage's chunks are not consecutive in the model)
+      const bool moe = is_moe_layer(m, spec::chunk_first_layer(job, s, chunk) + in_chunk);
       const bool recomputed = spec::recomputes_layer(st, in_chunk);
       auto& kind = kinds[(moe ? 2 : 0) + (recomputed ? 1 : 0)];
       if (!kind) kind = layer_checkpoint(job, m, shape, moe, recomputed);
@@ -152,7 +184,9 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage, int first
     }
   SIM_ASSERT(i == layers, "stage {}'s chunks hold {} layers of its {}", s, i, layers);
   const double per_layer = layers > 0 ? per_layer_sum / layers : 0;
-  double bytes = per_layer * inflight_layer_microbatches(st.schedule, s, pp, st.vpp, job.micro_batches, layers);
+  std::vector<int> chunks;
+  for (int chunk = 0; chunk < st.vpp; ++chunk) chunks.push_back(spec::chunk_layers(job, s, chunk));
+  double bytes = per_layer * inflight_layer_microbatches(st.schedule, s, pp, job.micro_batches, chunks);
   // activation offloading (pp = 1, one micro-batch in flight): the offloaded layers' tensors are on
   // the host at the peak, but for the group copied back before its backward
   if (st.offload_layers > 0) bytes -= per_layer * (st.offload_layers - 1);
@@ -262,7 +296,6 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
 
   const Bytes runtime = runtime_memory(job, assumptions, nccl_channels);
   MemoryEstimate estimate;
-  int first_layer = 0;
   for (std::size_t stage = 0; stage < params.size(); ++stage) {
     const auto& p = params[stage];
     const auto& t = trainable[stage];
@@ -290,15 +323,14 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
     if (st.zero == 2) buffers += per_param.grads * t.largest_layer;
     const double held = fp8_copies * p.total();
     buffers += held + transient_transpose.as_double();
-    StageMemory sm{
-        .stage = static_cast<int>(stage),
-        .params = p.total(),
-        .bytes = {.params = Bytes::saturating_from_double(dense.weights + expert.weights),
-                  .grads = Bytes::saturating_from_double(dense.grads + expert.grads),
-                  .optimizer = Bytes::saturating_from_double(dense.optimizer + expert.optimizer),
-                  .activations = Bytes::saturating_from_double(stage_activation_bytes(job, stage, first_layer)),
-                  .buffers = Bytes::saturating_from_double(buffers)},
-        .held_buffers = Bytes::saturating_from_double(held)};
+    StageMemory sm{.stage = static_cast<int>(stage),
+                   .params = p.total(),
+                   .bytes = {.params = Bytes::saturating_from_double(dense.weights + expert.weights),
+                             .grads = Bytes::saturating_from_double(dense.grads + expert.grads),
+                             .optimizer = Bytes::saturating_from_double(dense.optimizer + expert.optimizer),
+                             .activations = Bytes::saturating_from_double(stage_activation_bytes(job, stage)),
+                             .buffers = Bytes::saturating_from_double(buffers)},
+                   .held_buffers = Bytes::saturating_from_double(held)};
     if (job.strategy.caching_allocator)
       sm.bytes.fragmentation = fragmentation_bytes(sm.bytes.activations + sm.bytes.buffers, assumptions);
     // the closed form puts the last stage's peak at its loss
@@ -307,7 +339,6 @@ MemoryEstimate estimate_memory(const spec::Job& job, const spec::MemoryTuning& a
                                                             job.workload.model, gpu_layer_shape(job)));
     sm.bytes.buffers = sm.bytes.buffers + runtime;
     estimate.stages.push_back(sm);
-    first_layer += job.stage_layers[stage];
   }
   for (std::size_t i = 1; i < estimate.stages.size(); ++i)
     if (estimate.stages[i].bytes.total() > estimate.stages[estimate.peak_stage].bytes.total()) estimate.peak_stage = i;

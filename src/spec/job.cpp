@@ -418,6 +418,10 @@ void resolve_framework(Job& job, Rules& rules) {
     rules.strategy("/fp8_param_gather", "fp8_param_gather=on needs an FP8 recipe (fp8=tensorwise, or training.dtype fp8)");
   if (s.fp8_tp_gather == true && *s.fp8 == Fp8Recipe::Off)
     rules.strategy("/fp8_tp_gather", "fp8_tp_gather=on needs an FP8 recipe (fp8=tensorwise, or training.dtype fp8)");
+  else if (s.fp8_tp_gather == true && (!s.sp || s.tp == 1))
+    job.warnings.push_back(
+        "fp8_tp_gather=on has no effect without sequence parallelism (sp=on with tp > 1): no "
+        "all-gather feeds a GEMM");
   if (!s.fp8_transpose_cache && *s.fp8 != Fp8Recipe::Tensorwise)
     rules.strategy("/fp8_transpose_cache",
                    "fp8_transpose_cache=off is about the FP8 weights' transposes of tensorwise scaling and needs "
@@ -448,19 +452,14 @@ void resolve_framework(Job& job, Rules& rules) {
 }  // namespace
 
 int recomputed_layers(const Job& job, int stage) {
+  // counted chunk by chunk, each layer numbered in its chunk, as the lowering runs them (the
+  // compiler's layers beside the policy's; TorchTitan's every n-th and Megatron's first N of each
+  // chunk, whatever the chunks' sizes)
   const auto& s = job.strategy;
-  const int layers = job.stage_layers.at(static_cast<std::size_t>(stage));
-  if (s.remat_layers > 0) {
-    // the compiler's layers beside the policy's: counted chunk by chunk, as the lowering runs them
-    int n = 0;
-    for (int chunk = 0; chunk < s.vpp; ++chunk)
-      for (int i = 0; i < chunk_layers(job, stage, chunk); ++i) n += recomputes_layer(s, i) ? 1 : 0;
-    return n;
-  }
-  if (s.recompute != Recompute::Full) return 0;
-  if (s.recompute_period) return layers / *s.recompute_period;
-  if (!s.recompute_layers || s.recompute_method == RecomputeMethod::Uniform) return layers;
-  return std::min(layers, *s.recompute_layers * s.vpp);
+  int n = 0;
+  for (int chunk = 0; chunk < s.vpp; ++chunk)
+    for (int i = 0; i < chunk_layers(job, stage, chunk); ++i) n += recomputes_layer(s, i) ? 1 : 0;
+  return n;
 }
 
 std::int64_t zero_shards(const Job& job) {

@@ -425,7 +425,11 @@ std::string strategy_text(const StrategySpec& s) {
     out += fmt::format(",allocator={}", s.caching_allocator ? "caching" : "static");
   if (s.first_stage_layers) out += fmt::format(",first_stage_layers={}", *s.first_stage_layers);
   if (s.last_stage_layers) out += fmt::format(",last_stage_layers={}", *s.last_stage_layers);
-  if (s.pipeline_layout) out += fmt::format(",pipeline_layout={}", s.pipeline_layout->text);
+  if (s.pipeline_layout) {  // (without the cosmetic commas an inline list would split at)
+    std::string layout = s.pipeline_layout->text;
+    std::erase(layout, ',');
+    out += fmt::format(",pipeline_layout={}", layout);
+  }
   if (s.order != defaults.order) out += fmt::format(",order={}", order_text(s.order));
   return out;
 }

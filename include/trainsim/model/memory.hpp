@@ -47,6 +47,10 @@ double loss_cached_bytes(const spec::ModelSpec& model, const LayerShape& shape);
 // flight (GPipe: all m; 1F1B and ZB-H1: p − stage; interleaved: Megatron's warm-up + 1 chunks).
 double inflight_layer_microbatches(spec::Schedule schedule, int stage, int pp, int vpp, std::int64_t micro_batches,
                                    int stage_layers);
+// The same with the stage's chunks of their own sizes (a pipeline layout, or a remainder split):
+// the interleaved warm-up's forwards summed chunk by chunk in the schedule's order.
+double inflight_layer_microbatches(spec::Schedule schedule, int stage, int pp, std::int64_t micro_batches,
+                                   const std::vector<int>& chunk_layers);
 // Micro-batches in flight on a stage (for the embedding and loss buffers of the outer stages).
 double inflight_microbatches(spec::Schedule schedule, int stage, int pp, int vpp, std::int64_t micro_batches);
 

@@ -277,8 +277,25 @@ TEST_CASE("a pipeline layout: as the even split where it is one; unequal stages 
   CHECK(step("pp=4,gpus=4,pipeline_layout=Et*7|t*3|t*3|t*3L") ==
         step("pp=4,gpus=4,first_stage_layers=7,last_stage_layers=3"));
   CHECK(step("pp=4,gpus=4,pipeline_layout=E(t*2|)*7t*2L") == step("pp=4,gpus=4,schedule=interleaved,vpp=2"));
+  // under DualPipeV the layout's virtual stages go down the V and back: the last one is stage 0's
+  CHECK(step("pp=2,gpus=2,schedule=dualpipev,pipeline_layout=Et*4|t*4|t*4|t*4L") ==
+        step("pp=2,gpus=2,schedule=dualpipev,vpp=2"));
   // GPipe's m forwards then m backwards through stages of w_s layers: Σ w + (m − 1)·max w
   const double m = 8;
   CHECK(step("pp=4,gpus=4,schedule=gpipe,pipeline_layout=Et*7|t*3|t*3|t*3L") / step("pp=4,gpus=4,schedule=gpipe") ==
         doctest::Approx((16 + (m - 1) * 7) / (16 + (m - 1) * 4)).epsilon(0.03));
+}
+
+TEST_CASE("a layout's unequal chunks: the analytic activations follow the simulated ones stage by stage") {
+  // stage 0 holds chunks of 6 and 2 layers, stage 1 of 2 and 6: the interleaved warm-up keeps more
+  // of the first chunk's layers in flight than the stage's average would say
+  const auto job = toy("pp=2,gpus=2,pipeline_layout=Et*6|t*2|t*2|t*6L", 8);
+  const auto r = driver::build_run_report(job, free_communication());
+  REQUIRE(r.simulation);
+  for (std::size_t s = 0; s < 2; ++s) {
+    CAPTURE(s);
+    const double simulated = static_cast<double>(
+        r.simulation->per_stage[s].memory_at_peak[static_cast<std::size_t>(lower::MemoryKind::Activations)]);
+    CHECK(r.memory.stages[s].bytes.activations.as_double() == doctest::Approx(simulated).epsilon(0.05));
+  }
 }

@@ -143,6 +143,20 @@ TEST_CASE("interleaving multiplies the first stage's activations by 1 + (p−1)/
   }
 }
 
+TEST_CASE("chunks of their own sizes are held as the interleaved schedule runs them") {
+  // Megatron's order on p = 2, v = 2, forward steps on chunks 0 0 1 1 0 0 1 1 ..., backward steps on
+  // 1 1 0 0 1 1 ...: stage 0 runs (p − 1)·2 + (v − 1)·p = 4 warm-up forwards (6 + 6 + 2 + 2 layers of
+  // chunks of 6 and 2), then a forward and a backward in turn: +6 (22) −2 +6 (26) −2 +2 (26) −6 ...
+  // the peak, 26, comes after the first backward. Stage 1 (chunks of 2 and 6): 2 + 2, then +6 (10)
+  // −6 +2 (6) −6 ...
+  CHECK(inflight_layer_microbatches(Schedule::Interleaved, 0, 2, 8, std::vector<int>{6, 2}) == 26);
+  CHECK(inflight_layer_microbatches(Schedule::Interleaved, 1, 2, 8, std::vector<int>{2, 6}) == 10);
+  // equal chunks: the stage's layers times the chunks in flight over vpp, as before
+  CHECK(inflight_layer_microbatches(Schedule::Interleaved, 0, 4, 64, std::vector<int>{3, 3, 3}) ==
+        inflight_layer_microbatches(Schedule::Interleaved, 0, 4, 3, 64, 9));
+  CHECK(inflight_layer_microbatches(Schedule::OneFOneB, 0, 8, 64, std::vector<int>{12}) == 8 * 12);
+}
+
 TEST_CASE("ZeRO stages shrink memory monotonically and recompute shrinks activations") {
   const auto w = spec::load_workload_spec(test::workload("megatron2021-7.5b"));
   Bytes last{std::numeric_limits<std::int64_t>::max()};

@@ -106,3 +106,23 @@ TEST_CASE("a layout sets vpp and each stage's layers; one the model cannot run i
   CHECK(job_error("deepseek-v3-like", "tp=2,pp=16,ep=64,gpus=2048,pipeline_layout=Et*3|(tt|)*29m|L")
             .find("must be in the last virtual stage, beside the loss L") != std::string::npos);
 }
+
+TEST_CASE("a layout given with commas prints without them and reads back as the same strategy") {
+  const nlohmann::json given = {{"pp", 2}, {"pipeline_layout", "Et*16,|t*16,L"}};
+  const auto s = read_strategy_spec(given, "j");
+  const auto text = strategy_text(s);
+  CHECK(text.find("pipeline_layout=Et*16|t*16L") != std::string::npos);
+  CHECK(read_strategy_spec(parse_inline_strategy(text, "t"), "t") == s);
+}
+
+TEST_CASE("under DualPipeV a layout's virtual stages go down the V and back") {
+  // virtual stage 0 on stage 0, 1 and 2 on stage 1 (its chunks 0 and 1), 3 on stage 0's chunk 1
+  const auto j = layout_job("llama3-8b", "tp=8,pp=2,gpus=16,schedule=dualpipev,pipeline_layout=Et*5|t*7|t*9|t*11L");
+  CHECK(j.stage_layers == std::vector<int>{16, 16});
+  CHECK(chunk_layers(j, 0, 0) == 5);
+  CHECK(chunk_layers(j, 1, 0) == 7);
+  CHECK(chunk_layers(j, 1, 1) == 9);
+  CHECK(chunk_layers(j, 0, 1) == 11);
+  CHECK(chunk_first_layer(j, 0, 1) == 21);
+  CHECK(head_stage(j) == 0);
+}
