@@ -984,8 +984,8 @@ void Passes::ring_attention(Writer& w, int unit, const std::vector<model::Pass>&
 }
 
 Bytes Passes::fp8_operand_gather(Bytes act) const {
-  const auto& st = ctx_.job().strategy;
-  if (spec::fp8_of(st) == spec::Fp8Recipe::Off || !spec::fp8_tp_gather_of(st)) return act;
+  // (fp8_tp_gather=on without an FP8 recipe is refused: resolve_job)
+  if (!spec::fp8_tp_gather_of(ctx_.job().strategy)) return act;
   return Bytes::from_double(act.as_double() / ctx_.shape().activation_bytes);
 }
 

@@ -35,11 +35,16 @@ ModelStateBytes model_state_bytes(double params, int zero_stage, std::int64_t sh
 
 namespace {
 
+// Megatron-LM's interleaved schedule runs (p − stage − 1)·2 + (v − 1)·p warm-up forwards
+// (lower/schedule.cpp interleaved), then a forward and a backward in turn.
+std::int64_t interleaved_warmup(int stage, int pp, int vpp) {
+  return 2LL * (pp - stage - 1) + static_cast<std::int64_t>(vpp - 1) * pp;
+}
+
 double interleaved_chunks_in_flight(int stage, int pp, int vpp, std::int64_t micro_batches) {
-  // Megatron-LM's interleaved schedule runs (p − stage − 1)·2 + (v − 1)·p warm-up forwards, then one
-  // more forward before its first backward.
-  const double warmup = 2.0 * (pp - stage - 1) + static_cast<double>(vpp - 1) * pp;
-  return std::min(warmup + 1, static_cast<double>(micro_batches) * vpp);
+  // the warm-up and one more forward before the first backward
+  return std::min(static_cast<double>(interleaved_warmup(stage, pp, vpp) + 1),
+                  static_cast<double>(micro_batches) * vpp);
 }
 
 }  // namespace
@@ -90,8 +95,7 @@ double inflight_layer_microbatches(Schedule schedule, int stage, int pp, std::in
     const auto c = static_cast<std::size_t>((k / pp) % vpp);
     return static_cast<double>(chunk_layers[forward ? c : static_cast<std::size_t>(vpp - 1) - c]);
   };
-  const std::int64_t warmup =
-      std::min<std::int64_t>(2LL * (pp - stage - 1) + static_cast<std::int64_t>(vpp - 1) * pp, total);
+  const std::int64_t warmup = std::min(interleaved_warmup(stage, pp, vpp), total);
   double held = 0;
   for (std::int64_t k = 0; k < warmup; ++k) held += chunk(k, true);
   double peak = held;
@@ -162,9 +166,11 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage) {
   // every layer of a kind (dense or MoE, recomputed or not) keeps the same
   std::array<std::optional<LayerCheckpoint>, 4> kinds;
   // the stage's layers chunk by chunk, each numbered in its chunk as the lowering numbers it
+  std::vector<int> chunks;
+  for (int chunk = 0; chunk < st.vpp; ++chunk) chunks.push_back(spec::chunk_layers(job, s, chunk));
   int i = 0;  // in the stage
   for (int chunk = 0; chunk < st.vpp; ++chunk)
-    for (int in_chunk = 0; in_chunk < spec::chunk_layers(job, s, chunk); ++in_chunk, ++i) {
+    for (int in_chunk = 0; in_chunk < chunks[static_cast<std::size_t>(chunk)]; ++in_chunk, ++i) {
       // (the chunk's own layers: a stage's chunks are not consecutive in the model)
       const bool moe = is_moe_layer(m, spec::chunk_first_layer(job, s, chunk) + in_chunk);
       const bool recomputed = spec::recomputes_layer(st, in_chunk);
@@ -184,8 +190,6 @@ double stage_activation_bytes(const spec::Job& job, std::size_t stage) {
     }
   SIM_ASSERT(i == layers, "stage {}'s chunks hold {} layers of its {}", s, i, layers);
   const double per_layer = layers > 0 ? per_layer_sum / layers : 0;
-  std::vector<int> chunks;
-  for (int chunk = 0; chunk < st.vpp; ++chunk) chunks.push_back(spec::chunk_layers(job, s, chunk));
   double bytes = per_layer * inflight_layer_microbatches(st.schedule, s, pp, job.micro_batches, chunks);
   // activation offloading (pp = 1, one micro-batch in flight): the offloaded layers' tensors are on
   // the host at the peak, but for the group copied back before its backward
