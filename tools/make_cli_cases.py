@@ -300,7 +300,17 @@ case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'last_stage_layers, launch, limit_all_gathers, loss, mb, norm_grad, offload_layers, optimizer_impl, order, overlap_grad_reduce, overlap_moe_comm, '
      'overlap_param_gather, pipeline_layout, pp, recompute, recompute_layers, '
      'recompute_method, recompute_modules, recompute_period, remat_to_fit, repeat_kv, reshard_after_forward, schedule, segment, sources, sp, sp_saves_gathered, tp, tp_overlap, '
-     'vpp, zero, zero_group')
+     'vpp, zero, zero3_gather, zero3_list_io, zero3_persistence_threshold, zero3_sync, zero_group')
+# DeepSpeed's ways with ZeRO-3 (docs/model.md "DeepSpeed's stage 3")
+case('strategy-zero3-gather-without-zero3', f'{RUN} gpus=8,zero=1,zero3_gather=parameter', 2,
+     'error: strategy "gpus=8,zero=1,zero3_gather=parameter": /zero3_gather: applies under zero=3 (it sets how ZeRO-3 '
+     'gathers parameters); zero is 1')
+case('strategy-zero3-gather-unknown', f'{RUN} gpus=8,zero=3,zero3_gather=module', 2,
+     'error: strategy "gpus=8,zero=3,zero3_gather=module": /zero3_gather: "module" is not valid; expected one of: '
+     'unit, parameter')
+case('strategy-zero3-persistence-negative', f'{RUN} gpus=8,zero=3,zero3_persistence_threshold=-1', 2,
+     'error: strategy "gpus=8,zero=3,zero3_persistence_threshold=-1": /zero3_persistence_threshold: -1 is out of range; '
+     'expected an integer in [0, 1099511627776]')
 # host overhead and the framework keys of issue 27 (docs/model.md "Host overhead")
 case('strategy-backward-prefetch-unknown', f'{RUN} tp=8,gpus=8,zero=3,backward_prefetch=early', 2,
      'error: strategy "tp=8,gpus=8,zero=3,backward_prefetch=early": /backward_prefetch: "early" is not valid; expected '

@@ -77,8 +77,9 @@ def megatron2021():
         if row["scheme"] == "zero3":
             strategy = f"framework=deepspeed-2021,zero=3,gpus={row['gpus']},mb={row['micro_batch']}"
             gap = True
-            note = ("DeepSpeed's 2021 ZeRO-3 moved ~1.4 TB per GPU per step at one NIC's rate; trainsim lays "
-                    "ZeRO-3 out as FSDP on node-aware NCCL rings (docs/validation.md)")
+            note = ("DeepSpeed 0.3's stage 3 as modelled (one synchronous all-gather per tensor through tensor "
+                    "lists, zero3_* keys) is still too fast, more so with more ranks: the measured step does not "
+                    "fall from 768 to 1,536 GPUs (docs/validation.md)")
         else:
             strategy = (f"framework=megatron-2021,tp={row['tp']},pp={row['pp']},gpus={row['gpus']},"
                         f"mb={row['micro_batch']},schedule=interleaved,vpp=2")

@@ -45,6 +45,11 @@ DataParallel::DataParallel(Context& ctx)
       overlap_param_gather_(ctx.job().strategy.overlap_param_gather),
       limit_all_gathers_(ctx.job().strategy.limit_all_gathers),
       fsdp_version_(ctx.job().strategy.fsdp_version),
+      // (DeepSpeed's ways with ZeRO-3 only: its stages 1 and 2 reduce in buckets)
+      gather_mode_(zero_ == 3 ? ctx.job().strategy.zero3_gather : spec::Zero3Gather::Unit),
+      sync_(zero_ == 3 && ctx.job().strategy.zero3_sync),
+      list_io_(zero_ == 3 && ctx.job().strategy.zero3_list_io),
+      persistence_(zero_ == 3 ? static_cast<double>(ctx.job().strategy.zero3_persistence_threshold) : 0.0),
       grad_bytes_(ctx.job().strategy.grad_reduce_dtype ? spec::dtype_bytes(*ctx.job().strategy.grad_reduce_dtype)
                                                        : model::weight_bytes(ctx.job().workload.training.dtype)),
       // a shard group smaller than the data-parallel group: HSDP
@@ -70,6 +75,90 @@ DataParallel::UnitParams DataParallel::unit_params(int /*stage*/, int unit) cons
   const auto p = model::layer_params_on_gpu(job.workload.model, model::is_moe_layer(job.workload.model, unit),
                                             job.strategy.tp, job.strategy.ep, spec::expert_tp_of(job.strategy));
   return {p.dense, p.expert};
+}
+
+std::vector<model::ParamTensor> DataParallel::unit_tensors(int unit) const {
+  const auto& job = ctx_.job();
+  if (unit == kEmbeddingUnit) return model::embedding_param_tensors(job);
+  if (unit == kHeadUnit) return model::head_param_tensors(job);
+  return model::layer_param_tensors(job.workload.model, model::is_moe_layer(job.workload.model, unit), job.strategy.tp,
+                                    job.strategy.ep, spec::expert_tp_of(job.strategy));
+}
+
+DataParallel::UnitParams DataParallel::gathered_params(int stage, int unit) const {
+  if (persistence_ <= 0) return unit_params(stage, unit);
+  UnitParams p;
+  for (const auto& t : unit_tensors(unit)) {
+    if (t.elements < persistence_) continue;
+    (t.expert ? p.expert : p.dense) += t.elements;
+  }
+  return p;
+}
+
+std::vector<DataParallel::UnitParams> DataParallel::collective_parts(int stage, int unit, bool gather) const {
+  // (LoRA's adapters are reduced as one tensor per unit)
+  if (gather_mode_ == spec::Zero3Gather::Unit || (!gather && ctx_.job().workload.training.lora))
+    return {gather ? gathered_params(stage, unit) : grad_params(stage, unit)};
+  std::vector<UnitParams> out;
+  for (const auto& t : unit_tensors(unit)) {
+    if (gather && t.elements < persistence_) continue;
+    out.push_back(t.expert ? UnitParams{0, t.elements} : UnitParams{t.elements, 0});
+  }
+  return out;
+}
+
+Duration DataParallel::list_io_time(bool expert) const {
+  if (!list_io_) return Duration::zero();
+  const auto shards =
+      expert ? (expert_shard().size > 0 ? expert_shard().size
+                                        : ctx_.job().dp * ctx_.job().strategy.cp / spec::ep_outer(ctx_.job().strategy))
+             : (shard_.size > 0 ? shard_.size : spec::zero_shards(ctx_.job()));
+  // per rank's slice, one eager copy on the host: ProcessGroupNCCL copies each slice out of its
+  // flat output after the all-gather, or into its flat input before the reduce-scatter
+  // (flatten_for_scatter_gather; DeepSpeed's Python slicing, views without a kernel, not counted)
+  return ctx_.options().host.eager_launch * shards;
+}
+
+TaskList DataParallel::gather_unit(int stage, int unit, std::string_view name) {
+  auto& st = stages_[static_cast<std::size_t>(stage)];
+  if (gather_mode_ == spec::Zero3Gather::Unit && !sync_ && !list_io_) {
+    // (its launch is part of the pass's: Passes::host_time)
+    st.last_dp = gather(stage, gathered_params(stage, unit), name);
+    return st.last_dp;
+  }
+  TaskList last(ctx_.stage_ranks(stage).size(), kNoTask);
+  for (const auto& part : collective_parts(stage, unit, true)) {
+    if (part.dense + part.expert <= 0) continue;
+    if (sync_) {
+      // torch.cuda.synchronize(): everything issued so far ends first
+      ctx_.wait(stage, StreamKind::Host, ctx_.last_compute(stage, 0));
+      if (!st.last_dp.empty()) ctx_.wait(stage, StreamKind::Host, st.last_dp);
+    }
+    ctx_.launch(stage, "zero3 gather launch", ctx_.options().host.collective_launch);
+    last = gather(stage, part, name);
+    st.last_dp = last;
+    // the gathered slices copied out of the flat buffer, one per rank, after the collective
+    if (list_io_) ctx_.launch(stage, "zero3 gather copy-out", list_io_time(part.expert > 0));
+    // (and, synchronous, the host waits for them before it goes on)
+    if (sync_) ctx_.wait(stage, StreamKind::Host, last);
+  }
+  return last;
+}
+
+void DataParallel::reduce_scatter_unit(int stage, int unit, const UnitParams& p) {
+  const auto name = fmt::format("grad reduce-scatter {}", unit);
+  if (gather_mode_ == spec::Zero3Gather::Unit && !list_io_) {
+    reduce(stage, p, true, name);
+  } else {
+    for (const auto& part : collective_parts(stage, unit, false)) {
+      if (part.dense + part.expert <= 0) continue;
+      // the gradient's slices copied into the flat input, one per rank, then the collective
+      ctx_.launch(stage, "grad reduce-scatter launch",
+                  ctx_.options().host.collective_launch + list_io_time(part.expert > 0));
+      reduce(stage, part, true, name);
+    }
+  }
+  stages_[static_cast<std::size_t>(stage)].last_dp = stages_[static_cast<std::size_t>(stage)].reductions.back();
 }
 
 DataParallel::UnitParams DataParallel::grad_params(int stage, int unit) const {
@@ -269,8 +358,8 @@ void DataParallel::before_pass(int stage, int chunk, int unit, int microbatch, b
   for (const auto& g : gathers_of(stage, chunk, unit, microbatch, forward)) {
     // prefetch the next unit once the previous unit has run (at most two units gathered at once)
     if (g.prefetch) ctx_.wait(stage, StreamKind::DpComm, previous);
-    const auto p = unit_params(stage, g.unit);
-    const auto task = gather(stage, p, fmt::format("zero3 gather {}{}", forward ? "F" : "B", g.unit));
+    const auto p = gathered_params(stage, g.unit);
+    const auto task = gather_unit(stage, g.unit, fmt::format("zero3 gather {}{}", forward ? "F" : "B", g.unit));
     ctx_.memory(stage, task, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
     st.gathered[g.key] = task;
     if (copy_out_bytes_per_param() > 0) st.to_copy_out.insert(g.key);
@@ -278,7 +367,7 @@ void DataParallel::before_pass(int stage, int chunk, int unit, int microbatch, b
   const auto key = gather_key(unit, microbatch, forward);
   ctx_.wait(stage, StreamKind::Compute, st.gathered.at(key));
   if (st.to_copy_out.erase(key) > 0) {
-    const auto p = unit_params(stage, unit);
+    const auto p = gathered_params(stage, unit);
     const std::string name = fmt::format("fsdp copy-out {}{}", forward ? "F" : "B", unit);
     ctx_.compute(stage, std::string_view(name), copy_time(copy_out_bytes_per_param() * (p.dense + p.expert)),
                  Category::Compute);
@@ -302,13 +391,34 @@ std::vector<DataParallel::Gather> DataParallel::gathers_of(int stage, int chunk,
     out.push_back({unit, key, false});
   // (backward_prefetch=none: the next unit gathers at its own pass, behind this one's reduce-scatter)
   if (!forward && ctx_.job().strategy.backward_prefetch == spec::BackwardPrefetch::None) return out;
+  // (synchronous gathers: each module's parameters fetched when it runs, before_launch)
+  if (sync_) return out;
   if (pos + 1 < units.size())
     if (const auto key = gather_key(units[pos + 1], microbatch, forward); !st.gathered.contains(key))
       out.push_back({units[pos + 1], key, true});
   return out;
 }
 
-void DataParallel::before_launch(int stage, int chunk, int unit, int microbatch, bool forward) {
+void DataParallel::before_launch(int stage, int chunk, int unit, int microbatch, bool forward, bool replayed) {
+  if (zero_ == 3 && sync_) {
+    auto& st = stages_[static_cast<std::size_t>(stage)];
+    const auto key = gather_key(unit, microbatch, forward);
+    if (st.gathered.contains(key)) return;
+    const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
+    const auto name = fmt::format("zero3 gather {}{}", forward ? "F" : "B", unit);
+    // (a recomputed layer's parameters are released after its recomputation and gathered again)
+    const int rounds = !forward && replayed && !keep_for_backward_ ? 2 : 1;
+    for (int round = 0; round < rounds; ++round) {
+      const auto task = gather_unit(stage, unit, name);
+      if (round == 0) {
+        const auto p = gathered_params(stage, unit);
+        ctx_.memory(stage, task, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
+      }
+      st.gathered[key] = task;
+    }
+    if (copy_out_bytes_per_param() > 0) st.to_copy_out.insert(key);
+    return;
+  }
   if (zero_ != 3 || !limit_all_gathers_) return;
   // torch.distributed.fsdp _limiter_utils._FreeEventQueue: at most two frees outstanding; an
   // all-gather first synchronises the host on the oldest
@@ -326,7 +436,7 @@ void DataParallel::after_pass(int stage, int unit, bool forward, int microbatch,
   // resharded after the pass that last needs the parameters
   if (keep_for_backward_ && forward) return;
   if (keep_for_step_ && microbatch + 1 < microbatches_) return;
-  const auto p = unit_params(stage, unit);
+  const auto p = gathered_params(stage, unit);
   const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
   ctx_.memory(stage, last, -static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, true);
   if (limit_all_gathers_) stages_[static_cast<std::size_t>(stage)].frees.push_back(last);
@@ -344,7 +454,7 @@ void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatc
       ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers, true);
     if (microbatch + 1 < microbatches_) return;
     before_reduce_scatter(stage, p, unit);
-    reduce(stage, p, true, fmt::format("grad reduce-scatter {}", unit));
+    reduce_scatter_unit(stage, unit, p);
     ctx_.memory(stage, st.reductions.back(), -static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers,
                 true);
     return;
@@ -359,7 +469,7 @@ void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatc
         reduce_copy_bytes_per_param() > 0 ? grad_bytes_ : model::weight_bytes(ctx_.job().workload.training.dtype);
     ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers, true);
     before_reduce_scatter(stage, p, unit);
-    reduce(stage, p, true, fmt::format("grad reduce-scatter {}", unit));
+    reduce_scatter_unit(stage, unit, p);
     ctx_.memory(stage, st.reductions.back(), -static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers,
                 true);
     return;
@@ -455,7 +565,7 @@ Duration DataParallel::stream_lower_bound(int stage) {
       auto it = per_kind.find(kind);
       if (it == per_kind.end()) {
         it = per_kind
-                 .emplace(kind, uncontended(stage, gather_steps(unit_params(stage, u))) * gathers +
+                 .emplace(kind, uncontended(stage, gather_steps(gathered_params(stage, u))) * gathers +
                                     uncontended(stage, reduce_steps(grad_params(stage, u), true)) * reductions)
                  .first;
       }

@@ -37,7 +37,10 @@ class DataParallel {
   // Before the host launches a unit's pass: under FSDP1's rate limiter (limit_all_gathers) it
   // first waits, for each gather the pass issues, until the parameters gathered two units before
   // are freed on the device.
-  void before_launch(int stage, int chunk, int unit, int microbatch, bool forward);
+  // Under zero3_sync the host fetches the pass's parameters here: for each gather it synchronizes
+  // the device, launches the gather and waits for it (a `replayed` layer's backward gathers twice,
+  // for its recomputation and for its backward).
+  void before_launch(int stage, int chunk, int unit, int microbatch, bool forward, bool replayed = false);
   // Before a unit's forward or backward (its pass order given): the compute stream waits for its
   // parameters; ZeRO-3 gathers them and prefetches the next unit once `previous` has run.
   void before_pass(int stage, int chunk, int unit, int microbatch, bool forward, const TaskList& previous);
@@ -79,9 +82,27 @@ class DataParallel {
     std::vector<std::size_t> deferred;  // buckets reduced after the backward (no overlap_grad_reduce)
     std::deque<TaskList> frees;         // ZeRO-3: gathered parameters freed, not yet waited for
     std::set<GatherKey> to_copy_out;    // FSDP2: gathers whose copy-out their first pass still runs
+    TaskList last_dp;                   // the last task issued on the data-parallel stream
   };
 
   UnitParams unit_params(int stage, int unit) const;
+  // The unit's parameter tensors on a GPU (model::layer_param_tensors, the embedding's, the head's).
+  std::vector<model::ParamTensor> unit_tensors(int unit) const;
+  // What ZeRO-3 gathers of the unit: its parameters less the tensors below the persistence
+  // threshold, which every rank keeps whole.
+  UnitParams gathered_params(int stage, int unit) const;
+  // The collectives one gather or reduce-scatter of the unit issues, as (dense, expert) elements:
+  // one per dtype group (zero3_gather=unit) or one per tensor (parameter); `gather` leaves out the
+  // persistent tensors.
+  std::vector<UnitParams> collective_parts(int stage, int unit, bool gather) const;
+  // Under zero3_list_io, the host's time to slice a collective's buffer per rank of the group it
+  // runs over and copy each slice out of the gather's output or into the reduce-scatter's input.
+  Duration list_io_time(bool expert) const;
+  // ZeRO-3: the unit's gather, in collective_parts; under zero3_sync the host first synchronizes
+  // the device (its last compute and data-parallel work) and then waits for each collective.
+  TaskList gather_unit(int stage, int unit, std::string_view name);
+  // ZeRO-2/3: the unit's gradients reduce-scattered, in collective_parts.
+  void reduce_scatter_unit(int stage, int unit, const UnitParams& p);
   // the unit's parameters that train, whose gradients are reduced (under LoRA its adapters)
   UnitParams grad_params(int stage, int unit) const;
   GatherKey gather_key(int unit, int microbatch, bool forward) const;
@@ -139,6 +160,10 @@ class DataParallel {
   bool overlap_param_gather_;
   bool limit_all_gathers_;
   int fsdp_version_;
+  spec::Zero3Gather gather_mode_;
+  bool sync_;
+  bool list_io_;
+  double persistence_;  // zero3_persistence_threshold, in elements
   double grad_bytes_;  // per gradient element reduced
   Subgroup shard_;     // the ranks ZeRO shards over (HSDP: part of the data-parallel group)
   std::int64_t microbatches_;

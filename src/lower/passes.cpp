@@ -587,7 +587,10 @@ Duration Passes::host_time(int stage, int unit, char pass, bool recomputed) {
   }
   // ZeRO-3: the unit's gather before each pass, its reduce-scatter with its weight gradients
   const bool weights = pass == 'W' || (pass == 'B' && !split_);
-  const int own = job.strategy.zero == 3 ? (pass != 'W' ? 1 : 0) + (weights ? 1 : 0) : 0;
+  // (launched one by one where they are issued one per tensor or synchronously: DataParallel)
+  const bool zero3_own = job.strategy.zero == 3 && job.strategy.zero3_gather == spec::Zero3Gather::Unit &&
+                         !job.strategy.zero3_sync && !job.strategy.zero3_list_io;
+  const int own = zero3_own ? (pass != 'W' ? 1 : 0) + (weights ? 1 : 0) : 0;
   const auto& h = ctx_.options().host;
   Duration t = h.collective_launch * own;
   switch (spec::launch_of(job.strategy)) {
@@ -618,7 +621,8 @@ void Passes::plan_host(int stage, const StageSchedule& schedule) {
   host_hidden_.resize(static_cast<std::size_t>(ctx_.stages()), false);
   launched_.resize(static_cast<std::size_t>(ctx_.stages()), false);
   const auto& job = ctx_.job();
-  if (job.strategy.zero == 3 && job.strategy.limit_all_gathers) return;
+  // (a host that waits for the device before its gathers is never ahead of it)
+  if (job.strategy.zero == 3 && (job.strategy.limit_all_gathers || job.strategy.zero3_sync)) return;
   bool first = true;
   bool hidden = true;
   Duration lead = Duration::zero();
@@ -1060,7 +1064,7 @@ TaskList Passes::backward(int stage, int chunk, int microbatch) {
   for (const int unit : units) {
     const bool full = recomputed.contains(unit);
     if (offload_.active() && unit >= 0) offload_.backward_next(stage, index.at(unit), previous, microbatch);
-    dp_.before_launch(stage, chunk, unit, microbatch, false);
+    dp_.before_launch(stage, chunk, unit, microbatch, false, full);
     launch(stage, unit, 'B', full, microbatch);
     dp_.before_pass(stage, chunk, unit, microbatch, false, previous);
     const std::int64_t rebuilt = rebuilt_activations(unit, full);

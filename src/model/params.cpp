@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 namespace trainsim::model {
 namespace {
@@ -237,6 +238,112 @@ int layer_parameter_tensors(const spec::ModelSpec& model, bool moe, int local_ex
   if (!moe) return tensors + (linears + mlp_linears) * per_linear;
   const int shared = model.moe ? model.moe->shared_experts : 0;
   return tensors + linears * per_linear + 1 + (local_experts + shared) * mlp_linears * per_linear;
+}
+
+namespace {
+
+void add_norm(const ModelSpec& m, double width, std::vector<ParamTensor>& out) {
+  out.push_back({width, false});
+  if (m.norm == spec::NormKind::LayerNorm) out.push_back({width, false});
+}
+
+void add_linear(double weight, double bias, bool expert, std::vector<ParamTensor>& out) {
+  out.push_back({weight, expert});
+  if (bias > 0) out.push_back({bias, expert});
+}
+
+// One MLP's fc1 and fc2 under `tp` (mlp_params_tp): column-parallel fc1 and its bias split, the
+// row-parallel fc2's bias replicated.
+void add_mlp(const ModelSpec& m, double ffn, int tp, bool expert, std::vector<ParamTensor>& out) {
+  const double h = static_cast<double>(m.hidden);
+  const double in = mlp_in_width(m, ffn);
+  add_linear(h * in / tp, m.bias ? in / tp : 0, expert, out);
+  add_linear(ffn * h / tp, m.bias ? h : 0, expert, out);
+}
+
+// Multi-head latent attention's tensors (mla_params): the query's down projection and its norm
+// and up projection (or a plain query projection), the joint key-value down projection, its norm
+// and up projection, the output projection.
+void add_mla(const ModelSpec& m, double heads_held, std::vector<ParamTensor>& out) {
+  const auto& a = *m.mla;
+  const double h = static_cast<double>(m.hidden);
+  const double q_lora = static_cast<double>(a.q_lora_rank);
+  const double kv_lora = static_cast<double>(a.kv_lora_rank);
+  const double qk = static_cast<double>(a.qk_head_dim());
+  if (a.q_lora_rank > 0) {
+    out.push_back({h * q_lora, false});
+    add_norm(m, q_lora, out);
+    out.push_back({q_lora * heads_held * qk, false});
+  } else {
+    out.push_back({h * heads_held * qk, false});
+  }
+  out.push_back({h * (kv_lora + static_cast<double>(a.qk_rope_head_dim)), false});
+  add_norm(m, kv_lora, out);
+  out.push_back({kv_lora * heads_held * static_cast<double>(a.qk_nope_head_dim + a.v_head_dim), false});
+  out.push_back({heads_held * static_cast<double>(a.v_head_dim) * h, false});
+}
+
+}  // namespace
+
+std::vector<ParamTensor> layer_param_tensors(const ModelSpec& m, bool moe, int tp, int ep, int etp) {
+  const double h = static_cast<double>(m.hidden);
+  const double kv_held = std::max(1.0, static_cast<double>(m.kv_heads) / tp);
+  const double q_held = static_cast<double>(m.heads) / tp;
+  std::vector<ParamTensor> out;
+  add_norm(m, h, out);
+  if (m.mla) {
+    add_mla(m, q_held, out);
+  } else {
+    const double d = static_cast<double>(m.head_dim);
+    const double qkv = (q_held + 2 * kv_held) * d;
+    add_linear(h * qkv, m.bias || m.qkv_bias ? qkv : 0, false, out);
+    add_linear(q_held * d * h, m.bias ? h : 0, false, out);
+  }
+  add_norm(m, h, out);
+  if (!moe) {
+    add_mlp(m, static_cast<double>(m.ffn_hidden), tp, false, out);
+    return out;
+  }
+  const auto& e = *m.moe;
+  const double ffn = static_cast<double>(e.expert_ffn_hidden);
+  out.push_back({h * e.experts, false});  // the router
+  for (int i = 0; i < e.shared_experts; ++i) add_mlp(m, ffn, tp, false, out);
+  // (experts / ep need not be whole in a model under study: the last holds the remainder)
+  const double local = static_cast<double>(e.experts) / ep;
+  for (int i = 0; i < static_cast<int>(std::ceil(local)); ++i) {
+    std::vector<ParamTensor> one;
+    add_mlp(m, ffn, etp, true, one);
+    const double share = std::min(1.0, local - i);
+    for (auto& t : one) out.push_back({t.elements * share, true});
+  }
+  return out;
+}
+
+std::vector<ParamTensor> embedding_param_tensors(const spec::Job& job) {
+  const auto& m = job.workload.model;
+  const double h = static_cast<double>(m.hidden);
+  const double vocab_shard = static_cast<double>((m.vocab + job.strategy.tp - 1) / job.strategy.tp);
+  std::vector<ParamTensor> out{{vocab_shard * h, false}};
+  if (m.position == spec::PositionKind::Learned)
+    out.push_back({static_cast<double>(job.workload.training.seq_len) * h, false});
+  return out;
+}
+
+std::vector<ParamTensor> head_param_tensors(const spec::Job& job) {
+  const auto& m = job.workload.model;
+  const double h = static_cast<double>(m.hidden);
+  std::vector<ParamTensor> out;
+  add_norm(m, h, out);
+  const double vocab_shard = static_cast<double>((m.vocab + job.strategy.tp - 1) / job.strategy.tp);
+  // the same matrices as head_params_on_gpu counts
+  const double vocab = head_params_on_gpu(job) - norm_params(m) - m.mtp_layers * mtp_own_params(m, job.strategy.tp);
+  for (int i = 0; i < static_cast<int>(std::lround(vocab / (vocab_shard * h))); ++i)
+    out.push_back({vocab_shard * h, false});
+  for (int j = 0; j < m.mtp_layers; ++j) {
+    out.push_back({2 * h * h / job.strategy.tp, false});
+    for (int n = 0; n < 3; ++n) add_norm(m, h, out);
+  }
+  return out;
 }
 
 }  // namespace trainsim::model

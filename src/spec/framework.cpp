@@ -168,9 +168,16 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
      .offers_dualpipev = false,
      .offers_deepep = false,
      .zero_stages = kDeepSpeedZero,
-     .source = "DeepSpeed ZeRO-3 as Narayanan et al. (2021) Table 2 compared it: fp16 gradients reduce-scattered "
-               "with overlap_comm, parameters gathered before each module's use without prefetch, "
-               "Megatron-DeepSpeed's fused softmax attention"},
+     .source = "DeepSpeed ZeRO-3 as Narayanan et al. (2021) Table 2 compared it, DeepSpeed 0.3.13-0.3.16 "
+               "(deepspeed/runtime/zero/partition_parameters.py, stage3.py): fp16 gradients reduce-scattered "
+               "tensor by tensor with overlap_comm; each parameter tensor of at least "
+               "stage3_param_persistence_threshold (1e5) elements all-gathered alone after a "
+               "torch.cuda.synchronize(), through torch.distributed's tensor lists, before its module runs; "
+               "Megatron-DeepSpeed's fused softmax attention",
+     .zero3_gather = Zero3Gather::Parameter,
+     .zero3_sync = true,
+     .zero3_list_io = true,
+     .zero3_persistence_threshold = 100'000},
     {.framework = Framework::Composer,
      .zero = 3,
      .tp_overlap = false,

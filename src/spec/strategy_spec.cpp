@@ -44,6 +44,8 @@ constexpr std::array<Choice<OptimizerImpl>, 3> kOptimizerImpls{
     {{"fused", OptimizerImpl::Fused}, {"foreach", OptimizerImpl::Foreach}, {"for_loop", OptimizerImpl::ForLoop}}};
 constexpr std::array<Choice<BackwardPrefetch>, 3> kBackwardPrefetch{
     {{"pre", BackwardPrefetch::Pre}, {"post", BackwardPrefetch::Post}, {"none", BackwardPrefetch::None}}};
+constexpr std::array<Choice<Zero3Gather>, 2> kZero3Gather{
+    {{"unit", Zero3Gather::Unit}, {"parameter", Zero3Gather::Parameter}}};
 constexpr std::array<Choice<LaunchMode>, 3> kLaunch{
     {{"eager", LaunchMode::Eager}, {"compiled", LaunchMode::Compiled}, {"cuda_graphs", LaunchMode::CudaGraphs}}};
 constexpr std::array<Choice<CpComm>, 2> kCpComm{{{"all_gather", CpComm::AllGather}, {"ring", CpComm::Ring}}};
@@ -159,10 +161,38 @@ std::vector<KeyTexts> preset_key_texts(const StrategySpec& s, const FrameworkPre
       {"allocator", s.caching_allocator ? "caching" : "static", p.caching_allocator ? "caching" : "static"},
       {"remat_to_fit", text(on_off(s.remat_to_fit)), text(on_off(p.remat_to_fit))},
       {"fsdp_version", std::to_string(s.fsdp_version), std::to_string(p.fsdp_version)},
+      {"zero3_gather", text(zero3_gather_name(s.zero3_gather)), text(zero3_gather_name(p.zero3_gather))},
+      {"zero3_sync", text(on_off(s.zero3_sync)), text(on_off(p.zero3_sync))},
+      {"zero3_list_io", text(on_off(s.zero3_list_io)), text(on_off(p.zero3_list_io))},
+      {"zero3_persistence_threshold", std::to_string(s.zero3_persistence_threshold),
+       std::to_string(p.zero3_persistence_threshold)},
       {"optimizer_impl", text(optimizer_impl_name(s.optimizer_impl)), text(optimizer_impl_name(p.optimizer_impl))},
       {"bias_grad", text(grad_kernel_text(s.bias_grad_fused)), text(grad_kernel_text(p.bias_grad_fused))},
       {"norm_grad", text(grad_kernel_text(s.norm_grad_fused)), text(grad_kernel_text(p.norm_grad_fused))},
   };
+}
+
+// DeepSpeed's ways with ZeRO-3 (StrategySpec::zero3_gather and the keys after it): given, or the
+// preset's (listed as assumed under ZeRO-3 where they are not PyTorch FSDP's).
+template <typename Assume>
+void read_zero3_keys(Reader& r, StrategySpec& s, const FrameworkPreset& preset, const Assume& assume) {
+  constexpr std::array<std::string_view, 4> kKeys{"zero3_gather", "zero3_sync", "zero3_list_io",
+                                                  "zero3_persistence_threshold"};
+  for (const auto key : kKeys)
+    if (r.has(key) && s.zero != 3)
+      r.error_at(key, fmt::format("applies under zero=3 (it sets how ZeRO-3 gathers parameters); zero is {}", s.zero));
+  s.zero3_gather = r.choice_or<Zero3Gather>("zero3_gather", preset.zero3_gather, kZero3Gather);
+  s.zero3_sync = read_switch(r, "zero3_sync", preset.zero3_sync);
+  s.zero3_list_io = read_switch(r, "zero3_list_io", preset.zero3_list_io);
+  s.zero3_persistence_threshold =
+      r.integer_or("zero3_persistence_threshold", preset.zero3_persistence_threshold, {0, std::int64_t{1} << 40});
+  if (s.zero != 3) return;
+  if (!r.has("zero3_gather") && s.zero3_gather != Zero3Gather::Unit)
+    assume("zero3_gather", zero3_gather_name(s.zero3_gather));
+  if (!r.has("zero3_sync") && s.zero3_sync) assume("zero3_sync", on_off(true));
+  if (!r.has("zero3_list_io") && s.zero3_list_io) assume("zero3_list_io", on_off(true));
+  if (!r.has("zero3_persistence_threshold") && s.zero3_persistence_threshold > 0)
+    assume("zero3_persistence_threshold", std::to_string(s.zero3_persistence_threshold));
 }
 
 // The framework keys: given ones as given, the others from the framework's preset (recorded as
@@ -219,6 +249,7 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
   s.remat_to_fit = read_switch(r, "remat_to_fit", preset.remat_to_fit);
   s.fsdp_version = static_cast<int>(r.integer_or("fsdp_version", preset.fsdp_version, {1, 2}));
   if (!r.has("fsdp_version") && s.zero == 3) assume("fsdp_version", std::to_string(s.fsdp_version));
+  read_zero3_keys(r, s, preset, assume);
   s.optimizer_impl = r.choice_or<OptimizerImpl>("optimizer_impl", preset.optimizer_impl, kOptimizerImpls);
   if (!r.has("optimizer_impl") && preset.optimizer_impl != OptimizerImpl::Fused)
     assume("optimizer_impl", optimizer_impl_name(s.optimizer_impl));
@@ -309,6 +340,9 @@ std::string_view optimizer_impl_name(OptimizerImpl impl) {
 std::string_view backward_prefetch_name(BackwardPrefetch prefetch) {
   return choice_name<BackwardPrefetch>(kBackwardPrefetch, prefetch);
 }
+std::string_view zero3_gather_name(Zero3Gather gather) {
+  return choice_name<Zero3Gather>(kZero3Gather, gather);
+}
 std::string_view launch_name(LaunchMode mode) {
   return choice_name<LaunchMode>(kLaunch, mode);
 }
@@ -355,6 +389,19 @@ std::string order_text(const std::vector<ParallelDim>& order) {
   }
   return out;
 }
+
+namespace {
+// The DeepSpeed ZeRO-3 keys that differ from the preset's, as strategy_text writes them.
+std::string zero3_text(const StrategySpec& s, const FrameworkPreset& preset) {
+  std::string out;
+  if (s.zero3_gather != preset.zero3_gather) out += fmt::format(",zero3_gather={}", zero3_gather_name(s.zero3_gather));
+  if (s.zero3_sync != preset.zero3_sync) out += fmt::format(",zero3_sync={}", on_off(s.zero3_sync));
+  if (s.zero3_list_io != preset.zero3_list_io) out += fmt::format(",zero3_list_io={}", on_off(s.zero3_list_io));
+  if (s.zero3_persistence_threshold != preset.zero3_persistence_threshold)
+    out += fmt::format(",zero3_persistence_threshold={}", s.zero3_persistence_threshold);
+  return out;
+}
+}  // namespace
 
 std::string strategy_text(const StrategySpec& s) {
   const StrategySpec defaults;
@@ -412,6 +459,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.fsdp_version != preset.fsdp_version) out += fmt::format(",fsdp_version={}", s.fsdp_version);
   if (s.limit_all_gathers != preset.limit_all_gathers)
     out += fmt::format(",limit_all_gathers={}", on_off(s.limit_all_gathers));
+  out += zero3_text(s, preset);
   if (s.backward_prefetch != preset.backward_prefetch)
     out += fmt::format(",backward_prefetch={}", backward_prefetch_name(s.backward_prefetch));
   if (s.optimizer_impl != preset.optimizer_impl)

@@ -77,4 +77,22 @@ double mtp_own_params(const spec::ModelSpec& model, int tp);
 // experts' matrices.
 int layer_parameter_tensors(const spec::ModelSpec& model, bool moe, int local_experts);
 
+// One parameter tensor on one GPU: its elements, and whether it is an expert's (sharded over the
+// expert-data-parallel group).
+struct ParamTensor {
+  double elements = 0;
+  bool expert = false;
+};
+// The parameter tensors of a layer on one GPU, in the order its forward uses them, as Megatron's
+// modules hold them: the input norm (weight, LayerNorm's bias), the fused QKV projection's weight
+// and bias (or multi-head latent attention's projections and norms), the output projection, the
+// second norm, then fc1 (SwiGLU's gate and up fused) and fc2, or an MoE block's router, shared
+// experts and local experts (`ep`, `etp`). They sum to layer_params_on_gpu.
+std::vector<ParamTensor> layer_param_tensors(const spec::ModelSpec& model, bool moe, int tp, int ep, int etp);
+// The embedding unit's tensors (the word and learned position embeddings) and the head's (the final
+// norm, the output layer or the tied embedding's copies, the multi-token prediction modules' own
+// projections and norms): they sum to embedding_params_on_gpu and head_params_on_gpu.
+std::vector<ParamTensor> embedding_param_tensors(const spec::Job& job);
+std::vector<ParamTensor> head_param_tensors(const spec::Job& job);
+
 }  // namespace trainsim::model

@@ -53,6 +53,8 @@ enum class OptimizerImpl { Fused, Foreach, ForLoop };
 // communicator. pre and post issue the gather before the reduce-scatter; they differ only when the
 // host falls behind the device, and are priced alike.
 enum class BackwardPrefetch { Pre, Post, None };
+// How ZeRO-3 gathers a unit's parameters and reduces its gradients (StrategySpec::zero3_gather).
+enum class Zero3Gather { Unit, Parameter };
 // Bytes per logit element (per rank's vocabulary shard) at the loss's peak.
 double loss_bytes_per_logit(LossImpl loss);
 // Bytes per logit element the caching allocator keeps reserved, not live, from the loss's backward
@@ -115,6 +117,12 @@ struct FrameworkPreset {
   // The ZeRO stages the framework offers (what a sweep tries).
   std::span<const int> zero_stages;
   std::string_view source;  // where the defaults come from
+  // ZeRO-3's collectives as DeepSpeed's stage 3 issues them (see StrategySpec::zero3_gather and the
+  // keys after it); PyTorch's FSDP gathers a unit at once, asynchronously, through flat buffers.
+  Zero3Gather zero3_gather = Zero3Gather::Unit;
+  bool zero3_sync = false;
+  bool zero3_list_io = false;
+  std::int64_t zero3_persistence_threshold = 0;
 };
 
 const FrameworkPreset& framework_preset(Framework framework);

@@ -200,6 +200,26 @@ struct StrategySpec {
   // DTensors (each all-gather copied out into the parameters on the compute stream; the gradients
   // concatenated into the reduce-scatter input in the reduce dtype).
   int fsdp_version = 2;
+  // How ZeRO-3 gathers a unit's parameters and reduce-scatters its gradients (`zero3_gather`):
+  // `unit`, one collective per unit and dtype (FSDP1's FlatParameter, FSDP2's foreach all-gather);
+  // `parameter`, one per parameter tensor, in the module's order (DeepSpeed 0.3's stage 3:
+  // partition_parameters.py _allgather_param and _reduce_scatter_gradient, one call per tensor).
+  Zero3Gather zero3_gather = Zero3Gather::Unit;
+  // ZeRO-3's gathers synchronous (`zero3_sync`): the host synchronizes the device before each
+  // parameter's all-gather and waits for the gathers of a module before launching it, so no gather
+  // overlaps compute and nothing is prefetched (DeepSpeed 0.3: torch.cuda.synchronize() in
+  // _allgather_param, comm_stream.synchronize() in _synchronize_communication).
+  bool zero3_sync = false;
+  // ZeRO-3's collectives through torch.distributed's tensor-list calls (`zero3_list_io`): each
+  // all-gather writes, and each reduce-scatter reads, one tensor per rank of the group, which the
+  // host slices in Python and PyTorch copies to or from a flat buffer one copy each (ProcessGroupNCCL
+  // allgather/reduce_scatter with flatten_for_scatter_gather): the group's size in eager launches
+  // per collective (DeepSpeed 0.3; _all_gather_base and reduce_scatter_tensor avoid it).
+  bool zero3_list_io = false;
+  // Parameter tensors of fewer elements are not partitioned (`zero3_persistence_threshold`): kept
+  // whole on every rank, never gathered (DeepSpeed's stage3_param_persistence_threshold, 1e5 since
+  // 0.3.13). Their gradients are still reduced.
+  std::int64_t zero3_persistence_threshold = 0;
   OptimizerImpl optimizer_impl = OptimizerImpl::Fused;
   // How the backward computes a linear layer's bias gradient (`bias_grad`, models with biases):
   // `separate`, a reduction kernel of its own over the output gradient (PyTorch autograd's addmm
@@ -271,6 +291,7 @@ LaunchMode launch_of(const StrategySpec& s);
 std::string_view launch_name(LaunchMode mode);
 std::string_view optimizer_impl_name(OptimizerImpl impl);
 std::string_view backward_prefetch_name(BackwardPrefetch prefetch);
+std::string_view zero3_gather_name(Zero3Gather gather);
 inline bool reshard_after_forward_of(const StrategySpec& s) {
   return s.reshard_after_forward.value_or(s.pp == 1);
 }

@@ -86,3 +86,62 @@ TEST_CASE("experts are split over ep, then tp") {
   const double expert = 3.0 * 4096 * 14336;  // SwiGLU: gate, up, down
   CHECK(s.expert == doctest::Approx(32 * (8.0 / 4) * expert / 2).epsilon(1e-12));
 }
+
+TEST_CASE("a layer's parameter tensors are Megatron's modules' and add up to the layer") {
+  const auto sum = [](const std::vector<ParamTensor>& ts, bool expert) {
+    double s = 0;
+    for (const auto& t : ts)
+      if (t.expert == expert) s += t.elements;
+    return s;
+  };
+  SUBCASE("GPT-3: two LayerNorms, QKV, the projection, fc1 and fc2, each with its bias: 12 tensors") {
+    const auto w = spec::load_workload_spec(test::workload("gpt3-175b"));
+    const auto ts = layer_param_tensors(w.model, false, 1, 1, 1);
+    REQUIRE(ts.size() == 12);
+    const double h = 12288;
+    // in the forward's order: norm1 (weight, bias), QKV (3h² and 3h), out_proj (h², h), norm2, fc1, fc2
+    CHECK(ts[2].elements == 3 * h * h);
+    CHECK(ts[3].elements == 3 * h);
+    CHECK(ts[4].elements == h * h);
+    CHECK(ts[8].elements == 4 * h * h);
+    CHECK(ts[10].elements == 4 * h * h);
+    CHECK(ts[11].elements == h);
+    CHECK(sum(ts, false) == doctest::Approx(12 * h * h + 13 * h).epsilon(1e-15));
+    // under TP 8 the column-parallel biases split, the row-parallel ones and the norms stay whole
+    const auto split = layer_param_tensors(w.model, false, 8, 1, 1);
+    CHECK(sum(split, false) == doctest::Approx(layer_params_on_gpu(w.model, false, 8, 1, 1).dense).epsilon(1e-12));
+    CHECK(split[11].elements == h);
+    CHECK(split[9].elements == 4 * h / 8);
+  }
+  SUBCASE("Llama 3 70B: two RMSNorms, QKV, the projection, the fused gate and up, the down: 6 tensors") {
+    const auto w = spec::load_workload_spec(test::workload("llama3-70b"));
+    const auto ts = layer_param_tensors(w.model, false, 4, 1, 1);
+    CHECK(ts.size() == 6);
+    CHECK(sum(ts, false) == doctest::Approx(layer_params_on_gpu(w.model, false, 4, 1, 1).dense).epsilon(1e-12));
+  }
+  SUBCASE("MoE and multi-head latent attention: the experts' tensors are the expert share") {
+    for (const std::string name : {"deepseek-v3-like", "mixtral-8x7b", "qwen3-30b-a3b"}) {
+      CAPTURE(name);
+      const auto w = spec::load_workload_spec(test::workload(name));
+      const auto ts = layer_param_tensors(w.model, true, 2, 8, 1);
+      const auto p = layer_params_on_gpu(w.model, true, 2, 8, 1);
+      CHECK(sum(ts, false) == doctest::Approx(p.dense).epsilon(1e-12));
+      CHECK(sum(ts, true) == doctest::Approx(p.expert).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("the embedding's and the head's tensors add up to theirs") {
+  for (const std::string name : {"gpt3-175b", "llama3-70b", "deepseek-v3-like"}) {
+    for (const std::string strategy : {"tp=8,pp=1,gpus=8", "tp=2,pp=2,gpus=4,first_stage_layers=30"}) {
+      CAPTURE(name);
+      CAPTURE(strategy);
+      const auto job = test::make_job("dgx-h100-superpod", name, strategy);
+      double e = 0, h = 0;
+      for (const auto& t : embedding_param_tensors(job)) e += t.elements;
+      for (const auto& t : head_param_tensors(job)) h += t.elements;
+      CHECK(e == doctest::Approx(embedding_params_on_gpu(job)).epsilon(1e-12));
+      CHECK(h == doctest::Approx(head_params_on_gpu(job)).epsilon(1e-12));
+    }
+  }
+}

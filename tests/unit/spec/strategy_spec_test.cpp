@@ -103,3 +103,26 @@ TEST_CASE("a key given over a named framework preset wins, and the strategy says
   // without a named framework nothing is overridden: megatron-core's defaults are the keys' own
   CHECK(inline_strategy("tp=1,optimizer_impl=foreach").overrides.keys.empty());
 }
+
+TEST_CASE("deepspeed-2021 sets DeepSpeed 0.3's ZeRO-3 keys; a key given over them wins and is named") {
+  const auto ds = inline_strategy("framework=deepspeed-2021,zero=3");
+  CHECK(ds.zero3_gather == Zero3Gather::Parameter);
+  CHECK(ds.zero3_sync);
+  CHECK(ds.zero3_list_io);
+  CHECK(ds.zero3_persistence_threshold == 100'000);  // stage3_param_persistence_threshold's default
+  CHECK(ds.assumed.contains("zero3_gather"));
+  CHECK(ds.assumed.contains("zero3_persistence_threshold"));
+  const auto given = inline_strategy("framework=deepspeed-2021,zero=3,zero3_gather=unit,zero3_sync=off");
+  CHECK(given.zero3_gather == Zero3Gather::Unit);
+  REQUIRE(given.overrides.keys.size() == 2);
+  CHECK(given.overrides.keys[0].key == "zero3_gather");
+  CHECK(given.overrides.keys[0].preset == "parameter");
+  CHECK(given.overrides.keys[1].key == "zero3_sync");
+  CHECK(inline_strategy(strategy_text(given)) == given);
+  // PyTorch FSDP's defaults elsewhere: one gather per unit, asynchronous, flat buffers, no threshold
+  const auto fsdp = inline_strategy("framework=torchtitan");
+  CHECK(fsdp.zero3_gather == Zero3Gather::Unit);
+  CHECK_FALSE(fsdp.zero3_sync);
+  CHECK_FALSE(fsdp.zero3_list_io);
+  CHECK(fsdp.zero3_persistence_threshold == 0);
+}
