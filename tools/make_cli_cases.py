@@ -305,9 +305,9 @@ case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
 case('strategy-zero3-gather-without-zero3', f'{RUN} gpus=8,zero=1,zero3_gather=parameter', 2,
      'error: strategy "gpus=8,zero=1,zero3_gather=parameter": /zero3_gather: applies under zero=3 (it sets how ZeRO-3 '
      'gathers parameters); zero is 1')
-case('strategy-zero3-gather-unknown', f'{RUN} gpus=8,zero=3,zero3_gather=module', 2,
-     'error: strategy "gpus=8,zero=3,zero3_gather=module": /zero3_gather: "module" is not valid; expected one of: '
-     'unit, parameter')
+case('strategy-zero3-gather-unknown', f'{RUN} gpus=8,zero=3,zero3_gather=layer', 2,
+     'error: strategy "gpus=8,zero=3,zero3_gather=layer": /zero3_gather: "layer" is not valid; expected one of: '
+     'unit, module, parameter')
 case('strategy-zero3-persistence-negative', f'{RUN} gpus=8,zero=3,zero3_persistence_threshold=-1', 2,
      'error: strategy "gpus=8,zero=3,zero3_persistence_threshold=-1": /zero3_persistence_threshold: -1 is out of range; '
      'expected an integer in [0, 1099511627776]')

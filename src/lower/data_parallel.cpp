@@ -96,13 +96,24 @@ DataParallel::UnitParams DataParallel::gathered_params(int stage, int unit) cons
 }
 
 std::vector<DataParallel::UnitParams> DataParallel::collective_parts(int stage, int unit, bool gather) const {
-  // (LoRA's adapters are reduced as one tensor per unit)
-  if (gather_mode_ == spec::Zero3Gather::Unit || (!gather && ctx_.job().workload.training.lora))
+  // (LoRA's adapters are reduced as one tensor per unit; DeepSpeed since 0.4 reduces gradients by
+  // the bucket, here by the unit)
+  if (gather_mode_ == spec::Zero3Gather::Unit ||
+      (!gather && (ctx_.job().workload.training.lora || gather_mode_ == spec::Zero3Gather::Module)))
     return {gather ? gathered_params(stage, unit) : grad_params(stage, unit)};
   std::vector<UnitParams> out;
+  int module = -1;
   for (const auto& t : unit_tensors(unit)) {
     if (gather && t.elements < persistence_) continue;
-    out.push_back(t.expert ? UnitParams{0, t.elements} : UnitParams{t.elements, 0});
+    const auto part = t.expert ? UnitParams{0, t.elements} : UnitParams{t.elements, 0};
+    // a module's tensors coalesced into one collective (an expert's own, a dense one's own)
+    if (gather_mode_ == spec::Zero3Gather::Module && t.module == module && (out.back().expert > 0) == t.expert) {
+      out.back().dense += part.dense;
+      out.back().expert += part.expert;
+      continue;
+    }
+    module = t.module;
+    out.push_back(part);
   }
   return out;
 }

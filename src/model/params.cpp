@@ -242,14 +242,26 @@ int layer_parameter_tensors(const spec::ModelSpec& model, bool moe, int local_ex
 
 namespace {
 
+// The number the next module's tensors get.
+int next_module(const std::vector<ParamTensor>& out) {
+  return out.empty() ? 0 : out.back().module + 1;
+}
+
 void add_norm(const ModelSpec& m, double width, std::vector<ParamTensor>& out) {
-  out.push_back({width, false});
-  if (m.norm == spec::NormKind::LayerNorm) out.push_back({width, false});
+  const int module = next_module(out);
+  out.push_back({width, false, module});
+  if (m.norm == spec::NormKind::LayerNorm) out.push_back({width, false, module});
 }
 
 void add_linear(double weight, double bias, bool expert, std::vector<ParamTensor>& out) {
-  out.push_back({weight, expert});
-  if (bias > 0) out.push_back({bias, expert});
+  const int module = next_module(out);
+  out.push_back({weight, expert, module});
+  if (bias > 0) out.push_back({bias, expert, module});
+}
+
+// A module of one weight (a projection of multi-head latent attention, the router, an embedding).
+void add_weight(double weight, std::vector<ParamTensor>& out) {
+  add_linear(weight, 0, false, out);
 }
 
 // One MLP's fc1 and fc2 under `tp` (mlp_params_tp): column-parallel fc1 and its bias split, the
@@ -271,16 +283,16 @@ void add_mla(const ModelSpec& m, double heads_held, std::vector<ParamTensor>& ou
   const double kv_lora = static_cast<double>(a.kv_lora_rank);
   const double qk = static_cast<double>(a.qk_head_dim());
   if (a.q_lora_rank > 0) {
-    out.push_back({h * q_lora, false});
+    add_weight(h * q_lora, out);
     add_norm(m, q_lora, out);
-    out.push_back({q_lora * heads_held * qk, false});
+    add_weight(q_lora * heads_held * qk, out);
   } else {
-    out.push_back({h * heads_held * qk, false});
+    add_weight(h * heads_held * qk, out);
   }
-  out.push_back({h * (kv_lora + static_cast<double>(a.qk_rope_head_dim)), false});
+  add_weight(h * (kv_lora + static_cast<double>(a.qk_rope_head_dim)), out);
   add_norm(m, kv_lora, out);
-  out.push_back({kv_lora * heads_held * static_cast<double>(a.qk_nope_head_dim + a.v_head_dim), false});
-  out.push_back({heads_held * static_cast<double>(a.v_head_dim) * h, false});
+  add_weight(kv_lora * heads_held * static_cast<double>(a.qk_nope_head_dim + a.v_head_dim), out);
+  add_weight(heads_held * static_cast<double>(a.v_head_dim) * h, out);
 }
 
 }  // namespace
@@ -306,7 +318,7 @@ std::vector<ParamTensor> layer_param_tensors(const ModelSpec& m, bool moe, int t
   }
   const auto& e = *m.moe;
   const double ffn = static_cast<double>(e.expert_ffn_hidden);
-  out.push_back({h * e.experts, false});  // the router
+  add_weight(h * e.experts, out);  // the router
   for (int i = 0; i < e.shared_experts; ++i) add_mlp(m, ffn, tp, false, out);
   // (experts / ep need not be whole in a model under study: the last holds the remainder)
   const double local = static_cast<double>(e.experts) / ep;
@@ -314,7 +326,8 @@ std::vector<ParamTensor> layer_param_tensors(const ModelSpec& m, bool moe, int t
     std::vector<ParamTensor> one;
     add_mlp(m, ffn, etp, true, one);
     const double share = std::min(1.0, local - i);
-    for (auto& t : one) out.push_back({t.elements * share, true});
+    const int first = next_module(out);
+    for (auto& t : one) out.push_back({t.elements * share, true, first + t.module});
   }
   return out;
 }
@@ -323,9 +336,10 @@ std::vector<ParamTensor> embedding_param_tensors(const spec::Job& job) {
   const auto& m = job.workload.model;
   const double h = static_cast<double>(m.hidden);
   const double vocab_shard = static_cast<double>((m.vocab + job.strategy.tp - 1) / job.strategy.tp);
-  std::vector<ParamTensor> out{{vocab_shard * h, false}};
+  std::vector<ParamTensor> out;
+  add_weight(vocab_shard * h, out);
   if (m.position == spec::PositionKind::Learned)
-    out.push_back({static_cast<double>(job.workload.training.seq_len) * h, false});
+    add_weight(static_cast<double>(job.workload.training.seq_len) * h, out);
   return out;
 }
 
@@ -337,10 +351,9 @@ std::vector<ParamTensor> head_param_tensors(const spec::Job& job) {
   const double vocab_shard = static_cast<double>((m.vocab + job.strategy.tp - 1) / job.strategy.tp);
   // the same matrices as head_params_on_gpu counts
   const double vocab = head_params_on_gpu(job) - norm_params(m) - m.mtp_layers * mtp_own_params(m, job.strategy.tp);
-  for (int i = 0; i < static_cast<int>(std::lround(vocab / (vocab_shard * h))); ++i)
-    out.push_back({vocab_shard * h, false});
+  for (int i = 0; i < static_cast<int>(std::lround(vocab / (vocab_shard * h))); ++i) add_weight(vocab_shard * h, out);
   for (int j = 0; j < m.mtp_layers; ++j) {
-    out.push_back({2 * h * h / job.strategy.tp, false});
+    add_weight(2 * h * h / job.strategy.tp, out);
     for (int n = 0; n < 3; ++n) add_norm(m, h, out);
   }
   return out;

@@ -14,7 +14,7 @@ constexpr std::array<int, 4> kDeepSpeedZero{0, 1, 2, 3};
 constexpr std::array<int, 3> kFsdp1Zero{0, 2, 3};  // NO_SHARD, SHARD_GRAD_OP, FULL_SHARD
 
 // One row per framework; docs/model.md "Frameworks" gives the same table with its sources.
-constexpr std::array<FrameworkPreset, 7> kPresets{{
+constexpr std::array<FrameworkPreset, 8> kPresets{{
     {.framework = Framework::MegatronCore,
      .zero = 0,
      .tp_overlap = false,
@@ -141,6 +141,43 @@ constexpr std::array<FrameworkPreset, 7> kPresets{{
                "(eager element-wise kernels); the loss is F.cross_entropy on pred.float() (train.py loss_fn, "
                "DTensor's loss parallelism under TP unless disable_loss_parallel); Float8 via torchao "
                "with dynamic (current) tensorwise scaling; attention through PyTorch SDPA (FlashAttention-2)"},
+    {.framework = Framework::DeepSpeed,
+     .zero = 3,
+     .tp_overlap = false,
+     .grad_reduce_dtype = std::nullopt,
+     .overlap_grad_reduce = true,
+     .overlap_param_gather = false,
+     .compile = false,
+     .compile_is_torch_compile = true,
+     .limit_all_gathers = false,
+     .backward_prefetch = BackwardPrefetch::Pre,
+     .caching_allocator = true,
+     .remat_to_fit = false,
+     .fsdp_version = 1,
+     .optimizer_impl = OptimizerImpl::Fused,
+     .bias_grad_fused = false,
+     .norm_grad_fused = false,
+     .fp8_scaling = Fp8Scaling::Delayed,
+     .fp8_weight_cache = true,
+     .loss = LossImpl::Upcast,
+     .loss_under_tp = LossImpl::Upcast,
+     .repeat_kv = false,
+     .fp8_saves_casts = true,
+     .fp8_param_gather = false,
+     .sp_saves_gathered = false,
+     .offers_dualpipev = false,
+     .offers_deepep = false,
+     .zero_stages = kDeepSpeedZero,
+     .source = "DeepSpeed 0.16 (deepspeed/runtime/zero/config.py, partitioned_param_coordinator.py, engine.py) "
+               "on a Hugging Face model: stage 3 fetching each module's parameters in one coalesced all-gather "
+               "and prefetching the next, tensors under stage3_param_persistence_threshold (1e5) kept whole, "
+               "overlap_comm on under stage 3, gradients reduced in the training dtype "
+               "(communication_data_type), FusedAdam; the model's eager PyTorch ops, FlashAttention-2 and "
+               "the fp32 cross entropy of transformers' causal LM heads",
+     .zero3_gather = Zero3Gather::Module,
+     .zero3_sync = false,
+     .zero3_list_io = false,
+     .zero3_persistence_threshold = 100'000},
     {.framework = Framework::DeepSpeed2021,
      .zero = 3,
      .tp_overlap = false,

@@ -44,8 +44,8 @@ constexpr std::array<Choice<OptimizerImpl>, 3> kOptimizerImpls{
     {{"fused", OptimizerImpl::Fused}, {"foreach", OptimizerImpl::Foreach}, {"for_loop", OptimizerImpl::ForLoop}}};
 constexpr std::array<Choice<BackwardPrefetch>, 3> kBackwardPrefetch{
     {{"pre", BackwardPrefetch::Pre}, {"post", BackwardPrefetch::Post}, {"none", BackwardPrefetch::None}}};
-constexpr std::array<Choice<Zero3Gather>, 2> kZero3Gather{
-    {{"unit", Zero3Gather::Unit}, {"parameter", Zero3Gather::Parameter}}};
+constexpr std::array<Choice<Zero3Gather>, 3> kZero3Gather{
+    {{"unit", Zero3Gather::Unit}, {"module", Zero3Gather::Module}, {"parameter", Zero3Gather::Parameter}}};
 constexpr std::array<Choice<LaunchMode>, 3> kLaunch{
     {{"eager", LaunchMode::Eager}, {"compiled", LaunchMode::Compiled}, {"cuda_graphs", LaunchMode::CudaGraphs}}};
 constexpr std::array<Choice<CpComm>, 2> kCpComm{{{"all_gather", CpComm::AllGather}, {"ring", CpComm::Ring}}};
@@ -59,10 +59,11 @@ constexpr std::array<Choice<ParallelDim>, 5> kDims{{{"tp", ParallelDim::Tp},
                                                     {"dp", ParallelDim::Dp},
                                                     {"pp", ParallelDim::Pp}}};
 
-constexpr std::array<Choice<Framework>, 7> kFrameworks{{{"megatron-core", Framework::MegatronCore},
+constexpr std::array<Choice<Framework>, 8> kFrameworks{{{"megatron-core", Framework::MegatronCore},
                                                         {"megatron-2021", Framework::Megatron2021},
                                                         {"nemo", Framework::Nemo},
                                                         {"torchtitan", Framework::TorchTitan},
+                                                        {"deepspeed", Framework::DeepSpeed},
                                                         {"deepspeed-2021", Framework::DeepSpeed2021},
                                                         {"composer", Framework::Composer},
                                                         {"maxtext", Framework::MaxText}}};
@@ -363,6 +364,7 @@ AttentionImpl framework_attention(Framework framework, DeviceArch arch) {
     case Framework::DeepSpeed2021:
       return AttentionImpl::Unfused;
     case Framework::TorchTitan:
+    case Framework::DeepSpeed:
     case Framework::Composer:
     case Framework::MaxText:
       return AttentionImpl::Flash;

@@ -82,6 +82,7 @@ int layer_parameter_tensors(const spec::ModelSpec& model, bool moe, int local_ex
 struct ParamTensor {
   double elements = 0;
   bool expert = false;
+  int module = 0;  // the module holding it, numbered in the unit's forward order (a linear, a norm)
 };
 // The parameter tensors of a layer on one GPU, in the order its forward uses them, as Megatron's
 // modules hold them: the input norm (weight, LayerNorm's bias), the fused QKV projection's weight

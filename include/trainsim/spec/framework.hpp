@@ -12,7 +12,7 @@
 
 namespace trainsim::spec {
 
-enum class Framework { MegatronCore, Megatron2021, Nemo, TorchTitan, DeepSpeed2021, Composer, MaxText };
+enum class Framework { MegatronCore, Megatron2021, Nemo, TorchTitan, DeepSpeed, DeepSpeed2021, Composer, MaxText };
 // FP8 GEMMs and their scaling granularity: one scale per tensor (Transformer Engine's delayed
 // scaling, torchao's tensorwise), per row (torchao rowwise), per 128-element block (DeepSeek-V3,
 // MXFP8 on Blackwell).
@@ -54,7 +54,7 @@ enum class OptimizerImpl { Fused, Foreach, ForLoop };
 // host falls behind the device, and are priced alike.
 enum class BackwardPrefetch { Pre, Post, None };
 // How ZeRO-3 gathers a unit's parameters and reduces its gradients (StrategySpec::zero3_gather).
-enum class Zero3Gather { Unit, Parameter };
+enum class Zero3Gather { Unit, Module, Parameter };
 // Bytes per logit element (per rank's vocabulary shard) at the loss's peak.
 double loss_bytes_per_logit(LossImpl loss);
 // Bytes per logit element the caching allocator keeps reserved, not live, from the loss's backward

@@ -202,8 +202,10 @@ struct StrategySpec {
   int fsdp_version = 2;
   // How ZeRO-3 gathers a unit's parameters and reduce-scatters its gradients (`zero3_gather`):
   // `unit`, one collective per unit and dtype (FSDP1's FlatParameter, FSDP2's foreach all-gather);
-  // `parameter`, one per parameter tensor, in the module's order (DeepSpeed 0.3's stage 3:
-  // partition_parameters.py _allgather_param and _reduce_scatter_gradient, one call per tensor).
+  // `module`, one gather per module (a linear layer, a norm) of its tensors, coalesced, and the
+  // unit's gradients reduced at once (DeepSpeed's stage 3 since 0.4: fetch_sub_module's
+  // all_gather_coalesced); `parameter`, one per parameter tensor, in the module's order (DeepSpeed
+  // 0.3's stage 3: partition_parameters.py _allgather_param and _reduce_scatter_gradient).
   Zero3Gather zero3_gather = Zero3Gather::Unit;
   // ZeRO-3's gathers synchronous (`zero3_sync`): the host synchronizes the device before each
   // parameter's all-gather and waits for the gathers of a module before launching it, so no gather

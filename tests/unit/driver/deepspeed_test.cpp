@@ -1,6 +1,7 @@
-// ZeRO-3 as DeepSpeed 0.3 runs it (docs/model.md "DeepSpeed's stage 3"): one all-gather per
+// ZeRO-3 as DeepSpeed runs it (docs/model.md "DeepSpeed's stage 3"). 0.3: one all-gather per
 // parameter tensor of at least the persistence threshold, after a device synchronize, through
-// torch.distributed's tensor lists; one reduce-scatter per tensor.
+// torch.distributed's tensor lists; one reduce-scatter per tensor. Since 0.4: one coalesced
+// all-gather per module.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -14,10 +15,10 @@ namespace deepspeed_test {
 
 // Megatron's 7.5B (36 layers, h 4096, GeLU with biases, LayerNorm, learned positions, tied
 // embeddings) on 16 A100s, one micro-batch per step.
-spec::Job ds_job(const std::string& keys) {
+spec::Job ds_job(const std::string& keys, const std::string& framework = "deepspeed-2021") {
   auto w = spec::load_workload_spec(test::workload("megatron2021-7.5b"));
   w.training.global_batch = 16;
-  return test::make_job("dgx-a100-superpod", w, "framework=deepspeed-2021,zero=3,gpus=16,mb=1," + keys);
+  return test::make_job("dgx-a100-superpod", w, "framework=" + framework + ",zero=3,gpus=16,mb=1," + keys);
 }
 
 struct Rank0 {
@@ -108,4 +109,28 @@ TEST_CASE("tensor-list collectives cost the host one eager copy per rank of the 
   const double expected = (2 * kGathersPerPass + kReductions) * 16 * eager;
   CHECK(lists.busy(lower::StreamKind::Host) - flat.busy(lower::StreamKind::Host) ==
         doctest::Approx(expected).epsilon(1e-6));
+}
+
+TEST_CASE("DeepSpeed since 0.4 gathers each module's tensors in one collective, asynchronously") {
+  // a layer's six modules (two LayerNorms, QKV, out_proj, fc1, fc2; a linear's weight and bias
+  // together), the word and position embeddings, the final LayerNorm
+  const auto all = ds_run(ds_job("recompute=none,zero3_persistence_threshold=0", "deepspeed"));
+  CHECK(all.count(lower::StreamKind::DpComm, "zero3 gather F") == kLayers * 6 + 2 + 1);
+  // the default threshold leaves the LayerNorms whole: the four linear layers of each layer
+  const auto preset = ds_run(ds_job("recompute=none", "deepspeed"));
+  CHECK(preset.count(lower::StreamKind::DpComm, "zero3 gather F") == kGathersPerPass);
+  // the gradients reduced unit by unit: the embedding, the layers, the head
+  CHECK(preset.count(lower::StreamKind::DpComm, "grad reduce-scatter") == kLayers + 2);
+  // not synchronous: the gathers run beside compute
+  int beside = 0;
+  const auto compute = preset.tasks(lower::StreamKind::Compute);
+  for (const auto t : preset.tasks(lower::StreamKind::DpComm)) {
+    if (!preset.g().name(t).starts_with("zero3 gather")) continue;
+    const auto& a = preset.r.step->timeline.tasks[t.index()];
+    for (const auto c : compute) {
+      const auto& b = preset.r.step->timeline.tasks[c.index()];
+      beside += a.start < b.end && b.start < a.end ? 1 : 0;
+    }
+  }
+  CHECK(beside > kLayers);
 }

@@ -107,6 +107,9 @@ TEST_CASE("a layer's parameter tensors are Megatron's modules' and add up to the
     CHECK(ts[10].elements == 4 * h * h);
     CHECK(ts[11].elements == h);
     CHECK(sum(ts, false) == doctest::Approx(12 * h * h + 13 * h).epsilon(1e-15));
+    // six modules: a linear's weight and bias, a LayerNorm's weight and bias share theirs
+    CHECK(ts[3].module == ts[2].module);
+    CHECK(ts.back().module == 5);
     // under TP 8 the column-parallel biases split, the row-parallel ones and the norms stay whole
     const auto split = layer_param_tensors(w.model, false, 8, 1, 1);
     CHECK(sum(split, false) == doctest::Approx(layer_params_on_gpu(w.model, false, 8, 1, 1).dense).epsilon(1e-12));
