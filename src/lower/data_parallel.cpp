@@ -118,16 +118,18 @@ std::vector<DataParallel::UnitParams> DataParallel::collective_parts(int stage, 
   return out;
 }
 
-Duration DataParallel::list_io_time(bool expert) const {
+Duration DataParallel::list_io_time(const UnitParams& part) const {
   if (!list_io_) return Duration::zero();
-  const auto shards =
-      expert ? (expert_shard().size > 0 ? expert_shard().size
-                                        : ctx_.job().dp * ctx_.job().strategy.cp / spec::ep_outer(ctx_.job().strategy))
-             : (shard_.size > 0 ? shard_.size : spec::zero_shards(ctx_.job()));
+  const auto& job = ctx_.job();
+  const std::int64_t dense = shard_.size > 0 ? shard_.size : spec::zero_shards(job);
+  const std::int64_t expert =
+      expert_shard().size > 0 ? expert_shard().size : job.dp * job.strategy.cp / spec::ep_outer(job.strategy);
   // per rank's slice, one eager copy on the host: ProcessGroupNCCL copies each slice out of its
   // flat output after the all-gather, or into its flat input before the reduce-scatter
-  // (flatten_for_scatter_gather; DeepSpeed's Python slicing, views without a kernel, not counted)
-  return ctx_.options().host.eager_launch * shards;
+  // (flatten_for_scatter_gather; DeepSpeed's Python slicing, views without a kernel, not counted);
+  // a part with dense and expert tensors is two collectives (gather_steps, reduce_steps)
+  const std::int64_t slices = (part.dense > 0 ? dense : 0) + (part.expert > 0 ? expert : 0);
+  return ctx_.options().host.eager_launch * slices;
 }
 
 TaskList DataParallel::gather_unit(int stage, int unit, std::string_view name) {
@@ -149,7 +151,7 @@ TaskList DataParallel::gather_unit(int stage, int unit, std::string_view name) {
     last = gather(stage, part, name);
     st.last_dp = last;
     // the gathered slices copied out of the flat buffer, one per rank, after the collective
-    if (list_io_) ctx_.launch(stage, "zero3 gather copy-out", list_io_time(part.expert > 0));
+    if (list_io_) ctx_.launch(stage, "zero3 gather copy-out", list_io_time(part));
     // (and, synchronous, the host waits for them before it goes on)
     if (sync_) ctx_.wait(stage, StreamKind::Host, last);
   }
@@ -164,8 +166,7 @@ void DataParallel::reduce_scatter_unit(int stage, int unit, const UnitParams& p)
     for (const auto& part : collective_parts(stage, unit, false)) {
       if (part.dense + part.expert <= 0) continue;
       // the gradient's slices copied into the flat input, one per rank, then the collective
-      ctx_.launch(stage, "grad reduce-scatter launch",
-                  ctx_.options().host.collective_launch + list_io_time(part.expert > 0));
+      ctx_.launch(stage, "grad reduce-scatter launch", ctx_.options().host.collective_launch + list_io_time(part));
       reduce(stage, part, true, name);
     }
   }

@@ -97,7 +97,7 @@ class DataParallel {
   std::vector<UnitParams> collective_parts(int stage, int unit, bool gather) const;
   // Under zero3_list_io, the host's time to slice a collective's buffer per rank of the group it
   // runs over and copy each slice out of the gather's output or into the reduce-scatter's input.
-  Duration list_io_time(bool expert) const;
+  Duration list_io_time(const UnitParams& part) const;
   // ZeRO-3: the unit's gather, in collective_parts; under zero3_sync the host first synchronizes
   // the device (its last compute and data-parallel work) and then waits for each collective.
   TaskList gather_unit(int stage, int unit, std::string_view name);
