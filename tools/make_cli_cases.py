@@ -300,7 +300,7 @@ case('strategy-key-far-from-any', f'{RUN} tp=8,gpus=8,speed=max', 2,
      'last_stage_layers, launch, limit_all_gathers, loss, mb, norm_grad, offload_layers, optimizer_impl, order, overlap_grad_reduce, overlap_moe_comm, '
      'overlap_param_gather, pipeline_layout, pp, recompute, recompute_layers, '
      'recompute_method, recompute_modules, recompute_period, remat_to_fit, repeat_kv, reshard_after_forward, schedule, segment, sources, sp, sp_saves_gathered, tp, tp_overlap, '
-     'vpp, zero, zero3_gather, zero3_list_io, zero3_persistence_threshold, zero3_sync, zero_group')
+     'vpp, zero, zero3_gather, zero3_list_io, zero3_max_reuse_distance, zero3_persistence_threshold, zero3_sync, zero_group')
 # DeepSpeed's ways with ZeRO-3 (docs/model.md "DeepSpeed's stage 3")
 case('strategy-zero3-gather-without-zero3', f'{RUN} gpus=8,zero=1,zero3_gather=parameter', 2,
      'error: strategy "gpus=8,zero=1,zero3_gather=parameter": /zero3_gather: applies under zero=3 (it sets how ZeRO-3 '

@@ -49,7 +49,8 @@ DataParallel::DataParallel(Context& ctx)
       gather_mode_(zero_ == 3 ? ctx.job().strategy.zero3_gather : spec::Zero3Gather::Unit),
       sync_(zero_ == 3 && ctx.job().strategy.zero3_sync),
       list_io_(zero_ == 3 && ctx.job().strategy.zero3_list_io),
-      persistence_(zero_ == 3 ? static_cast<double>(ctx.job().strategy.zero3_persistence_threshold) : 0.0),
+      persistence_threshold_(zero_ == 3 ? static_cast<double>(ctx.job().strategy.zero3_persistence_threshold) : 0.0),
+      max_reuse_distance_(static_cast<double>(ctx.job().strategy.zero3_max_reuse_distance)),
       grad_bytes_(ctx.job().strategy.grad_reduce_dtype ? spec::dtype_bytes(*ctx.job().strategy.grad_reduce_dtype)
                                                        : model::weight_bytes(ctx.job().workload.training.dtype)),
       // a shard group smaller than the data-parallel group: HSDP
@@ -86,28 +87,28 @@ std::vector<model::ParamTensor> DataParallel::unit_tensors(int unit) const {
 }
 
 DataParallel::UnitParams DataParallel::gathered_params(int stage, int unit) const {
-  if (persistence_ <= 0) return unit_params(stage, unit);
+  if (persistence_threshold_ <= 0) return unit_params(stage, unit);
   UnitParams p;
   for (const auto& t : unit_tensors(unit)) {
-    if (t.elements < persistence_) continue;
+    if (t.elements < persistence_threshold_) continue;
     (t.expert ? p.expert : p.dense) += t.elements;
   }
   return p;
 }
 
-std::vector<DataParallel::UnitParams> DataParallel::collective_parts(int stage, int unit, bool gather) const {
-  // (LoRA's adapters are reduced as one tensor per unit; DeepSpeed since 0.4 reduces gradients by
-  // the bucket, here by the unit)
-  if (gather_mode_ == spec::Zero3Gather::Unit ||
-      (!gather && (ctx_.job().workload.training.lora || gather_mode_ == spec::Zero3Gather::Module)))
-    return {gather ? gathered_params(stage, unit) : grad_params(stage, unit)};
+bool DataParallel::launches_own_collectives() const {
+  return zero_ == 3 && (gather_mode_ != spec::Zero3Gather::Unit || sync_ || list_io_);
+}
+
+std::vector<DataParallel::UnitParams> DataParallel::gather_parts(int stage, int unit) const {
+  if (gather_mode_ == spec::Zero3Gather::Unit) return {gathered_params(stage, unit)};
   std::vector<UnitParams> out;
   int module = -1;
   for (const auto& t : unit_tensors(unit)) {
-    if (gather && t.elements < persistence_) continue;
+    if (t.elements < persistence_threshold_) continue;
     const auto part = t.expert ? UnitParams{0, t.elements} : UnitParams{t.elements, 0};
-    // a module's tensors coalesced into one collective (an expert's own, a dense one's own)
-    if (gather_mode_ == spec::Zero3Gather::Module && t.module == module && (out.back().expert > 0) == t.expert) {
+    // a module's tensors coalesced into one collective
+    if (gather_mode_ == spec::Zero3Gather::Module && t.module == module) {
       out.back().dense += part.dense;
       out.back().expert += part.expert;
       continue;
@@ -118,59 +119,75 @@ std::vector<DataParallel::UnitParams> DataParallel::collective_parts(int stage, 
   return out;
 }
 
-Duration DataParallel::list_io_time(const UnitParams& part) const {
-  if (!list_io_) return Duration::zero();
+std::vector<DataParallel::UnitParams> DataParallel::reduce_parts(int stage, int unit) const {
+  // (LoRA's adapters are reduced as one tensor per unit; DeepSpeed since 0.4 reduces gradients by
+  // the bucket, here by the unit)
+  if (gather_mode_ != spec::Zero3Gather::Parameter || ctx_.job().workload.training.lora)
+    return {grad_params(stage, unit)};
+  std::vector<UnitParams> out;
+  for (const auto& t : unit_tensors(unit))
+    out.push_back(t.expert ? UnitParams{0, t.elements} : UnitParams{t.elements, 0});
+  return out;
+}
+
+Duration DataParallel::own_launch_time(const UnitParams& part) const {
+  // a part of dense and expert tensors is two collectives, each over its own group (gather_steps,
+  // reduce_steps)
   const auto& job = ctx_.job();
+  const int collectives = (part.dense > 0 ? 1 : 0) + (part.expert > 0 ? 1 : 0);
+  const auto launch = ctx_.options().host.collective_launch * collectives;
+  if (!list_io_) return launch;
   const std::int64_t dense = shard_.size > 0 ? shard_.size : spec::zero_shards(job);
   const std::int64_t expert =
       expert_shard().size > 0 ? expert_shard().size : job.dp * job.strategy.cp / spec::ep_outer(job.strategy);
   // per rank's slice, one eager copy on the host: ProcessGroupNCCL copies each slice out of its
   // flat output after the all-gather, or into its flat input before the reduce-scatter
-  // (flatten_for_scatter_gather; DeepSpeed's Python slicing, views without a kernel, not counted);
-  // a part with dense and expert tensors is two collectives (gather_steps, reduce_steps)
+  // (flatten_for_scatter_gather; DeepSpeed's Python slicing, views without a kernel, not counted)
   const std::int64_t slices = (part.dense > 0 ? dense : 0) + (part.expert > 0 ? expert : 0);
-  return ctx_.options().host.eager_launch * slices;
+  return launch + ctx_.options().host.eager_launch * slices;
 }
 
-TaskList DataParallel::gather_unit(int stage, int unit, std::string_view name) {
+TaskList DataParallel::gather_unit(int stage, const std::vector<UnitParams>& parts, std::string_view name) {
   auto& st = stages_[static_cast<std::size_t>(stage)];
-  if (gather_mode_ == spec::Zero3Gather::Unit && !sync_ && !list_io_) {
-    // (its launch is part of the pass's: Passes::host_time)
-    st.last_dp = gather(stage, gathered_params(stage, unit), name);
-    return st.last_dp;
-  }
   TaskList last(ctx_.stage_ranks(stage).size(), kNoTask);
-  for (const auto& part : collective_parts(stage, unit, true)) {
+  if (!launches_own_collectives()) {
+    // (its launch is part of the pass's: Passes::host_time)
+    for (const auto& part : parts) last = gather(stage, part, name);
+    st.last_zero3 = last;
+    return last;
+  }
+  const auto& h = ctx_.options().host;
+  for (const auto& part : parts) {
     if (part.dense + part.expert <= 0) continue;
     if (sync_) {
       // torch.cuda.synchronize(): everything issued so far ends first
       ctx_.wait(stage, StreamKind::Host, ctx_.last_compute(stage, 0));
-      if (!st.last_dp.empty()) ctx_.wait(stage, StreamKind::Host, st.last_dp);
+      ctx_.wait(stage, StreamKind::Host, ctx_.last_compute(stage, 1));
+      if (!st.last_zero3.empty()) ctx_.wait(stage, StreamKind::Host, st.last_zero3);
     }
-    ctx_.launch(stage, "zero3 gather launch", ctx_.options().host.collective_launch);
+    const auto own = own_launch_time(part);
+    const auto launch = h.collective_launch * ((part.dense > 0 ? 1 : 0) + (part.expert > 0 ? 1 : 0));
+    ctx_.launch(stage, "zero3 gather launch", launch);
     last = gather(stage, part, name);
-    st.last_dp = last;
+    st.last_zero3 = last;
     // the gathered slices copied out of the flat buffer, one per rank, after the collective
-    if (list_io_) ctx_.launch(stage, "zero3 gather copy-out", list_io_time(part));
+    if (own > launch) ctx_.launch(stage, "zero3 gather copy-out", own - launch);
     // (and, synchronous, the host waits for them before it goes on)
     if (sync_) ctx_.wait(stage, StreamKind::Host, last);
   }
   return last;
 }
 
-void DataParallel::reduce_scatter_unit(int stage, int unit, const UnitParams& p) {
+void DataParallel::reduce_scatter_unit(int stage, int unit) {
   const auto name = fmt::format("grad reduce-scatter {}", unit);
-  if (gather_mode_ == spec::Zero3Gather::Unit && !list_io_) {
-    reduce(stage, p, true, name);
-  } else {
-    for (const auto& part : collective_parts(stage, unit, false)) {
-      if (part.dense + part.expert <= 0) continue;
-      // the gradient's slices copied into the flat input, one per rank, then the collective
-      ctx_.launch(stage, "grad reduce-scatter launch", ctx_.options().host.collective_launch + list_io_time(part));
-      reduce(stage, part, true, name);
-    }
+  for (const auto& part : reduce_parts(stage, unit)) {
+    if (part.dense + part.expert <= 0) continue;
+    // the gradient's slices copied into the flat input, one per rank, then the collective
+    if (launches_own_collectives()) ctx_.launch(stage, "grad reduce-scatter launch", own_launch_time(part));
+    reduce(stage, part, true, name);
   }
-  stages_[static_cast<std::size_t>(stage)].last_dp = stages_[static_cast<std::size_t>(stage)].reductions.back();
+  auto& st = stages_[static_cast<std::size_t>(stage)];
+  st.last_zero3 = st.reductions.back();
 }
 
 DataParallel::UnitParams DataParallel::grad_params(int stage, int unit) const {
@@ -244,7 +261,7 @@ Duration DataParallel::uncontended(int stage, const std::vector<Step>& steps) {
 }
 
 TaskList DataParallel::gather(int stage, const UnitParams& p, std::string_view name) {
-  TaskList last;
+  TaskList last(ctx_.stage_ranks(stage).size(), kNoTask);
   for (const auto& s : gather_steps(p))
     last = ctx_.collective(stage, name, s.kind, s.bytes, *s.dims, StreamKind::DpComm, Category::DpComm, 1.0, "auto",
                            s.subgroup);
@@ -371,7 +388,8 @@ void DataParallel::before_pass(int stage, int chunk, int unit, int microbatch, b
     // prefetch the next unit once the previous unit has run (at most two units gathered at once)
     if (g.prefetch) ctx_.wait(stage, StreamKind::DpComm, previous);
     const auto p = gathered_params(stage, g.unit);
-    const auto task = gather_unit(stage, g.unit, fmt::format("zero3 gather {}{}", forward ? "F" : "B", g.unit));
+    const auto task =
+        gather_unit(stage, gather_parts(stage, g.unit), fmt::format("zero3 gather {}{}", forward ? "F" : "B", g.unit));
     ctx_.memory(stage, task, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
     st.gathered[g.key] = task;
     if (copy_out_bytes_per_param() > 0) st.to_copy_out.insert(g.key);
@@ -411,23 +429,31 @@ std::vector<DataParallel::Gather> DataParallel::gathers_of(int stage, int chunk,
   return out;
 }
 
-void DataParallel::before_launch(int stage, int chunk, int unit, int microbatch, bool forward, bool replayed) {
-  if (zero_ == 3 && sync_) {
+void DataParallel::before_launch(int stage, int chunk, int unit, int microbatch, bool forward, bool recomputed) {
+  if (sync_) {
     auto& st = stages_[static_cast<std::size_t>(stage)];
     const auto key = gather_key(unit, microbatch, forward);
     if (st.gathered.contains(key)) return;
     const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
     const auto name = fmt::format("zero3 gather {}{}", forward ? "F" : "B", unit);
-    // (a recomputed layer's parameters are released after its recomputation and gathered again)
-    const int rounds = !forward && replayed && !keep_for_backward_ ? 2 : 1;
-    for (int round = 0; round < rounds; ++round) {
-      const auto task = gather_unit(stage, unit, name);
-      if (round == 0) {
-        const auto p = gathered_params(stage, unit);
-        ctx_.memory(stage, task, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
+    const auto parts = gather_parts(stage, unit);
+    auto task = gather_unit(stage, parts, name);
+    const auto p = gathered_params(stage, unit);
+    ctx_.memory(stage, task, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
+    // a recomputed layer's parameters are released after its recomputation and gathered again for
+    // its backward, unless fewer than zero3_max_reuse_distance elements are fetched in between:
+    // those of the modules after it, gathered for their recomputation (DeepSpeed's
+    // _keep_for_later on its trace)
+    if (!forward && recomputed) {
+      std::vector<UnitParams> again;
+      double after = 0;
+      for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+        if (after >= max_reuse_distance_) again.insert(again.begin(), *it);
+        after += it->dense + it->expert;
       }
-      st.gathered[key] = task;
+      if (!again.empty()) task = gather_unit(stage, again, name);
     }
+    st.gathered[key] = task;
     if (copy_out_bytes_per_param() > 0) st.to_copy_out.insert(key);
     return;
   }
@@ -466,7 +492,7 @@ void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatc
       ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers, true);
     if (microbatch + 1 < microbatches_) return;
     before_reduce_scatter(stage, p, unit);
-    reduce_scatter_unit(stage, unit, p);
+    reduce_scatter_unit(stage, unit);
     ctx_.memory(stage, st.reductions.back(), -static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers,
                 true);
     return;
@@ -481,7 +507,7 @@ void DataParallel::gradients_ready(int stage, int chunk, int unit, int microbatc
         reduce_copy_bytes_per_param() > 0 ? grad_bytes_ : model::weight_bytes(ctx_.job().workload.training.dtype);
     ctx_.memory(stage, last, static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers, true);
     before_reduce_scatter(stage, p, unit);
-    reduce_scatter_unit(stage, unit, p);
+    reduce_scatter_unit(stage, unit);
     ctx_.memory(stage, st.reductions.back(), -static_cast<std::int64_t>((p.dense + p.expert) * g), MemoryKind::Buffers,
                 true);
     return;

@@ -5,7 +5,9 @@
 // overlapped with the next forward (ZeRO-1, Megatron's distributed optimizer with
 // --overlap-param-gather) or before it,
 // gradients reduce-scattered unit by unit every micro-batch (ZeRO-2), parameters gathered per unit
-// before forward and backward with one unit of prefetch (ZeRO-3/FSDP); then the optimizer step.
+// before forward and backward with one unit of prefetch (ZeRO-3/FSDP), or as DeepSpeed gathers them
+// (per module or per tensor, synchronously, through tensor lists: spec::StrategySpec::zero3_gather
+// and the keys after it); then the optimizer step.
 // Private to lower/.
 #include <deque>
 #include <map>
@@ -38,9 +40,13 @@ class DataParallel {
   // first waits, for each gather the pass issues, until the parameters gathered two units before
   // are freed on the device.
   // Under zero3_sync the host fetches the pass's parameters here: for each gather it synchronizes
-  // the device, launches the gather and waits for it (a `replayed` layer's backward gathers twice,
-  // for its recomputation and for its backward).
-  void before_launch(int stage, int chunk, int unit, int microbatch, bool forward, bool replayed = false);
+  // the device, launches the gather and waits for it (a `recomputed` layer's backward gathers again
+  // what its recomputation released).
+  void before_launch(int stage, int chunk, int unit, int microbatch, bool forward, bool recomputed = false);
+  // Whether ZeRO-3's collectives are launched by the host one by one (per module or tensor,
+  // synchronously or through tensor lists), each a host task of its own, rather than as part of
+  // their pass's launch (Passes::host_time).
+  bool launches_own_collectives() const;
   // Before a unit's forward or backward (its pass order given): the compute stream waits for its
   // parameters; ZeRO-3 gathers them and prefetches the next unit once `previous` has run.
   void before_pass(int stage, int chunk, int unit, int microbatch, bool forward, const TaskList& previous);
@@ -82,7 +88,7 @@ class DataParallel {
     std::vector<std::size_t> deferred;  // buckets reduced after the backward (no overlap_grad_reduce)
     std::deque<TaskList> frees;         // ZeRO-3: gathered parameters freed, not yet waited for
     std::set<GatherKey> to_copy_out;    // FSDP2: gathers whose copy-out their first pass still runs
-    TaskList last_dp;                   // the last task issued on the data-parallel stream
+    TaskList last_zero3;                // the last ZeRO-3 gather or reduce-scatter issued
   };
 
   UnitParams unit_params(int stage, int unit) const;
@@ -91,18 +97,21 @@ class DataParallel {
   // What ZeRO-3 gathers of the unit: its parameters less the tensors below the persistence
   // threshold, which every rank keeps whole.
   UnitParams gathered_params(int stage, int unit) const;
-  // The collectives one gather or reduce-scatter of the unit issues, as (dense, expert) elements:
-  // one per dtype group (zero3_gather=unit) or one per tensor (parameter); `gather` leaves out the
-  // persistent tensors.
-  std::vector<UnitParams> collective_parts(int stage, int unit, bool gather) const;
-  // Under zero3_list_io, the host's time to slice a collective's buffer per rank of the group it
-  // runs over and copy each slice out of the gather's output or into the reduce-scatter's input.
-  Duration list_io_time(const UnitParams& part) const;
-  // ZeRO-3: the unit's gather, in collective_parts; under zero3_sync the host first synchronizes
-  // the device (its last compute and data-parallel work) and then waits for each collective.
-  TaskList gather_unit(int stage, int unit, std::string_view name);
-  // ZeRO-2/3: the unit's gradients reduce-scattered, in collective_parts.
-  void reduce_scatter_unit(int stage, int unit, const UnitParams& p);
+  // The parts ZeRO-3 gathers a unit in, in forward order, as (dense, expert) elements, each part
+  // one gather (two where it holds dense and expert tensors): the unit (zero3_gather=unit), each
+  // module's tensors (module) or each tensor (parameter), the persistent tensors left out.
+  std::vector<UnitParams> gather_parts(int stage, int unit) const;
+  // The parts its gradients are reduce-scattered in: each tensor under `parameter`, else the unit.
+  std::vector<UnitParams> reduce_parts(int stage, int unit) const;
+  // The host's time to issue a part's collectives when it launches them itself: each one's launch
+  // and, under zero3_list_io, one copy per rank of its group (each rank's slice copied out of the
+  // gather's output or into the reduce-scatter's input).
+  Duration own_launch_time(const UnitParams& part) const;
+  // ZeRO-3: a gather of `parts`; under zero3_sync the host first synchronizes the device (its last
+  // compute and ZeRO-3 collective) and then waits for each collective.
+  TaskList gather_unit(int stage, const std::vector<UnitParams>& parts, std::string_view name);
+  // ZeRO-2/3: the unit's gradients reduce-scattered, in reduce_parts.
+  void reduce_scatter_unit(int stage, int unit);
   // the unit's parameters that train, whose gradients are reduced (under LoRA its adapters)
   UnitParams grad_params(int stage, int unit) const;
   GatherKey gather_key(int unit, int microbatch, bool forward) const;
@@ -163,7 +172,8 @@ class DataParallel {
   spec::Zero3Gather gather_mode_;
   bool sync_;
   bool list_io_;
-  double persistence_;  // zero3_persistence_threshold, in elements
+  double persistence_threshold_;  // zero3_persistence_threshold, in elements
+  double max_reuse_distance_;     // zero3_max_reuse_distance, in elements
   double grad_bytes_;  // per gradient element reduced
   Subgroup shard_;     // the ranks ZeRO shards over (HSDP: part of the data-parallel group)
   std::int64_t microbatches_;

@@ -587,9 +587,8 @@ Duration Passes::host_time(int stage, int unit, char pass, bool recomputed) {
   }
   // ZeRO-3: the unit's gather before each pass, its reduce-scatter with its weight gradients
   const bool weights = pass == 'W' || (pass == 'B' && !split_);
-  // (launched one by one where they are issued one per tensor or synchronously: DataParallel)
-  const bool zero3_own = job.strategy.zero == 3 && job.strategy.zero3_gather == spec::Zero3Gather::Unit &&
-                         !job.strategy.zero3_sync && !job.strategy.zero3_list_io;
+  // (or launched one by one by DataParallel)
+  const bool zero3_own = job.strategy.zero == 3 && !dp_.launches_own_collectives();
   const int own = zero3_own ? (pass != 'W' ? 1 : 0) + (weights ? 1 : 0) : 0;
   const auto& h = ctx_.options().host;
   Duration t = h.collective_launch * own;
@@ -621,8 +620,9 @@ void Passes::plan_host(int stage, const StageSchedule& schedule) {
   host_hidden_.resize(static_cast<std::size_t>(ctx_.stages()), false);
   launched_.resize(static_cast<std::size_t>(ctx_.stages()), false);
   const auto& job = ctx_.job();
-  // (a host that waits for the device before its gathers is never ahead of it)
-  if (job.strategy.zero == 3 && (job.strategy.limit_all_gathers || job.strategy.zero3_sync)) return;
+  // (a host that waits for the device before its gathers is never ahead of it; one that launches
+  // ZeRO-3's collectives one by one spends time host_time does not count)
+  if (job.strategy.zero == 3 && (job.strategy.limit_all_gathers || dp_.launches_own_collectives())) return;
   bool first = true;
   bool hidden = true;
   Duration lead = Duration::zero();

@@ -77,7 +77,7 @@ LayerParams layer_params(const ModelSpec& m, bool moe) {
   }
   const auto& e = *m.moe;
   const double expert = mlp_params(m, static_cast<double>(e.expert_ffn_hidden));
-  p.mlp = e.shared_experts * expert;
+  p.mlp = e.shared_experts > 0 ? mlp_params(m, e.shared_experts * static_cast<double>(e.expert_ffn_hidden)) : 0;
   p.router = static_cast<double>(m.hidden) * e.experts;
   p.experts = e.experts * expert;
   return p;
@@ -94,7 +94,9 @@ StageParams layer_share(const ModelSpec& m, bool moe, int tp, int ep, int etp) {
   } else {
     const auto& e = *m.moe;
     const double ffn = static_cast<double>(e.expert_ffn_hidden);
-    s.dense += e.shared_experts * mlp_params_tp(m, ffn, tp) + static_cast<double>(m.hidden) * e.experts;
+    // the shared experts: one MLP of their combined width (Megatron's SharedExpertMLP)
+    const double shared = e.shared_experts > 0 ? mlp_params_tp(m, e.shared_experts * ffn, tp) : 0;
+    s.dense += shared + static_cast<double>(m.hidden) * e.experts;
     s.expert = static_cast<double>(e.experts) / ep * mlp_params_tp(m, ffn, etp);
   }
   s.largest_layer = s.dense + s.expert;
@@ -319,7 +321,8 @@ std::vector<ParamTensor> layer_param_tensors(const ModelSpec& m, bool moe, int t
   const auto& e = *m.moe;
   const double ffn = static_cast<double>(e.expert_ffn_hidden);
   add_weight(h * e.experts, out);  // the router
-  for (int i = 0; i < e.shared_experts; ++i) add_mlp(m, ffn, tp, false, out);
+  // the shared experts: one MLP of their combined width (Megatron's SharedExpertMLP)
+  if (e.shared_experts > 0) add_mlp(m, e.shared_experts * ffn, tp, false, out);
   // (experts / ep need not be whole in a model under study: the last holds the remainder)
   const double local = static_cast<double>(e.experts) / ep;
   for (int i = 0; i < static_cast<int>(std::ceil(local)); ++i) {

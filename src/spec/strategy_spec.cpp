@@ -149,7 +149,7 @@ std::vector<KeyTexts> preset_key_texts(const StrategySpec& s, const FrameworkPre
       {"zero", std::to_string(s.zero), std::to_string(p.zero)},
       {"tp_overlap", text(on_off(s.tp_overlap)), text(on_off(p.tp_overlap))},
       {"grad_reduce_dtype", reduce_dtype_text(s.grad_reduce_dtype), reduce_dtype_text(p.grad_reduce_dtype)},
-      {"overlap_grad_reduce", text(on_off(s.overlap_grad_reduce)), text(on_off(p.overlap_grad_reduce))},
+      {"overlap_grad_reduce", text(on_off(s.overlap_grad_reduce)), text(on_off(p.overlap_grad_reduce_at(s.zero)))},
       {"overlap_param_gather", text(on_off(s.overlap_param_gather)), text(on_off(p.overlap_param_gather))},
       {"compile", text(on_off(s.compile)), text(on_off(p.compile))},
       {"loss", text(loss_name(s.loss)), text(loss_name(p.loss_at(s.tp)))},
@@ -167,6 +167,8 @@ std::vector<KeyTexts> preset_key_texts(const StrategySpec& s, const FrameworkPre
       {"zero3_list_io", text(on_off(s.zero3_list_io)), text(on_off(p.zero3_list_io))},
       {"zero3_persistence_threshold", std::to_string(s.zero3_persistence_threshold),
        std::to_string(p.zero3_persistence_threshold)},
+      {"zero3_max_reuse_distance", std::to_string(s.zero3_max_reuse_distance),
+       std::to_string(p.zero3_max_reuse_distance)},
       {"optimizer_impl", text(optimizer_impl_name(s.optimizer_impl)), text(optimizer_impl_name(p.optimizer_impl))},
       {"bias_grad", text(grad_kernel_text(s.bias_grad_fused)), text(grad_kernel_text(p.bias_grad_fused))},
       {"norm_grad", text(grad_kernel_text(s.norm_grad_fused)), text(grad_kernel_text(p.norm_grad_fused))},
@@ -177,8 +179,8 @@ std::vector<KeyTexts> preset_key_texts(const StrategySpec& s, const FrameworkPre
 // preset's (listed as assumed under ZeRO-3 where they are not PyTorch FSDP's).
 template <typename Assume>
 void read_zero3_keys(Reader& r, StrategySpec& s, const FrameworkPreset& preset, const Assume& assume) {
-  constexpr std::array<std::string_view, 4> kKeys{"zero3_gather", "zero3_sync", "zero3_list_io",
-                                                  "zero3_persistence_threshold"};
+  constexpr std::array<std::string_view, 5> kKeys{"zero3_gather", "zero3_sync", "zero3_list_io",
+                                                  "zero3_persistence_threshold", "zero3_max_reuse_distance"};
   for (const auto key : kKeys)
     if (r.has(key) && s.zero != 3)
       r.error_at(key, fmt::format("applies under zero=3 (it sets how ZeRO-3 gathers parameters); zero is {}", s.zero));
@@ -187,6 +189,8 @@ void read_zero3_keys(Reader& r, StrategySpec& s, const FrameworkPreset& preset, 
   s.zero3_list_io = read_switch(r, "zero3_list_io", preset.zero3_list_io);
   s.zero3_persistence_threshold =
       r.integer_or("zero3_persistence_threshold", preset.zero3_persistence_threshold, {0, std::int64_t{1} << 40});
+  s.zero3_max_reuse_distance =
+      r.integer_or("zero3_max_reuse_distance", preset.zero3_max_reuse_distance, {0, std::int64_t{1} << 40});
   if (s.zero != 3) return;
   if (!r.has("zero3_gather") && s.zero3_gather != Zero3Gather::Unit)
     assume("zero3_gather", zero3_gather_name(s.zero3_gather));
@@ -224,7 +228,7 @@ void read_framework_keys(Reader& r, StrategySpec& s) {
     s.grad_reduce_dtype = preset.grad_reduce_dtype;
     assume("grad_reduce_dtype", reduce_dtype_text(s.grad_reduce_dtype));
   }
-  s.overlap_grad_reduce = preset_switch("overlap_grad_reduce", preset.overlap_grad_reduce);
+  s.overlap_grad_reduce = preset_switch("overlap_grad_reduce", preset.overlap_grad_reduce_at(s.zero));
   s.overlap_param_gather = preset_switch("overlap_param_gather", preset.overlap_param_gather);
   s.fp8 = r.optional_choice<Fp8Recipe>("fp8", kFp8);
   if (r.has("reshard_after_forward")) s.reshard_after_forward = read_switch(r, "reshard_after_forward", true);
@@ -401,6 +405,8 @@ std::string zero3_text(const StrategySpec& s, const FrameworkPreset& preset) {
   if (s.zero3_list_io != preset.zero3_list_io) out += fmt::format(",zero3_list_io={}", on_off(s.zero3_list_io));
   if (s.zero3_persistence_threshold != preset.zero3_persistence_threshold)
     out += fmt::format(",zero3_persistence_threshold={}", s.zero3_persistence_threshold);
+  if (s.zero3_max_reuse_distance != preset.zero3_max_reuse_distance)
+    out += fmt::format(",zero3_max_reuse_distance={}", s.zero3_max_reuse_distance);
   return out;
 }
 }  // namespace
@@ -443,7 +449,7 @@ std::string strategy_text(const StrategySpec& s) {
   if (s.fp8 && !s.assumed.contains("fp8")) out += fmt::format(",fp8={}", fp8_recipe_name(*s.fp8));
   if (s.grad_reduce_dtype != preset.grad_reduce_dtype)
     out += fmt::format(",grad_reduce_dtype={}", reduce_dtype_text(s.grad_reduce_dtype));
-  if (s.overlap_grad_reduce != preset.overlap_grad_reduce)
+  if (s.overlap_grad_reduce != preset.overlap_grad_reduce_at(s.zero))
     out += fmt::format(",overlap_grad_reduce={}", on_off(s.overlap_grad_reduce));
   if (s.overlap_param_gather != preset.overlap_param_gather)
     out += fmt::format(",overlap_param_gather={}", on_off(s.overlap_param_gather));

@@ -123,6 +123,13 @@ struct FrameworkPreset {
   bool zero3_sync = false;
   bool zero3_list_io = false;
   std::int64_t zero3_persistence_threshold = 0;
+  std::int64_t zero3_max_reuse_distance = 1'000'000'000;
+  // overlap_grad_reduce applies under ZeRO-3 only (DeepSpeed's overlap_comm defaults to true for
+  // stage 3, false below: zero/config.py overlap_comm_valid).
+  bool overlap_grad_reduce_zero3_only = false;
+  bool overlap_grad_reduce_at(int zero_stage) const {
+    return overlap_grad_reduce && (!overlap_grad_reduce_zero3_only || zero_stage == 3);
+  }
 };
 
 const FrameworkPreset& framework_preset(Framework framework);

@@ -222,6 +222,10 @@ struct StrategySpec {
   // whole on every rank, never gathered (DeepSpeed's stage3_param_persistence_threshold, 1e5 since
   // 0.3.13). Their gradients are still reduced.
   std::int64_t zero3_persistence_threshold = 0;
+  // Under zero3_sync, a recomputed layer's module keeps its parameters from its recomputation to its
+  // backward when fewer elements than this are gathered in between (`zero3_max_reuse_distance`,
+  // DeepSpeed's stage3_max_reuse_distance, 1e9); else it is gathered again.
+  std::int64_t zero3_max_reuse_distance = 1'000'000'000;
   OptimizerImpl optimizer_impl = OptimizerImpl::Fused;
   // How the backward computes a linear layer's bias gradient (`bias_grad`, models with biases):
   // `separate`, a reduction kernel of its own over the output gradient (PyTorch autograd's addmm

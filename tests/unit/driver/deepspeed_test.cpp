@@ -70,10 +70,19 @@ TEST_CASE("DeepSpeed 0.3 gathers each parameter tensor above the persistence thr
   CHECK(plain.count(lower::StreamKind::DpComm, "zero3 gather F") == kGathersPerPass);
   CHECK(plain.count(lower::StreamKind::DpComm, "zero3 gather B") == kGathersPerPass);
   CHECK(plain.count(lower::StreamKind::DpComm, "grad reduce-scatter") == kReductions);
-  // full recomputation: a layer's parameters are released after its recomputation and gathered
-  // again for its backward (the embedding is not recomputed)
+  // full recomputation: a module's parameters are kept from its recomputation to its backward when
+  // fewer than stage3_max_reuse_distance elements are gathered in between, those of the modules
+  // after it in the layer. A layer holds 12h² = 201M elements, under the default 1e9: none is
+  // gathered again
   const auto full = ds_run(ds_job("recompute=full"));
-  CHECK(full.count(lower::StreamKind::DpComm, "zero3 gather B") == 2 * kGathersPerPass - 2);
+  CHECK(full.count(lower::StreamKind::DpComm, "zero3 gather B") == kGathersPerPass);
+  // at 0 every one is (the embedding is not recomputed)
+  const auto none = ds_run(ds_job("recompute=full,zero3_max_reuse_distance=0"));
+  CHECK(none.count(lower::StreamKind::DpComm, "zero3 gather B") == 2 * kGathersPerPass - 2);
+  // at 1e8: fc2 (nothing after it) and fc1 (fc2's 4h² = 67M after it) are kept; out_proj (8h² =
+  // 134M after it) and QKV are gathered again
+  const auto some = ds_run(ds_job("recompute=full,zero3_max_reuse_distance=100000000"));
+  CHECK(some.count(lower::StreamKind::DpComm, "zero3 gather B") == kGathersPerPass + 2 * kLayers);
   // without the threshold the biases and norms are gathered too: all 12 tensors of a layer, the
   // head's final norm (the embeddings as before)
   const auto all = ds_run(ds_job("recompute=none,zero3_persistence_threshold=0"));
@@ -133,4 +142,35 @@ TEST_CASE("DeepSpeed since 0.4 gathers each module's tensors in one collective, 
     }
   }
   CHECK(beside > kLayers);
+}
+
+TEST_CASE("a unit left with nothing to gather gathers nothing") {
+  // the head of a model with tied embeddings on one stage holds only the final LayerNorm, under
+  // the persistence threshold; the same with the whole unit gathered at once
+  const auto unit = ds_run(ds_job("recompute=none,zero3_gather=unit,zero3_sync=off,zero3_list_io=off", "deepspeed"));
+  CHECK(unit.count(lower::StreamKind::DpComm, "zero3 gather F-2") == 0);
+  CHECK(unit.count(lower::StreamKind::DpComm, "zero3 gather F") == kLayers + 1);
+}
+
+TEST_CASE("an MoE layer's list copies run over each tensor's own group: 16 ranks dense, 2 for the experts") {
+  // Mixtral 8x7B on 16 GPUs with EP 8: the dense tensors shard over all 16 ranks, an expert's over
+  // the 2 holding it. Per layer, above 1e5 elements: QKV and out_proj (dense), the local expert's
+  // fc1 and fc2; under it the two RMSNorms and the router (4,096 × 8). The embedding and the
+  // untied output layer are dense; the final norm is not gathered.
+  auto w = spec::load_workload_spec(test::workload("mixtral-8x7b"));
+  w.training.global_batch = 16;
+  const auto job = [&](const std::string& io) {
+    return test::make_job("dgx-h100-superpod", w,
+                          "framework=deepspeed-2021,zero=3,ep=8,gpus=16,mb=1,recompute=none,zero3_list_io=" + io);
+  };
+  const double eager = 10e-6;
+  const auto lists = ds_run(job("on"), eager);
+  const auto flat = ds_run(job("off"), eager);
+  const int layers = w.model.layers;
+  const int gathered = layers * (2 * 16 + 2 * 2) + 16 + 16;  // per pass
+  // every tensor's gradient: per layer five dense (two norms, QKV, out_proj, router) and the
+  // expert's two; the embedding, the final norm and the output layer
+  const int reduced = layers * (5 * 16 + 2 * 2) + 3 * 16;
+  CHECK(lists.busy(lower::StreamKind::Host) - flat.busy(lower::StreamKind::Host) ==
+        doctest::Approx((2 * gathered + reduced) * eager).epsilon(1e-6));
 }

@@ -126,3 +126,27 @@ TEST_CASE("deepspeed-2021 sets DeepSpeed 0.3's ZeRO-3 keys; a key given over the
   CHECK_FALSE(fsdp.zero3_list_io);
   CHECK(fsdp.zero3_persistence_threshold == 0);
 }
+
+TEST_CASE("deepspeed gathers module by module; its overlap_comm applies under ZeRO-3 only") {
+  const auto ds = inline_strategy("framework=deepspeed");
+  CHECK(ds.zero == 3);
+  CHECK(ds.zero3_gather == Zero3Gather::Module);
+  CHECK_FALSE(ds.zero3_sync);
+  CHECK_FALSE(ds.zero3_list_io);
+  CHECK(ds.zero3_max_reuse_distance == 1'000'000'000);  // stage3_max_reuse_distance's default
+  CHECK(ds.overlap_grad_reduce);
+  // DeepSpeed's overlap_comm defaults to on for stage 3 only
+  const auto zero1 = inline_strategy("framework=deepspeed,zero=1");
+  CHECK_FALSE(zero1.overlap_grad_reduce);
+  CHECK_FALSE(inline_strategy("framework=deepspeed-2021,zero=2").overlap_grad_reduce);
+  CHECK(inline_strategy(strategy_text(zero1)) == zero1);
+  // the ZeRO-3 keys are not listed as assumed where they do not apply
+  CHECK_FALSE(zero1.assumed.contains("zero3_gather"));
+  CHECK_FALSE(zero1.assumed.contains("zero3_persistence_threshold"));
+  // overlap_grad_reduce=on given with ZeRO-1 overrides the preset's off there (as zero=1 its 3)
+  const auto given = inline_strategy("framework=deepspeed,zero=1,overlap_grad_reduce=on");
+  REQUIRE(given.overrides.keys.size() == 2);
+  CHECK(given.overrides.keys[0].key == "zero");
+  CHECK(given.overrides.keys[1].key == "overlap_grad_reduce");
+  CHECK(given.overrides.keys[1].preset == "off");
+}
