@@ -308,6 +308,9 @@ case('strategy-zero3-gather-without-zero3', f'{RUN} gpus=8,zero=1,zero3_gather=p
 case('strategy-zero3-gather-unknown', f'{RUN} gpus=8,zero=3,zero3_gather=layer', 2,
      'error: strategy "gpus=8,zero=3,zero3_gather=layer": /zero3_gather: "layer" is not valid; expected one of: '
      'unit, module, parameter')
+case('strategy-deepspeed-zero3-with-pp', f'{RUN} framework=deepspeed,pp=2,gpus=16', 2,
+     'error: strategy "framework=deepspeed,pp=2,gpus=16": /zero: framework=deepspeed runs ZeRO-1 at most under '
+     'pipeline parallelism (pp = 2): give zero=1 or less, or pp=1')
 case('strategy-zero3-persistence-negative', f'{RUN} gpus=8,zero=3,zero3_persistence_threshold=-1', 2,
      'error: strategy "gpus=8,zero=3,zero3_persistence_threshold=-1": /zero3_persistence_threshold: -1 is out of range; '
      'expected an integer in [0, 1099511627776]')

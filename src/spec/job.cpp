@@ -416,6 +416,11 @@ void resolve_framework(Job& job, Rules& rules) {
   // contradiction)
   if (s.fp8_param_gather && *s.fp8 == Fp8Recipe::Off && !framework_preset(s.framework).fp8_param_gather)
     rules.strategy("/fp8_param_gather", "fp8_param_gather=on needs an FP8 recipe (fp8=tensorwise, or training.dtype fp8)");
+  if (const auto& preset = framework_preset(s.framework); s.pp > 1 && s.zero > preset.max_zero_with_pp)
+    rules.strategy("/zero",
+                   fmt::format("framework={} runs ZeRO-{} at most under pipeline parallelism (pp = {}): give "
+                               "zero={} or less, or pp=1",
+                               framework_name(s.framework), preset.max_zero_with_pp, s.pp, preset.max_zero_with_pp));
   if (s.fp8_tp_gather == true && *s.fp8 == Fp8Recipe::Off)
     rules.strategy("/fp8_tp_gather", "fp8_tp_gather=on needs an FP8 recipe (fp8=tensorwise, or training.dtype fp8)");
   else if (s.fp8_tp_gather == true && (!s.sp || s.tp == 1))

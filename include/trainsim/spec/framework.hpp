@@ -127,6 +127,9 @@ struct FrameworkPreset {
   // overlap_grad_reduce applies under ZeRO-3 only (DeepSpeed's overlap_comm defaults to true for
   // stage 3, false below: zero/config.py overlap_comm_valid).
   bool overlap_grad_reduce_zero3_only = false;
+  // The highest ZeRO stage the framework runs beside pipeline parallelism (DeepSpeed's
+  // PipelineEngine: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism").
+  int max_zero_with_pp = 3;
   bool overlap_grad_reduce_at(int zero_stage) const {
     return overlap_grad_reduce && (!overlap_grad_reduce_zero3_only || zero_stage == 3);
   }
