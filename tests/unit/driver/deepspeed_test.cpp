@@ -44,6 +44,21 @@ struct Rank0 {
   }
 };
 
+// How many times a ZeRO-3 gather and a compute task of rank 0 overlap in time.
+int overlaps(const Rank0& r) {
+  int n = 0;
+  const auto compute = r.tasks(lower::StreamKind::Compute);
+  for (const auto t : r.tasks(lower::StreamKind::DpComm)) {
+    if (!r.g().name(t).starts_with("zero3 gather")) continue;
+    const auto& a = r.r.step->timeline.tasks[t.index()];
+    for (const auto c : compute) {
+      const auto& b = r.r.step->timeline.tasks[c.index()];
+      if (a.start < b.end && b.start < a.end) ++n;
+    }
+  }
+  return n;
+}
+
 Rank0 ds_run(const spec::Job& j, double eager = -1) {
   driver::RunOptions o;
   if (eager >= 0) {
@@ -93,19 +108,6 @@ TEST_CASE("DeepSpeed 0.3 gathers each parameter tensor above the persistence thr
 }
 
 TEST_CASE("synchronous gathers never overlap compute; asynchronous ones do") {
-  const auto overlaps = [](const Rank0& r) {
-    int n = 0;
-    const auto compute = r.tasks(lower::StreamKind::Compute);
-    for (const auto t : r.tasks(lower::StreamKind::DpComm)) {
-      if (!r.g().name(t).starts_with("zero3 gather")) continue;
-      const auto& a = r.r.step->timeline.tasks[t.index()];
-      for (const auto c : compute) {
-        const auto& b = r.r.step->timeline.tasks[c.index()];
-        if (a.start < b.end && b.start < a.end) ++n;
-      }
-    }
-    return n;
-  };
   CHECK(overlaps(ds_run(ds_job("recompute=none"))) == 0);
   CHECK(overlaps(ds_run(ds_job("recompute=none,zero3_sync=off"))) > kLayers);  // not by accident
 }
@@ -131,17 +133,7 @@ TEST_CASE("DeepSpeed since 0.4 gathers each module's tensors in one collective, 
   // the gradients reduced unit by unit: the embedding, the layers, the head
   CHECK(preset.count(lower::StreamKind::DpComm, "grad reduce-scatter") == kLayers + 2);
   // not synchronous: the gathers run beside compute
-  int beside = 0;
-  const auto compute = preset.tasks(lower::StreamKind::Compute);
-  for (const auto t : preset.tasks(lower::StreamKind::DpComm)) {
-    if (!preset.g().name(t).starts_with("zero3 gather")) continue;
-    const auto& a = preset.r.step->timeline.tasks[t.index()];
-    for (const auto c : compute) {
-      const auto& b = preset.r.step->timeline.tasks[c.index()];
-      beside += a.start < b.end && b.start < a.end ? 1 : 0;
-    }
-  }
-  CHECK(beside > kLayers);
+  CHECK(overlaps(preset) > kLayers);
 }
 
 TEST_CASE("a unit left with nothing to gather gathers nothing") {
