@@ -78,12 +78,23 @@ DataParallel::UnitParams DataParallel::unit_params(int /*stage*/, int unit) cons
   return {p.dense, p.expert};
 }
 
-std::vector<model::ParamTensor> DataParallel::unit_tensors(int unit) const {
+const std::vector<model::ParamTensor>& DataParallel::unit_tensors(int unit) const {
   const auto& job = ctx_.job();
-  if (unit == kEmbeddingUnit) return model::embedding_param_tensors(job);
-  if (unit == kHeadUnit) return model::head_param_tensors(job);
-  return model::layer_param_tensors(job.workload.model, model::is_moe_layer(job.workload.model, unit), job.strategy.tp,
-                                    job.strategy.ep, spec::expert_tp_of(job.strategy));
+  const int kind = unit_kind(job.workload.model, unit);
+  if (const auto it = tensors_.find(kind); it != tensors_.end()) return it->second;
+  auto tensors = unit == kEmbeddingUnit ? model::embedding_param_tensors(job)
+                 : unit == kHeadUnit    ? model::head_param_tensors(job)
+                                        : model::layer_param_tensors(job.workload.model, kind == 1, job.strategy.tp,
+                                                                     job.strategy.ep, spec::expert_tp_of(job.strategy));
+  return tensors_.emplace(kind, std::move(tensors)).first->second;
+}
+
+DataParallel::UnitParams DataParallel::part_of(const model::ParamTensor& t) {
+  return t.expert ? UnitParams{0, t.elements} : UnitParams{t.elements, 0};
+}
+
+int DataParallel::collectives_in(const UnitParams& part) {
+  return (part.dense > 0 ? 1 : 0) + (part.expert > 0 ? 1 : 0);
 }
 
 DataParallel::UnitParams DataParallel::gathered_params(int stage, int unit) const {
@@ -106,7 +117,7 @@ std::vector<DataParallel::UnitParams> DataParallel::gather_parts(int stage, int 
   int module = -1;
   for (const auto& t : unit_tensors(unit)) {
     if (t.elements < persistence_threshold_) continue;
-    const auto part = t.expert ? UnitParams{0, t.elements} : UnitParams{t.elements, 0};
+    const auto part = part_of(t);
     // a module's tensors coalesced into one collective
     if (gather_mode_ == spec::Zero3Gather::Module && t.module == module) {
       out.back().dense += part.dense;
@@ -125,21 +136,16 @@ std::vector<DataParallel::UnitParams> DataParallel::reduce_parts(int stage, int 
   if (gather_mode_ != spec::Zero3Gather::Parameter || ctx_.job().workload.training.lora)
     return {grad_params(stage, unit)};
   std::vector<UnitParams> out;
-  for (const auto& t : unit_tensors(unit))
-    out.push_back(t.expert ? UnitParams{0, t.elements} : UnitParams{t.elements, 0});
+  for (const auto& t : unit_tensors(unit)) out.push_back(part_of(t));
   return out;
 }
 
 Duration DataParallel::own_launch_time(const UnitParams& part) const {
-  // a part of dense and expert tensors is two collectives, each over its own group (gather_steps,
-  // reduce_steps)
-  const auto& job = ctx_.job();
-  const int collectives = (part.dense > 0 ? 1 : 0) + (part.expert > 0 ? 1 : 0);
-  const auto launch = ctx_.options().host.collective_launch * collectives;
+  const auto launch = ctx_.options().host.collective_launch * collectives_in(part);
   if (!list_io_) return launch;
-  const std::int64_t dense = shard_.size > 0 ? shard_.size : spec::zero_shards(job);
-  const std::int64_t expert =
-      expert_shard().size > 0 ? expert_shard().size : job.dp * job.strategy.cp / spec::ep_outer(job.strategy);
+  // the ranks each group shards over (shard_, expert_shard)
+  const std::int64_t dense = spec::zero_shards(ctx_.job());
+  const std::int64_t expert = expert_shard().size > 0 ? expert_shard().size : expert_ranks();
   // per rank's slice, one eager copy on the host: ProcessGroupNCCL copies each slice out of its
   // flat output after the all-gather, or into its flat input before the reduce-scatter
   // (flatten_for_scatter_gather; DeepSpeed's Python slicing, views without a kernel, not counted)
@@ -166,7 +172,7 @@ TaskList DataParallel::gather_unit(int stage, const std::vector<UnitParams>& par
       if (!st.last_zero3.empty()) ctx_.wait(stage, StreamKind::Host, st.last_zero3);
     }
     const auto own = own_launch_time(part);
-    const auto launch = h.collective_launch * ((part.dense > 0 ? 1 : 0) + (part.expert > 0 ? 1 : 0));
+    const auto launch = h.collective_launch * collectives_in(part);
     ctx_.launch(stage, "zero3 gather launch", launch);
     last = gather(stage, part, name);
     st.last_zero3 = last;
@@ -352,10 +358,14 @@ Duration DataParallel::optimizer_launch_time(int stage) const {
   return ctx_.options().host.eager_launch * launches;
 }
 
+std::int64_t DataParallel::expert_ranks() const {
+  return ctx_.job().dp * ctx_.job().strategy.cp / spec::ep_outer(ctx_.job().strategy);
+}
+
 Subgroup DataParallel::expert_shard() const {
   // experts shard over their own (smaller) data-parallel group, in blocks no larger than zero_group
-  const auto expert_ranks = ctx_.job().dp * ctx_.job().strategy.cp / spec::ep_outer(ctx_.job().strategy);
-  return shard_.size > 0 && shard_.size < expert_ranks && expert_ranks % shard_.size == 0 ? shard_ : Subgroup{};
+  const auto ranks = expert_ranks();
+  return shard_.size > 0 && shard_.size < ranks && ranks % shard_.size == 0 ? shard_ : Subgroup{};
 }
 
 void DataParallel::start_of_step() {
@@ -383,16 +393,12 @@ void DataParallel::before_pass(int stage, int chunk, int unit, int microbatch, b
     return;
   }
   if (zero_ != 3) return;
-  const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
   for (const auto& g : gathers_of(stage, chunk, unit, microbatch, forward)) {
     // prefetch the next unit once the previous unit has run (at most two units gathered at once)
     if (g.prefetch) ctx_.wait(stage, StreamKind::DpComm, previous);
-    const auto p = gathered_params(stage, g.unit);
     const auto task =
         gather_unit(stage, gather_parts(stage, g.unit), fmt::format("zero3 gather {}{}", forward ? "F" : "B", g.unit));
-    ctx_.memory(stage, task, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
-    st.gathered[g.key] = task;
-    if (copy_out_bytes_per_param() > 0) st.to_copy_out.insert(g.key);
+    keep_gathered(stage, g.unit, g.key, task, task);
   }
   const auto key = gather_key(unit, microbatch, forward);
   ctx_.wait(stage, StreamKind::Compute, st.gathered.at(key));
@@ -402,6 +408,16 @@ void DataParallel::before_pass(int stage, int chunk, int unit, int microbatch, b
     ctx_.compute(stage, std::string_view(name), copy_time(copy_out_bytes_per_param() * (p.dense + p.expert)),
                  Category::Compute);
   }
+}
+
+void DataParallel::keep_gathered(int stage, int unit, const GatherKey& key, const TaskList& first,
+                                 const TaskList& last) {
+  auto& st = stages_[static_cast<std::size_t>(stage)];
+  const auto p = gathered_params(stage, unit);
+  const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
+  ctx_.memory(stage, first, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
+  st.gathered[key] = last;
+  if (copy_out_bytes_per_param() > 0) st.to_copy_out.insert(key);
 }
 
 DataParallel::GatherKey DataParallel::gather_key(int unit, int microbatch, bool forward) const {
@@ -434,12 +450,10 @@ void DataParallel::before_launch(int stage, int chunk, int unit, int microbatch,
     auto& st = stages_[static_cast<std::size_t>(stage)];
     const auto key = gather_key(unit, microbatch, forward);
     if (st.gathered.contains(key)) return;
-    const auto w = model::weight_bytes(ctx_.job().workload.training.dtype);
     const auto name = fmt::format("zero3 gather {}{}", forward ? "F" : "B", unit);
     const auto parts = gather_parts(stage, unit);
-    auto task = gather_unit(stage, parts, name);
-    const auto p = gathered_params(stage, unit);
-    ctx_.memory(stage, task, static_cast<std::int64_t>((p.dense + p.expert) * w), MemoryKind::Buffers, false);
+    const auto first = gather_unit(stage, parts, name);
+    auto last = first;
     // a recomputed layer's parameters are released after its recomputation and gathered again for
     // its backward, unless fewer than zero3_max_reuse_distance elements are fetched in between:
     // those of the modules after it, gathered for their recomputation (DeepSpeed's
@@ -451,10 +465,9 @@ void DataParallel::before_launch(int stage, int chunk, int unit, int microbatch,
         if (after >= max_reuse_distance_) again.insert(again.begin(), *it);
         after += it->dense + it->expert;
       }
-      if (!again.empty()) task = gather_unit(stage, again, name);
+      if (!again.empty()) last = gather_unit(stage, again, name);
     }
-    st.gathered[key] = task;
-    if (copy_out_bytes_per_param() > 0) st.to_copy_out.insert(key);
+    keep_gathered(stage, unit, key, first, last);
     return;
   }
   if (zero_ != 3 || !limit_all_gathers_) return;
@@ -570,8 +583,7 @@ Duration DataParallel::optimizer_step_time(int stage) const {
   const auto& p = trainable_.at(static_cast<std::size_t>(stage));
   const double shards = zero_ >= 1 ? static_cast<double>(spec::zero_shards(job)) : 1.0;
   // experts shard over the ranks holding the same experts, in groups no larger than zero_group
-  const double expert_ranks = static_cast<double>(job.dp * job.strategy.cp / spec::ep_outer(job.strategy));
-  const double expert_shards = zero_ >= 1 ? std::max(1.0, std::min(shards, expert_ranks)) : 1.0;
+  const double expert_shards = zero_ >= 1 ? std::max(1.0, std::min(shards, static_cast<double>(expert_ranks()))) : 1.0;
   const double local = p.dense / shards + p.expert / expert_shards;
   return model::optimizer_time(local, job.workload.training.optimizer, ctx_.kernels());
 }

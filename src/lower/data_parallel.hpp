@@ -92,8 +92,13 @@ class DataParallel {
   };
 
   UnitParams unit_params(int stage, int unit) const;
-  // The unit's parameter tensors on a GPU (model::layer_param_tensors, the embedding's, the head's).
-  std::vector<model::ParamTensor> unit_tensors(int unit) const;
+  // The unit's parameter tensors on a GPU (model::layer_param_tensors, the embedding's, the head's),
+  // built once per unit kind.
+  const std::vector<model::ParamTensor>& unit_tensors(int unit) const;
+  // One tensor as a part of a collective; the collectives a part is, one per group its tensors
+  // shard over (gather_steps, reduce_steps).
+  static UnitParams part_of(const model::ParamTensor& t);
+  static int collectives_in(const UnitParams& part);
   // What ZeRO-3 gathers of the unit: its parameters less the tensors below the persistence
   // threshold, which every rank keeps whole.
   UnitParams gathered_params(int stage, int unit) const;
@@ -123,6 +128,9 @@ class DataParallel {
     bool prefetch;
   };
   std::vector<Gather> gathers_of(int stage, int chunk, int unit, int microbatch, bool forward) const;
+  // A gather of the unit's parameters for `key` issued from `first` to `last`: its buffer held from
+  // `first` (released in after_pass), the pass waiting for `last`, FSDP2's copy-out still to run.
+  void keep_gathered(int stage, int unit, const GatherKey& key, const TaskList& first, const TaskList& last);
   void build_buckets(int stage);
   TaskList gather(int stage, const UnitParams& p, std::string_view name);
   void reduce(int stage, const UnitParams& p, bool scatter, std::string_view name);
@@ -155,6 +163,8 @@ class DataParallel {
   // A whole bucket's gradients: all-reduced, or reduce-scattered under ZeRO-1.
   void reduce_bucket(int stage, std::size_t bucket);
   Subgroup expert_shard() const;
+  // The ranks holding the same experts (the expert-data-parallel group: dp·cp / the outer ep).
+  std::int64_t expert_ranks() const;
   Duration optimizer_launch_time(int stage) const;
   // The optimizer step's kernels over the stage's (sharded) parameters.
   Duration optimizer_step_time(int stage) const;
@@ -182,6 +192,7 @@ class DataParallel {
   std::vector<StageState> stages_;
   std::vector<spec::ParallelDim> dense_dims_;
   std::vector<spec::ParallelDim> expert_dims_;
+  mutable std::map<int, std::vector<model::ParamTensor>> tensors_;  // unit_tensors, by unit_kind
 };
 
 }  // namespace trainsim::lower

@@ -206,27 +206,39 @@ StageParams layer_params_on_gpu(const ModelSpec& model, bool moe, int tp, int ep
   return layer_share(model, moe, tp, ep, etp);
 }
 
+namespace {
+
+// The vocabulary matrices the head's stage holds (each vocab_shard × h): an untied output layer, or
+// (pp > 1) the copy of the tied embedding Megatron keeps on the last stage; and with multi-token
+// prediction beside an untied output layer, a copy of the embedding there too (Megatron-Core
+// builds it where the modules are: pre_process or mtp_process).
+int head_vocab_matrices(const spec::Job& job) {
+  const auto& m = job.workload.model;
+  const bool staged = job.stage_layers.size() > 1;
+  const bool output = !m.tied_embeddings || staged;
+  const bool embedding = m.mtp_layers > 0 && !m.tied_embeddings && staged && spec::head_stage(job) != 0;
+  return (output ? 1 : 0) + (embedding ? 1 : 0);
+}
+
+double vocab_shard(const spec::Job& job) {
+  return static_cast<double>((job.workload.model.vocab + job.strategy.tp - 1) / job.strategy.tp);
+}
+
+}  // namespace
+
 // Vocab-parallel embedding and output layer: the vocabulary is padded to a multiple of tp.
 double embedding_params_on_gpu(const spec::Job& job) {
   const auto& m = job.workload.model;
   const double h = static_cast<double>(m.hidden);
-  const double vocab_shard = static_cast<double>((m.vocab + job.strategy.tp - 1) / job.strategy.tp);
   const double position =
       m.position == spec::PositionKind::Learned ? static_cast<double>(job.workload.training.seq_len) * h : 0;
-  return vocab_shard * h + position;
+  return vocab_shard(job) * h + position;
 }
 
 double head_params_on_gpu(const spec::Job& job) {
   const auto& m = job.workload.model;
   const double h = static_cast<double>(m.hidden);
-  const double vocab_shard = static_cast<double>((m.vocab + job.strategy.tp - 1) / job.strategy.tp);
-  // An untied output layer, or (pp > 1) the copy of the tied embedding Megatron keeps on the last stage;
-  // and with multi-token prediction beside an untied output layer, a copy of the embedding there too
-  // (Megatron-Core builds it where the modules are: pre_process or mtp_process)
-  const bool staged = job.stage_layers.size() > 1;
-  const bool output = !m.tied_embeddings || staged;
-  const bool embedding = m.mtp_layers > 0 && !m.tied_embeddings && staged && spec::head_stage(job) != 0;
-  return norm_params(m) + ((output ? 1 : 0) + (embedding ? 1 : 0)) * vocab_shard * h +
+  return norm_params(m) + head_vocab_matrices(job) * vocab_shard(job) * h +
          m.mtp_layers * mtp_own_params(m, job.strategy.tp);
 }
 
@@ -338,9 +350,8 @@ std::vector<ParamTensor> layer_param_tensors(const ModelSpec& m, bool moe, int t
 std::vector<ParamTensor> embedding_param_tensors(const spec::Job& job) {
   const auto& m = job.workload.model;
   const double h = static_cast<double>(m.hidden);
-  const double vocab_shard = static_cast<double>((m.vocab + job.strategy.tp - 1) / job.strategy.tp);
   std::vector<ParamTensor> out;
-  add_weight(vocab_shard * h, out);
+  add_weight(vocab_shard(job) * h, out);
   if (m.position == spec::PositionKind::Learned)
     add_weight(static_cast<double>(job.workload.training.seq_len) * h, out);
   return out;
@@ -351,10 +362,7 @@ std::vector<ParamTensor> head_param_tensors(const spec::Job& job) {
   const double h = static_cast<double>(m.hidden);
   std::vector<ParamTensor> out;
   add_norm(m, h, out);
-  const double vocab_shard = static_cast<double>((m.vocab + job.strategy.tp - 1) / job.strategy.tp);
-  // the same matrices as head_params_on_gpu counts
-  const double vocab = head_params_on_gpu(job) - norm_params(m) - m.mtp_layers * mtp_own_params(m, job.strategy.tp);
-  for (int i = 0; i < static_cast<int>(std::lround(vocab / (vocab_shard * h))); ++i) add_weight(vocab_shard * h, out);
+  for (int i = 0; i < head_vocab_matrices(job); ++i) add_weight(vocab_shard(job) * h, out);
   for (int j = 0; j < m.mtp_layers; ++j) {
     add_weight(2 * h * h / job.strategy.tp, out);
     for (int n = 0; n < 3; ++n) add_norm(m, h, out);

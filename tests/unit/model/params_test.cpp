@@ -134,6 +134,20 @@ TEST_CASE("a layer's parameter tensors are Megatron's modules' and add up to the
   }
 }
 
+TEST_CASE("the head holds the final norm and the vocabulary matrices Megatron keeps there") {
+  // GPT-3's tied embedding: none on one stage (the embedding serves), its copy on the last of two;
+  // Llama's untied output layer on one stage
+  const auto matrices = [](const std::string& name, const std::string& strategy) {
+    int n = 0;
+    for (const auto& t : head_param_tensors(test::make_job("dgx-h100-superpod", name, strategy)))
+      n += t.elements > 1e6 ? 1 : 0;
+    return n;
+  };
+  CHECK(matrices("gpt3-175b", "tp=8,gpus=8") == 0);
+  CHECK(matrices("gpt3-175b", "tp=8,pp=2,gpus=16") == 1);
+  CHECK(matrices("llama3-70b", "tp=8,gpus=8") == 1);
+}
+
 TEST_CASE("the embedding's and the head's tensors add up to theirs") {
   for (const std::string name : {"gpt3-175b", "llama3-70b", "deepseek-v3-like"}) {
     for (const std::string strategy : {"tp=8,pp=1,gpus=8", "tp=2,pp=2,gpus=4,first_stage_layers=30"}) {
